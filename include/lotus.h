@@ -1,0 +1,161 @@
+/*
+ * lotus.h - the lotus client library (liblotus).
+ *
+ * lotus is a transactional key-value database for disaggregated memory: compute
+ * servers (your program, linked with liblotus) run transactions; memory servers
+ * (`lotus memserver`) own the tables, indexes and locks and are reached only by
+ * two-sided messages.  Transactions use strict two-phase locking at the memory
+ * servers under NO_WAIT, WAIT_DIE or WOUND_WAIT.
+ *
+ * Objects and threads:
+ *   lotus_cluster_t  one per process: routing, configuration, local servers.
+ *                    Create and destroy from one thread; otherwise shared.
+ *   lotus_session_t  one per thread: owns that thread's endpoints.  Only the
+ *                    thread that opened it may use it or its transactions.
+ *   lotus_txn_t      a transaction; many may be open at once on one session
+ *                    (their requests are batched together).
+ *
+ * Return codes: 0 (or a non-negative count/index) on success, -errno for a
+ * system failure, or one of the LOTUS_E* codes below.  lotus_strerror() names
+ * any of them.  Errors on a transaction are sticky: after one, only
+ * lotus_txn_abort() (then lotus_txn_restart() or lotus_txn_free()) is accepted.
+ */
+#ifndef LOTUS_H
+#define LOTUS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* lotus's own errors: a reserved range below every -errno. */
+#define LOTUS_EBASE        (-5000)
+#define LOTUS_EABORTED     (-5001) /* lock conflict: the transaction must abort */
+#define LOTUS_EPREEMPTED   (-5002) /* wounded by an older transaction */
+#define LOTUS_ENOTFOUND    (-5003) /* no such key */
+#define LOTUS_EEXISTS      (-5004) /* key (or table) already exists */
+#define LOTUS_EPROTO       (-5005) /* malformed message */
+#define LOTUS_EVERSION     (-5006) /* peer speaks another protocol version */
+#define LOTUS_ECONFIG      (-5007) /* bad configuration */
+#define LOTUS_ENOTABLE     (-5008) /* no such table */
+#define LOTUS_ETOOBIG      (-5009) /* key or value too large */
+#define LOTUS_ESTATE       (-5010) /* call not valid in the current state */
+#define LOTUS_EUNAVAIL     (-5011) /* memory server unreachable or lost */
+#define LOTUS_ETIMEOUT     (-5012) /* deadline passed */
+#define LOTUS_ENOSPACE     (-5013) /* memory server out of memory */
+#define LOTUS_EUNSUPPORTED (-5014) /* feature or transport not available here */
+#define LOTUS_EREADONLY    (-5015) /* server refuses writes (e.g. after log I/O error) */
+#define LOTUS_EDURABLE     (-5016) /* commit could not be made durable */
+#define LOTUS_ELAST        (-5017)
+
+const char *lotus_strerror(int err);
+/* 1 if err means "abort and retry the transaction" (conflicts, preemption). */
+int lotus_err_retryable(int err);
+
+typedef struct lotus_cluster lotus_cluster_t;
+typedef struct lotus_session lotus_session_t;
+typedef struct lotus_txn lotus_txn_t;
+typedef uint32_t lotus_table_t;
+
+enum lotus_cc { LOTUS_NO_WAIT = 0, LOTUS_WAIT_DIE = 1, LOTUS_WOUND_WAIT = 2 };
+enum lotus_batch { LOTUS_BATCH_NONE = 0, LOTUS_BATCH_INTRA = 1, LOTUS_BATCH_INTER = 2 };
+
+struct lotus_options {
+	const char *config_path;  /* cluster INI file; NULL with local_servers > 0 */
+	int local_servers;        /* start N memory servers on loopback (children) */
+	const char *transport;    /* "tcp" (default), "sm", "rc", "ud", "dc" */
+	enum lotus_cc cc;         /* protocol of this process's transactions */
+	enum lotus_batch batch;   /* default LOTUS_BATCH_INTRA */
+	unsigned compute_id;      /* unique per compute process (0..4095) */
+	/* for local clusters: */
+	unsigned server_threads;  /* 0: follow the core count */
+	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */
+	const char *lotus_bin;    /* path of the lotus binary (local); NULL: /proc/self/exe */
+};
+void lotus_options_init(struct lotus_options *o);
+
+/* Connect to the cluster the options name (starting local servers if asked).
+ * Errors: LOTUS_ECONFIG (message on stderr names file and line),
+ * LOTUS_EUNAVAIL, LOTUS_EUNSUPPORTED, -ENOMEM.  Any thread, once. */
+int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out);
+/* Close every session first.  Stops local servers.  */
+void lotus_disconnect(lotus_cluster_t *c);
+unsigned lotus_cluster_servers(const lotus_cluster_t *c);
+const char *lotus_cluster_transport(const lotus_cluster_t *c);
+
+/* Create (or open, if it exists with the same size) a table on every memory
+ * server.  max_value 0 = 1 KiB; at most 64 KiB.  Needs an open session. */
+int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
+		       lotus_table_t *out);
+
+/* One session per thread.  Errors: LOTUS_EUNAVAIL, -ENOMEM. */
+int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out);
+void lotus_session_close(lotus_session_t *s);
+/* Drive the network: send what is ready, handle replies, run callbacks of
+ * asynchronous calls.  Waits up to timeout_ms if nothing is ready (0: poll).
+ * Returns the number of callbacks run. */
+int lotus_session_poll(lotus_session_t *s, int timeout_ms);
+
+/* Begin a transaction (new priority).  lotus_txn_restart() reuses the txn
+ * after an abort and KEEPS its priority (starvation freedom). */
+int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out);
+int lotus_txn_restart(lotus_txn_t *t);
+void lotus_txn_free(lotus_txn_t *t);
+uint64_t lotus_txn_id(const lotus_txn_t *t);
+uint64_t lotus_txn_priority(const lotus_txn_t *t);
+
+/* Stage operations; nothing is sent until execute/commit.  Each returns an op
+ * index >= 0 to fetch its result with, or LOTUS_ETOOBIG / LOTUS_ESTATE.  Keys
+ * are 1..128 bytes; values at most the table's max.  Keys and values are
+ * copied. */
+int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen);
+int lotus_txn_read_for_update(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen);
+/* Write: takes an X lock at execute time (unless already held), applies at commit. */
+int lotus_txn_write(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
+		    const void *value, size_t vlen);
+int lotus_txn_insert(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
+		     const void *value, size_t vlen);
+int lotus_txn_delete(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen);
+/* Up to count rows with key >= start, in key order, S-locked.  Rows come from
+ * every memory server and are merged in order. */
+int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
+		   unsigned count);
+
+/* Send every staged operation (one message per memory server) and wait for the
+ * replies.  0, or the first error (LOTUS_EABORTED, LOTUS_EPREEMPTED: abort and
+ * retry; LOTUS_ENOTFOUND etc. are reported per op and do not fail execute). */
+int lotus_txn_execute(lotus_txn_t *t);
+/* Result of op: 0 and the value (valid until the txn is restarted/freed), or
+ * LOTUS_ENOTFOUND / LOTUS_EEXISTS / a lock error. */
+int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen);
+/* Scan results: number of rows, then each row. */
+int lotus_txn_scan_rows(const lotus_txn_t *t, int op);
+int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key,
+		       size_t *klen, const void **value, size_t *vlen);
+
+/* Commit: apply the writes and release the locks.  0 or an error (after an
+ * error the transaction is aborted). */
+int lotus_txn_commit(lotus_txn_t *t);
+/* Abort: release the locks.  Always leaves the txn ready to restart or free. */
+int lotus_txn_abort(lotus_txn_t *t);
+
+/* Asynchronous forms: start the step and return; cb runs from
+ * lotus_session_poll() with the same result the synchronous call returns.
+ * Several transactions of one session may be in flight at once; their
+ * requests to a memory server share messages (inter-transaction batching). */
+typedef void (*lotus_txn_cb)(lotus_txn_t *t, int result, void *arg);
+int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg);
+int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg);
+int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg);
+
+/* Network counters of a session (messages, bytes, requests by type). */
+struct lotus_net_counters {
+	uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv, reqs_sent;
+};
+void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

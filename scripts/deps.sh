@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages lotus needs, only those that are missing.
+# Runs `apt-get update` once, and only when something must be installed.
+set -euo pipefail
+need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev fio gnuplot-nox iproute2 procps)
+missing=()
+for p in "${need[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps: installing ${missing[*]}" >&2
+SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

@@ -1,0 +1,8 @@
+/* cli.h - the subcommands of `lotus`; each returns the exit status. */
+#ifndef LOTUS_CLI_H
+#define LOTUS_CLI_H
+int cmd_memserver(int argc, char **argv);
+int cmd_ycsb(int argc, char **argv);
+int cmd_netbench(int argc, char **argv);
+int cmd_iobench(int argc, char **argv);
+#endif

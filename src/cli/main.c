@@ -1,0 +1,43 @@
+/*
+ * main.c - the `lotus` command: a table of subcommands.  Each subcommand lives
+ * in its own file (cli_<name>.c) and returns the process exit status:
+ * 0 success, 1 failure at run time, 2 bad usage (one-line reason on stderr).
+ */
+#include <stdio.h>
+#include <string.h>
+#include "cli/cli.h"
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "memserver", cmd_memserver, "run a memory server" },
+	{ "ycsb", cmd_ycsb, "run YCSB transactions against a cluster (or a --local one)" },
+	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },
+	{ "iobench", cmd_iobench, "the hybrid I/O layer's microbenchmarks (paper §3)" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: lotus <command> [options]   (lotus <command> --help)\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "lotus: unknown command '%s' (see lotus --help)\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,152 @@
+/* opts.c - see opts.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli/opts.h"
+#include "common/common.h"
+
+int cli_fail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "lotus %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see lotus %s --help)\n", cmd);
+	return 2;
+}
+
+struct cli_opt *cli_find(struct cli_opt *opts, const char *name)
+{
+	for (struct cli_opt *o = opts; o->name; o++)
+		if (!strcmp(o->name, name))
+			return o;
+	return NULL;
+}
+
+static void cli_help(const char *cmd, const char *usage, const struct cli_opt *opts)
+{
+	printf("usage: lotus %s [options]\n%s\n\noptions:\n", cmd, usage);
+	for (const struct cli_opt *o = opts; o->name; o++) {
+		char left[64];
+		snprintf(left, sizeof(left), "--%s%s%s", o->name, o->metavar ? " " : "",
+			 o->metavar ? o->metavar : "");
+		printf("  %-26s %s", left, o->help);
+		if (o->kind == OPT_CHOICE && o->choices) {
+			printf(" (");
+			for (const char *const *c = o->choices; *c; c++)
+				printf("%s%s", c == o->choices ? "" : "|", *c);
+			printf(")");
+		}
+		printf("\n");
+	}
+	printf("  %-26s %s\n", "--help", "show this help");
+}
+
+static int cli_set(const char *cmd, struct cli_opt *o, const char *val)
+{
+	uint64_t u;
+	double d;
+	int rc = 0;
+	switch (o->kind) {
+	case OPT_FLAG:
+		*(bool *)o->dst = true;
+		return 0;
+	case OPT_STR:
+		if (!*val)
+			return cli_fail(cmd, "--%s needs a non-empty value", o->name);
+		*(const char **)o->dst = val;
+		return 0;
+	case OPT_CHOICE:
+		for (int i = 0; o->choices[i]; i++)
+			if (!strcmp(o->choices[i], val)) {
+				*(int *)o->dst = i;
+				return 0;
+			}
+		return cli_fail(cmd, "--%s: '%s' is not one of the choices", o->name, val);
+	case OPT_RANGE:
+		if (parse_range(val, &((uint64_t *)o->dst)[0], &((uint64_t *)o->dst)[1]))
+			return cli_fail(cmd, "--%s: '%s' is not MIN-MAX", o->name, val);
+		return 0;
+	case OPT_DOUBLE:
+		rc = parse_double(val, &d);
+		u = 0;
+		break;
+	case OPT_SIZE:
+		rc = parse_size(val, &u);
+		d = (double)u;
+		break;
+	default:
+		rc = parse_u64(val, &u);
+		d = (double)u;
+		break;
+	}
+	if (rc)
+		return cli_fail(cmd, "--%s: '%s' is not a valid %s", o->name, val,
+				o->kind == OPT_SIZE ? "size" : "number");
+	if (o->max > o->min && (d < o->min || d > o->max))
+		return cli_fail(cmd, "--%s: %s is out of range [%g, %g]", o->name, val, o->min,
+				o->max);
+	switch (o->kind) {
+	case OPT_INT:
+		if (u > 0x7fffffff)
+			return cli_fail(cmd, "--%s: %s is too large", o->name, val);
+		*(int *)o->dst = (int)u;
+		break;
+	case OPT_DOUBLE:
+		*(double *)o->dst = d;
+		break;
+	default:
+		*(uint64_t *)o->dst = u;
+		break;
+	}
+	return 0;
+}
+
+int cli_parse(const char *cmd, const char *usage, struct cli_opt *opts, int argc,
+	      char **argv, char **rest, int *nrest)
+{
+	int n = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			cli_help(cmd, usage, opts);
+			return 1;
+		}
+		if (strncmp(a, "--", 2) != 0) {
+			if (!rest)
+				return cli_fail(cmd, "unexpected argument '%s'", a);
+			rest[n++] = argv[i];
+			continue;
+		}
+		char name[64];
+		const char *eq = strchr(a + 2, '=');
+		size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+		if (len >= sizeof(name))
+			return cli_fail(cmd, "unknown option '%s'", a);
+		memcpy(name, a + 2, len);
+		name[len] = 0;
+		struct cli_opt *o = cli_find(opts, name);
+		if (!o)
+			return cli_fail(cmd, "unknown option '--%s'", name);
+		const char *val = NULL;
+		if (o->kind != OPT_FLAG) {
+			if (eq)
+				val = eq + 1;
+			else if (i + 1 < argc)
+				val = argv[++i];
+			else
+				return cli_fail(cmd, "--%s needs a value", name);
+		} else if (eq) {
+			return cli_fail(cmd, "--%s takes no value", name);
+		}
+		int rc = cli_set(cmd, o, val);
+		if (rc)
+			return rc;
+		o->seen = true;
+	}
+	if (nrest)
+		*nrest = n;
+	return 0;
+}

@@ -1,0 +1,47 @@
+/* log.c - see log.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "common/log.h"
+
+static char log_tag[32] = "lotus";
+static int log_level = -1;
+
+void log_set_tag(const char *tag)
+{
+	snprintf(log_tag, sizeof(log_tag), "%s", tag);
+}
+
+void log_set_level(enum log_level lvl)
+{
+	log_level = (int)lvl;
+}
+
+int log_enabled(enum log_level lvl)
+{
+	if (log_level < 0) {
+		const char *e = getenv("LOTUS_LOG");
+		log_level = LOG_INFO;
+		if (e && !strcasecmp(e, "debug")) log_level = LOG_DEBUG;
+		if (e && !strcasecmp(e, "warn")) log_level = LOG_WARN;
+		if (e && !strcasecmp(e, "error")) log_level = LOG_ERROR;
+	}
+	return (int)lvl >= log_level;
+}
+
+void log_msg(enum log_level lvl, const char *fmt, ...)
+{
+	static const char *names[] = { "debug", "info", "warn", "error" };
+	char line[1024];
+	va_list ap;
+	if (!log_enabled(lvl))
+		return;
+	int n = snprintf(line, sizeof(line), "%s: %s: ", log_tag, names[lvl]);
+	va_start(ap, fmt);
+	if (n > 0 && (size_t)n < sizeof(line))
+		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s\n", line);
+}

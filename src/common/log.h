@@ -1,0 +1,17 @@
+/*
+ * log.h - leveled logging to stderr, one line per call, thread-safe
+ * (one fprintf per line).  LOTUS_LOG=debug|info|warn|error sets the level;
+ * the default is info.  Lines carry a process tag set with log_set_tag().
+ */
+#ifndef LOTUS_LOG_H
+#define LOTUS_LOG_H
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+void log_set_tag(const char *tag);
+void log_set_level(enum log_level lvl);
+int log_enabled(enum log_level lvl);
+void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_debug(...) do { if (log_enabled(LOG_DEBUG)) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#endif

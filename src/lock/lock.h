@@ -1,0 +1,97 @@
+/*
+ * lock.h - the memory server's lock manager (papers/lotus-two-sided-rdma.txt §4):
+ * S/X locks per (table, key), wait queues ordered by priority, the transaction
+ * status table, and the three protocols NO_WAIT, WAIT_DIE and WOUND_WAIT.
+ *
+ * A priority is a 64-bit number; SMALLER IS OLDER IS MORE IMPORTANT.  Ties break
+ * on the transaction id.  A transaction keeps its priority across retries.
+ *
+ * Transaction status (updated atomically; see lock.c for the diagram):
+ *   RUNNING -> WAITING (parked in a queue) -> RUNNING (granted)
+ *   RUNNING/WAITING -> PREEMPTED (wounded by an older txn; never from COMMITTING)
+ *   RUNNING -> COMMITTING (lock_txn_begin_commit) -> released
+ *
+ * Lazy notification: a waiting request is answered only when granted (or when
+ * its transaction is wounded while waiting).  A preempted transaction is not told;
+ * its next lock_acquire/lock_txn_begin_commit returns LOTUS_EPREEMPTED.
+ *
+ * Threads: every function may be called from any thread.  The notify callback
+ * runs in the thread that caused the grant, with no lock-table latch held; it
+ * must not call back into the lock table (queue the work instead).
+ */
+#ifndef LOTUS_LOCK_H
+#define LOTUS_LOCK_H
+#include <stdbool.h>
+#include <stdint.h>
+
+enum lock_mode { LOCK_S = 1, LOCK_X = 2 };
+enum cc_proto { CC_NO_WAIT = 0, CC_WAIT_DIE = 1, CC_WOUND_WAIT = 2 };
+enum txn_status { TXN_RUNNING, TXN_WAITING, TXN_PREEMPTED, TXN_COMMITTING };
+
+typedef struct lock_table lock_table_t;
+typedef struct lock_txn lock_txn_t;
+
+/* A parked request.  The caller owns the memory (embed it in its pending
+ * request); it must stay valid until notify() has been called for it or the
+ * transaction has been released. */
+struct lock_waiter {
+	lock_txn_t *txn;
+	enum lock_mode mode;
+	void *owner;                /* caller's cookie: e.g. the pending request */
+	struct lock_waiter *next;   /* lock-table internal */
+	void *lock;                 /* lock-table internal */
+	uint64_t wait_start_ns;     /* lock-table internal */
+};
+
+/* result: 0 granted, LOTUS_EPREEMPTED (wounded while waiting). */
+typedef void (*lock_notify_fn)(void *arg, struct lock_waiter *w, int result);
+
+int lock_table_create(unsigned buckets_log2, lock_notify_fn notify, void *arg, lock_table_t **out);
+void lock_table_destroy(lock_table_t *lt);
+
+/* Find or create the status-table entry for txn_id.  owner is an opaque cookie
+ * (the connection) used by lock_release_owner().  Takes a reference. */
+lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, void *owner);
+/* Look up without creating (NULL if unknown).  Takes a reference. */
+lock_txn_t *lock_txn_find(lock_table_t *lt, uint64_t txn_id);
+void lock_txn_put(lock_table_t *lt, lock_txn_t *txn);
+enum txn_status lock_txn_status(const lock_txn_t *txn);
+uint64_t lock_txn_id(const lock_txn_t *txn);
+
+/*
+ * Acquire (table, key) in mode for txn under protocol cc.
+ *   0                 granted now (also if already held in a covering mode;
+ *                     S->X upgrade is supported)
+ *   1                 parked: w is queued; notify(w, 0) comes on grant
+ *   LOTUS_EABORTED    rejected (NO_WAIT conflict, WAIT_DIE younger)
+ *   LOTUS_EPREEMPTED  txn had been wounded; it must abort
+ */
+int lock_acquire(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
+		 uint16_t klen, enum lock_mode mode, enum cc_proto cc, struct lock_waiter *w);
+
+/* True if txn holds (table,key) in at least mode. */
+bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
+	       uint16_t klen, enum lock_mode mode);
+
+/* RUNNING -> COMMITTING.  LOTUS_EPREEMPTED if the txn was wounded first; after
+ * success the txn can no longer be preempted. */
+int lock_txn_begin_commit(lock_table_t *lt, lock_txn_t *txn);
+
+/* Release every lock txn holds, drop its queued waiters (without notify), grant
+ * the next waiters in priority order (compatible readers together), and remove
+ * txn from the status table.  The caller's reference is consumed. */
+void lock_txn_release(lock_table_t *lt, lock_txn_t *txn);
+
+/* Release every transaction whose owner cookie is owner (a lost client).
+ * Returns the number of transactions released.  COMMITTING txns are left to the
+ * caller's commit path (they are released by it). */
+int lock_release_owner(lock_table_t *lt, void *owner);
+
+struct lock_stats {
+	uint64_t acquires, grants_immediate, waits, wait_ns, grants_after_wait;
+	uint64_t rejects, preemptions, preempted_aborts, upgrades;
+	uint64_t txns_active;
+};
+void lock_table_stats(lock_table_t *lt, struct lock_stats *out);
+
+#endif

@@ -1,0 +1,120 @@
+/*
+ * net.h - the message transport: UCX active messages between per-thread
+ * workers (DESIGN.md "Processes and threads", "Wire protocol").
+ *
+ * Objects and their threads:
+ *   net_ctx_t     one per process (the ucp_context).  Create/destroy on one thread.
+ *   net_worker_t  one per thread; owns a UCX worker and every connection on it.
+ *                 Only its owning thread calls anything on it or its conns,
+ *                 except net_post(), which any thread may call.
+ *   net_conn_t    one endpoint; lives on one worker.
+ *
+ * Delivery: UCX AM callbacks never call into lotus code and never progress the
+ * worker; they queue the message (eager data is held, rendezvous data is
+ * received into a buffer).  net_progress() then hands each message to
+ * on_msg() in arrival order, outside any UCX callback, where the handler may
+ * send.  The message bytes are valid only during on_msg().
+ *
+ * Sending: net_send() takes ownership of a buffer from net_buf_alloc() (or the
+ * detached data of a wire_buf, which is malloc'd) and frees it when UCX is done
+ * with it, so no header or payload dies before its send completes.
+ *
+ * Liveness: over tcp/rc/ud/dc the endpoint uses peer error handling, and a lost
+ * peer reaches on_close().  Shared memory only works with error mode NONE, so
+ * there each side pings an idle connection and declares it lost after
+ * lease_ms without traffic.
+ *
+ * Idle: net_wait() spins for spin_us, then sleeps on the worker's wakeup fd,
+ * so an idle process uses no CPU.
+ *
+ * Returns 0 or -errno, or LOTUS_EUNAVAIL (peer unreachable/lost),
+ * LOTUS_EUNSUPPORTED (transport not available here, with a log line naming
+ * what is missing), LOTUS_ETIMEOUT.
+ */
+#ifndef LOTUS_NET_H
+#define LOTUS_NET_H
+#include <stddef.h>
+#include <stdint.h>
+#include "net/wire.h"
+
+typedef struct net_ctx net_ctx_t;
+typedef struct net_worker net_worker_t;
+typedef struct net_conn net_conn_t;
+typedef struct net_listener net_listener_t;
+
+struct net_opts {
+	const char *transport;   /* "tcp", "sm", "rc", "ud", "dc"; NULL: $UCX_TLS, else tcp */
+	unsigned spin_us;        /* busy-poll budget before sleeping (default 100) */
+	unsigned lease_ms;       /* shared-memory liveness lease (default 3000) */
+};
+
+struct net_handlers {
+	/* A whole message arrived on c.  Runs in the worker's thread. */
+	void (*on_msg)(void *arg, net_conn_t *c, const void *data, size_t len);
+	/* A server-side connection was established on this worker. */
+	void (*on_accept)(void *arg, net_conn_t *c);
+	/* c is closed or its peer is lost (reason: 0 or -errno/LOTUS_E*).  c is
+	 * freed after this returns. */
+	void (*on_close)(void *arg, net_conn_t *c, int reason);
+	/* An item passed to net_post() by another thread. */
+	void (*on_post)(void *arg, void *item);
+};
+
+int net_ctx_create(const struct net_opts *opts, net_ctx_t **out);
+void net_ctx_destroy(net_ctx_t *ctx);
+/* The transport in use, as the user named it ("tcp", "sm", ...). */
+const char *net_ctx_transport(const net_ctx_t *ctx);
+/* Largest message the configured transports carry (UCX-derived; at least
+ * 64 KiB + headers on every transport lotus supports). */
+size_t net_ctx_max_msg(const net_ctx_t *ctx);
+
+int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
+		      net_worker_t **out);
+void net_worker_destroy(net_worker_t *w);   /* closes its conns (no on_close) */
+
+/* Listen on host:port on worker w.  Accepted connections are spread round-robin
+ * over targets[0..ntargets) (w itself may be one); the target creates the
+ * endpoint in its own thread.  port 0 picks a free port. */
+int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **targets,
+	       unsigned ntargets, net_listener_t **out);
+uint16_t net_listener_port(const net_listener_t *l);
+void net_listener_destroy(net_listener_t *l);
+
+/* Connect from worker w; returns when the connection is usable or after
+ * timeout_ms (LOTUS_ETIMEOUT / LOTUS_EUNAVAIL). */
+int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms,
+		net_conn_t **out);
+void net_conn_close(net_conn_t *c);
+void net_conn_set_user(net_conn_t *c, void *user);
+void *net_conn_user(const net_conn_t *c);
+const char *net_conn_peer(const net_conn_t *c);
+net_worker_t *net_conn_worker(const net_conn_t *c);
+
+void *net_buf_alloc(size_t len);
+void net_buf_free(void *buf);
+/* Send len bytes of buf (ownership passes to the transport, even on error). */
+int net_send(net_conn_t *c, void *buf, size_t len);
+
+/* Progress and dispatch; returns the number of messages/events handled. */
+int net_progress(net_worker_t *w);
+/* Progress; if nothing happened, spin up to spin_us then sleep until an event
+ * or timeout_ms (-1 = forever).  Returns events handled. */
+int net_wait(net_worker_t *w, int timeout_ms);
+/* Any thread: queue item for w's on_post() and wake w. */
+int net_post(net_worker_t *w, void *item);
+
+/* Counters by wire message type, per worker (only its thread reads them while
+ * it runs; sum them after the threads stop). */
+struct net_type_stats { uint64_t msgs, bytes, items; };
+struct net_stats {
+	struct net_type_stats sent[WIRE_TYPE_MAX], recv[WIRE_TYPE_MAX];
+	uint64_t sleeps, wakeups, conns_lost;
+};
+void net_worker_stats(const net_worker_t *w, struct net_stats *out);
+void net_stats_add(struct net_stats *dst, const struct net_stats *src);
+
+/* Fault injection for tests (the thin wrapper every send goes through):
+ * LOTUS_NET_FAULT="drop:N" drops every Nth sent message, "corrupt:N" flips a
+ * byte in every Nth. */
+
+#endif

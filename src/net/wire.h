@@ -1,0 +1,185 @@
+/*
+ * wire.h - the lotus wire format (DESIGN.md "Wire protocol").
+ *
+ * A message is a header followed by `count` items.  In a REQ message each item
+ * is a request; in a REP message each item is a reply.  Every request gets
+ * exactly one reply, matched by (txn_id, tag); replies to the requests of one
+ * message go out together in one message unless a request waits for a lock
+ * (lazy notification), in which case its reply comes later in another message.
+ *
+ *   message := wire_hdr item*               (hdr.length = total bytes)
+ *   request := wire_req key[key_len] value[value_len] pad-to-8
+ *   reply   := wire_rep key[key_len] value[value_len] pad-to-8
+ *
+ * All integers are little-endian (both ends are x86-64 or aarch64; a big-endian
+ * host would need swaps in wire.c only).  Every length is checked against the
+ * bytes received before use (wire_msg_check); a message that fails the check is
+ * answered with a WIRE_ERROR message and never touches data.
+ *
+ * COMMIT requests carry their writes in the value: a sequence of wire_write
+ * items, each followed by its key and value and padded to 8.
+ * SCAN replies carry their rows in the value: a sequence of wire_row items.
+ */
+#ifndef LOTUS_WIRE_H
+#define LOTUS_WIRE_H
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC   0x4c54u   /* "LT" */
+#define WIRE_VERSION 1
+#define WIRE_MAX_MSG (64u << 20)
+
+enum wire_type {
+	WIRE_REQ = 1,     /* batch of requests */
+	WIRE_REP = 2,     /* batch of replies */
+	WIRE_ERROR = 3,   /* message-level error: status in hdr.aux */
+	WIRE_HELLO = 4,   /* client -> server: sender = compute id */
+	WIRE_PING = 5,    /* liveness (shared memory has no peer error handling) */
+	WIRE_PONG = 6,
+	WIRE_TYPE_MAX
+};
+
+enum wire_op {
+	OP_READ = 1,      /* S lock + value */
+	OP_READ_X,        /* X lock + value (read-for-update) */
+	OP_LOCK_X,        /* X lock, no value back (blind write) */
+	OP_INSERT,        /* X lock on an absent key; LOTUS_EEXISTS if present */
+	OP_DELETE,        /* X lock on a present key; LOTUS_ENOTFOUND if absent */
+	OP_SCAN,          /* arg = max rows; S lock on each returned key */
+	OP_COMMIT,        /* apply writes in value, release all locks */
+	OP_ABORT,         /* release all locks */
+	OP_CREATE_TABLE,  /* key = name, arg = max value size; reply arg = table id */
+	OP_STATS,         /* reply value = JSON text of server counters */
+	OP_MAX
+};
+
+struct wire_hdr {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	uint16_t count;     /* items that follow */
+	uint32_t length;    /* whole message, header included */
+	uint32_t sender;    /* compute id or memory server id */
+	uint64_t seq;
+	int32_t aux;        /* WIRE_ERROR: status */
+	uint32_t reserved;
+};
+static_assert(sizeof(struct wire_hdr) == 32, "wire_hdr size");
+static_assert(offsetof(struct wire_hdr, length) == 8, "wire_hdr.length");
+static_assert(offsetof(struct wire_hdr, seq) == 16, "wire_hdr.seq");
+
+struct wire_req {
+	uint8_t op;
+	uint8_t cc;         /* enum cc_proto of the transaction */
+	uint16_t table;
+	uint16_t key_len;
+	uint16_t flags;
+	uint32_t value_len;
+	uint32_t tag;       /* chosen by the client, echoed in the reply */
+	uint64_t txn_id;
+	uint64_t priority;
+	uint64_t hint;      /* record location hint (store_loc_t) or 0 */
+	uint64_t arg;
+};
+static_assert(sizeof(struct wire_req) == 48, "wire_req size");
+static_assert(offsetof(struct wire_req, txn_id) == 16, "wire_req.txn_id");
+static_assert(offsetof(struct wire_req, hint) == 32, "wire_req.hint");
+
+struct wire_rep {
+	uint8_t op;
+	uint8_t flags;
+	uint16_t key_len;
+	int32_t status;     /* 0 or LOTUS_E* / -errno */
+	uint32_t tag;
+	uint32_t value_len;
+	uint64_t txn_id;
+	uint64_t loc;       /* record location for the client's cache */
+	uint64_t arg;       /* SCAN: rows; CREATE_TABLE: table id */
+};
+static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
+static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
+
+#define WIRE_REP_F_HINT_STALE 0x1   /* the request's hint did not validate */
+
+/* One write inside a COMMIT's value. */
+struct wire_write {
+	uint8_t op;         /* OP_READ_X/OP_LOCK_X (update), OP_INSERT, OP_DELETE */
+	uint8_t pad;
+	uint16_t table;
+	uint16_t key_len;
+	uint16_t pad2;
+	uint32_t value_len;
+	uint32_t pad3;
+	uint64_t hint;
+};
+static_assert(sizeof(struct wire_write) == 24, "wire_write size");
+
+/* One row inside a SCAN reply's value. */
+struct wire_row {
+	uint16_t key_len;
+	uint16_t pad;
+	uint32_t value_len;
+	uint64_t loc;
+};
+static_assert(sizeof(struct wire_row) == 16, "wire_row size");
+
+static inline size_t wire_pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* ---- building ------------------------------------------------------------ */
+/* A growable message buffer.  Owned by one thread. */
+struct wire_buf {
+	unsigned char *data;
+	size_t len, cap;
+	unsigned count;
+};
+void wire_buf_init(struct wire_buf *b);
+void wire_buf_free(struct wire_buf *b);
+/* Start a message (resets the buffer). */
+int wire_buf_begin(struct wire_buf *b, enum wire_type type, uint32_t sender, uint64_t seq);
+/* Append an item; key and value are copied.  -ENOMEM, -E2BIG (message limit). */
+int wire_buf_add_req(struct wire_buf *b, const struct wire_req *r, const void *key,
+		     const void *value);
+int wire_buf_add_rep(struct wire_buf *b, const struct wire_rep *r, const void *key,
+		     const void *value);
+/* Reserve room for an item whose value is written in place by the caller:
+ * returns a pointer to value_len bytes (valid until the next append). */
+void *wire_buf_add_rep_inplace(struct wire_buf *b, const struct wire_rep *r, const void *key);
+/* Seal: write count and length into the header.  Returns the message length. */
+size_t wire_buf_end(struct wire_buf *b);
+/* Hand the bytes to a sender that takes ownership; the buffer is emptied. */
+unsigned char *wire_buf_detach(struct wire_buf *b, size_t *len);
+
+/* Append (w, key, value) to a byte buffer as one COMMIT write item / scan row. */
+int wire_buf_append_write(struct wire_buf *b, const struct wire_write *w, const void *key,
+			  const void *value);
+
+/* ---- parsing ------------------------------------------------------------- */
+/* Check a whole message: header fields, total length, and every item's lengths
+ * (and, for REQ, op codes and key lengths; COMMIT writes are checked too).
+ * Returns 0, LOTUS_EPROTO (malformed) or LOTUS_EVERSION. */
+int wire_msg_check(const void *msg, size_t len);
+
+struct wire_iter {
+	const unsigned char *p, *end;
+	unsigned left;
+};
+/* After wire_msg_check succeeded. */
+void wire_iter_init(struct wire_iter *it, const void *msg, size_t len);
+/* Next item: 1 with the pointers set, 0 at the end, LOTUS_EPROTO if malformed. */
+int wire_next_req(struct wire_iter *it, const struct wire_req **r, const unsigned char **key,
+		  const unsigned char **value);
+int wire_next_rep(struct wire_iter *it, const struct wire_rep **r, const unsigned char **key,
+		  const unsigned char **value);
+/* Iterate COMMIT writes / SCAN rows inside a value of len bytes. */
+int wire_next_write(struct wire_iter *it, const struct wire_write **w, const unsigned char **key,
+		    const unsigned char **value);
+int wire_next_row(struct wire_iter *it, const struct wire_row **row, const unsigned char **key,
+		  const unsigned char **value);
+void wire_iter_bytes(struct wire_iter *it, const void *p, size_t len, unsigned count);
+
+const char *wire_type_name(unsigned type);
+const char *wire_op_name(unsigned op);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * store.h - the memory server's record store: tables, fixed-size pages in one
+ * buffer pool, slots with generations, and one ordered index per table.
+ *
+ * Invariants:
+ *  - A record never moves while it exists, so a store_loc_t is stable until the
+ *    record is deleted.  Freeing a slot bumps its generation, so an old location
+ *    (a cached hint) no longer validates.
+ *  - Record *contents* are protected by the lock manager, not by the store: a
+ *    caller reads a value only under an S or X lock on its key and writes it only
+ *    under an X lock.  The store protects its own structures (index, free lists)
+ *    and is safe to call from any thread.
+ *  - Index readers never block writers for long (optimistic lock coupling).
+ *
+ * Returns 0 or -errno, or LOTUS_ENOTFOUND / LOTUS_EEXISTS / LOTUS_ETOOBIG /
+ * LOTUS_ENOSPACE / LOTUS_ENOTABLE.
+ */
+#ifndef LOTUS_STORE_H
+#define LOTUS_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_KEY_MAX       128
+#define STORE_VALUE_MAX     (64u * 1024)
+#define STORE_DEFAULT_PAGE  8192u
+#define STORE_MAX_TABLES    256
+
+/* page number (40 bits) | slot in page (12 bits) | generation (12 bits); 0 = none */
+typedef uint64_t store_loc_t;
+
+typedef struct store store_t;
+
+/* The record as it sits in its slot.  The key follows the header, the value
+ * follows the key.  value_len <= the table's max_value. */
+struct store_rec {
+	uint32_t gen;        /* slot generation; odd = free, even = in use (or a flag) */
+	uint16_t key_len;
+	uint16_t table;
+	uint32_t value_len;
+	uint32_t reserved;
+	unsigned char data[]; /* key, then value */
+};
+static inline const unsigned char *store_rec_key(const struct store_rec *r) { return r->data; }
+static inline unsigned char *store_rec_value(struct store_rec *r) { return r->data + r->key_len; }
+
+/* memory_bytes: size of the buffer pool (mapped lazily, so RSS follows use).
+ * page_size: 0 for the default 8 KiB. */
+int store_create(size_t memory_bytes, uint32_t page_size, store_t **out);
+void store_destroy(store_t *st);
+
+/* Create a table or return the existing one of that name (same max_value, else
+ * LOTUS_EEXISTS).  max_value 0 means 1 KiB; at most STORE_VALUE_MAX. */
+int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id);
+int store_table_find(store_t *st, const char *name, uint16_t *table_id, uint32_t *max_value);
+uint32_t store_table_max_value(store_t *st, uint16_t table);  /* 0 if no such table */
+
+/* Point operations through the index. */
+int store_get(store_t *st, uint16_t table, const void *key, uint16_t klen, store_loc_t *loc);
+int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
+		 const void *val, uint32_t vlen, store_loc_t *loc);
+/* Overwrite the value in place (vlen <= max_value).  Location unchanged. */
+int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen);
+int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen);
+
+/* The record at loc, or NULL if loc is stale (slot free, other generation).
+ * If key is non-NULL it must also match (the shortcut-hint check). */
+struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
+			       const void *key, uint16_t klen);
+
+/* Ascending scan from the first key >= start.  cb returns 0 to continue, 1 to
+ * stop.  At most limit records are visited.  Returns the number visited. */
+typedef int (*store_scan_cb)(void *arg, const unsigned char *key, uint16_t klen, store_loc_t loc);
+int store_scan(store_t *st, uint16_t table, const void *start, uint16_t slen,
+	       unsigned limit, store_scan_cb cb, void *arg);
+
+struct store_stats {
+	uint64_t records, pages_used, pool_bytes, index_bytes;
+};
+void store_stats(store_t *st, struct store_stats *out);
+
+#endif
