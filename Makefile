@@ -11,7 +11,7 @@ BUILD   ?= build
 CC      ?= cc
 PKGS    := ucx liburing
 OPTFLAGS ?= -O2 -g
-CFLAGS  += -std=gnu11 $(OPTFLAGS) -Wall -Wextra -Wno-unused-parameter \
+CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Wno-unused-parameter \
            -Wno-missing-field-initializers -fno-strict-aliasing -pthread \
            -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
            -MMD -MP

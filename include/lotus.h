@@ -101,6 +101,8 @@ int lotus_session_poll(lotus_session_t *s, int timeout_ms);
  * after an abort and KEEPS its priority (starvation freedom). */
 int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out);
 int lotus_txn_restart(lotus_txn_t *t);
+/* Reuse a finished transaction object for a NEW transaction (new priority). */
+int lotus_txn_recycle(lotus_txn_t *t);
 void lotus_txn_free(lotus_txn_t *t);
 uint64_t lotus_txn_id(const lotus_txn_t *t);
 uint64_t lotus_txn_priority(const lotus_txn_t *t);
@@ -154,6 +156,11 @@ struct lotus_net_counters {
 	uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv, reqs_sent;
 };
 void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out);
+
+/* Counters of memory server sv (locks, store, requests) as one JSON object;
+ * the text is owned by the session and valid until the next call.  NULL if
+ * the server does not answer. */
+const char *lotus_server_stats(lotus_session_t *s, unsigned sv);
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,72 @@
-/* cli_memserver.c - `lotus memserver` (being built). */
+/*
+ * cli_memserver.c - `lotus memserver`: run one memory server until SIGINT or
+ * SIGTERM.  Settings come from the cluster config (--config, --id) and are
+ * overridden by flags.
+ */
 #include <stdio.h>
+#include <string.h>
 #include "cli/cli.h"
+#include "cli/opts.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "memserver/memserver.h"
+
+static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 
 int cmd_memserver(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "lotus memserver: not built yet\n");
-	return 1;
+	const char *listen = NULL, *config = NULL;
+	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
+	int transport = 0;
+	bool ready_json = false;
+	struct cli_opt opts[] = {
+		{ "listen", OPT_STR, &listen, "HOST:PORT", "address to listen on (port 0: any free port)" },
+		{ "id", OPT_U64, &id, "N", "memory server id, 0..N-1 (default 0)", .min = 0, .max = 63 },
+		{ "threads", OPT_U64, &threads, "W", "worker threads (default: the core count)", .min = 0, .max = 1024 },
+		{ "memory", OPT_SIZE, &memory, "SIZE", "buffer pool size, e.g. 4G (default 1G)" },
+		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
+		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
+		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
+		{ 0 },
+	};
+	int rc = cli_parse("memserver", "Run a memory server: tables, indexes and locks, served to compute servers.",
+			   opts, argc, argv, NULL, NULL);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+
+	struct lotus_config cfg;
+	struct memserver_opts o = { .id = (unsigned)id };
+	char host[256] = "127.0.0.1";
+	uint16_t port = 7000;
+	config_defaults(&cfg);
+	if (config) {
+		if (config_load(config, &cfg))
+			return 2;
+		int i = config_find_server(&cfg, (unsigned)id);
+		if (i < 0)
+			return cli_fail("memserver", "%s has no [memserver %llu] section", config,
+					(unsigned long long)id);
+		snprintf(host, sizeof(host), "%s", cfg.servers[i].host);
+		port = cfg.servers[i].port;
+		if (!cli_find(opts, "threads")->seen)
+			threads = cfg.servers[i].threads;
+		if (!cli_find(opts, "memory")->seen)
+			memory = cfg.servers[i].memory;
+	}
+	if (listen && parse_hostport(listen, host, sizeof(host), &port))
+		return cli_fail("memserver", "--listen: '%s' is not HOST:PORT", listen);
+	if (!listen && !config)
+		return cli_fail("memserver", "give --listen HOST:PORT or --config FILE");
+	o.host = host;
+	o.port = port;
+	o.threads = (unsigned)threads;
+	o.memory = memory;
+	o.transport = cli_find(opts, "transport")->seen ? transports[transport]
+		      : config ? cfg.transport : NULL;
+	o.json_ready = ready_json;
+	char tag[32];
+	snprintf(tag, sizeof(tag), "memserver %u", o.id);
+	log_set_tag(tag);
+	return memserver_run(&o) == 0 ? 0 : 1;
 }

@@ -1,11 +1,114 @@
-/* cli_ycsb.c - `lotus ycsb` (being built). */
+/*
+ * cli_ycsb.c - `lotus ycsb`: YCSB workloads A-F as transactions, on a cluster
+ * from --config or on an embedded --local cluster (the default: 2 servers).
+ */
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include "bench/ycsb.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "common/log.h"
+
+static const char *const workloads[] = { "A", "B", "C", "D", "E", "F", NULL };
+static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
+static const char *const batches[] = { "none", "intra", "inter", NULL };
+static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
+static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	ycsb_stop();
+}
 
 int cmd_ycsb(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "lotus ycsb: not built yet\n");
-	return 1;
+	struct ycsb_opts o;
+	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
+	uint64_t smem = 0, compute_id = 0, max_scan;
+	int wl = 0, cc = 0, batch = 1, tr = 0, dist = 1;
+	const char *config = NULL, *trace = NULL;
+	bool json = false, no_load = false, quiet = false;
+	ycsb_opts_init(&o);
+	records = o.records; rsize = o.record_size; ops = o.ops_per_txn; seed = o.seed;
+	max_scan = o.max_scan;
+	struct cli_opt opts[] = {
+		{ "workload", OPT_CHOICE, &wl, "W", "YCSB workload", workloads },
+		{ "records", OPT_U64, &records, "N", "records to load (default 100000)", .min = 1, .max = 1e12 },
+		{ "record-size", OPT_U64, &rsize, "BYTES", "record size (default 1024 = 10 fields x 100 B)", .min = 1, .max = 65536 },
+		{ "ops-per-txn", OPT_U64, &ops, "K", "operations per transaction, distinct keys (default 16)", .min = 1, .max = 128 },
+		{ "zipf", OPT_DOUBLE, &o.zipf, "THETA", "zipfian skew (default 0.99, YCSB's; the paper uses 0.9)", .min = 0.01, .max = 10 },
+		{ "dist", OPT_CHOICE, &dist, "D", "key distribution (default zipfian; D uses latest)", dists },
+		{ "threads", OPT_U64, &threads, "T", "compute threads (default: the core count)", .min = 1, .max = 1024 },
+		{ "inflight", OPT_U64, &inflight, "K", "transactions in flight per thread (default 1)", .min = 1, .max = 1024 },
+		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "measured run time (default 10)", .min = 0.1, .max = 86400 },
+		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
+		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
+		{ "batch", OPT_CHOICE, &batch, "B", "request batching (default intra)", batches },
+		{ "max-scan", OPT_U64, &max_scan, "N", "longest scan of workload E (default 100)", .min = 1, .max = 1000 },
+		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
+		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback (default 2)", .min = 1, .max = 64 },
+		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp)", transports },
+		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
+		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default: fits the data)" },
+		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
+		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading (the table is already there)" },
+		{ "seed", OPT_U64, &seed, "N", "random seed (default 1)" },
+		{ "trace-keys", OPT_STR, &trace, "FILE", "write every generated key id, one per line" },
+		{ "json", OPT_FLAG, &json, NULL, "print one JSON object instead of the table" },
+		{ "quiet", OPT_FLAG, &quiet, NULL, "no progress lines on stderr" },
+		{ 0 },
+	};
+	int rc = cli_parse("ycsb", "Run YCSB transactions: load the table, run the workload, report\n"
+			   "throughput, latency, aborts and network traffic per transaction.",
+			   opts, argc, argv, NULL, NULL);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	if (config && cli_find(opts, "local")->seen)
+		return cli_fail("ycsb", "--config and --local exclude each other");
+	o.workload = workloads[wl][0];
+	o.records = records;
+	o.record_size = (uint32_t)rsize;
+	o.ops_per_txn = (unsigned)ops;
+	o.threads = (unsigned)threads;
+	o.inflight = (unsigned)inflight;
+	o.max_scan = (unsigned)max_scan;
+	o.seed = seed;
+	o.trace_keys = trace;
+	o.no_load = no_load;
+	o.quiet = quiet;
+	if (cli_find(opts, "dist")->seen)
+		o.dist = dist;
+	o.lo.cc = (enum lotus_cc)cc;
+	o.lo.batch = (enum lotus_batch)batch;
+	o.lo.compute_id = (unsigned)compute_id;
+	o.lo.config_path = config;
+	o.lo.local_servers = config ? 0 : (int)local;
+	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
+	o.lo.server_threads = (unsigned)sthreads;
+	/* default pool: the data set twice over, spread across servers, at least 256 MiB */
+	o.lo.server_memory = smem ? smem
+			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
+	if (config) {
+		struct lotus_config cfg;
+		if (config_load(config, &cfg))
+			return 2;
+		if (!cli_find(opts, "cc")->seen)
+			o.lo.cc = (enum lotus_cc)cfg.cc;
+	}
+	log_set_tag("ycsb");
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	struct ycsb_result res;
+	rc = ycsb_run(&o, &res);
+	if (rc) {
+		fprintf(stderr, "lotus ycsb: %s\n", lotus_strerror(rc));
+		return 1;
+	}
+	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport : "tcp",
+		   config ? 0 : (unsigned)local);
+	return res.error ? 1 : 0;
 }

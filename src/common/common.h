@@ -61,7 +61,7 @@ int parse_double(const char *s, double *out);
 int parse_size(const char *s, uint64_t *out);
 /* "10-100" or "10" (MIN==MAX). */
 int parse_range(const char *s, uint64_t *lo, uint64_t *hi);
-/* "host:port" -> host (copied, NUL-terminated) and port. */
+/* "host:port" -> host (copied, NUL-terminated) and port (0 allowed). */
 int parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
 
 /* Number of online CPUs, at least 1. */

@@ -95,7 +95,7 @@ int parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port)
 	uint64_t p;
 	if (!colon || colon == s || (size_t)(colon - s) >= hostlen)
 		return -EINVAL;
-	if (parse_u64(colon + 1, &p) || p == 0 || p > 65535)
+	if (parse_u64(colon + 1, &p) || p > 65535)
 		return -EINVAL;
 	memcpy(host, s, (size_t)(colon - s));
 	host[colon - s] = 0;

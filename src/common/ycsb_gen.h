@@ -22,7 +22,8 @@ struct zipf {
 	uint64_t items;       /* draws fall in [0, items) */
 	double theta, alpha, zetan, eta, zeta2;
 };
-/* zetan is computed in O(items) once; zipf_init_zetan reuses a known value. */
+/* zeta costs about 2^20 terms plus a closed-form (Euler-Maclaurin) tail, for any
+ * item count; zipf_init_zetan reuses a known value. */
 void zipf_init(struct zipf *z, uint64_t items, double theta);
 void zipf_init_zetan(struct zipf *z, uint64_t items, double theta, double zetan);
 uint64_t zipf_next(const struct zipf *z, struct rng *r);  /* 0 is the most popular */
@@ -41,5 +42,7 @@ const char *keygen_dist_name(enum key_dist d);
 void keygen_init(struct keygen *g, enum key_dist d, uint64_t records, double theta,
 		 _Atomic uint64_t *insert_count);
 uint64_t keygen_next(struct keygen *g, struct rng *r);    /* a key id */
+/* YCSB's FNVhash64 of a long (low byte first, absolute value as a Java long). */
+uint64_t ycsb_fnvhash64(uint64_t v);
 
 #endif

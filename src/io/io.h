@@ -42,6 +42,11 @@ struct io_opts {
 #define IO_F_NO_REG_RING      0x8 /* skip registering the ring fd (for Table 7) */
 #define IO_F_NO_REG_FILES     0x10 /* skip registering files (for Table 7) */
 #define IO_F_DEFER_TASKRUN    0x20 /* request DEFER_TASKRUN */
+/* Added: create the ring disabled (IORING_SETUP_R_DISABLED); the thread that
+ * will own the context - possibly in a child process after fork() - calls
+ * io_ctx_enable() before any I/O.  Registration and cloning work before. */
+#define IO_F_R_DISABLED       0x40
+#define IO_F_NO_CPU_STATS     0x80 /* skip the per-call thread-CPU clock reads */
 
 typedef struct io_ctx io_ctx_t;
 
@@ -59,6 +64,11 @@ struct io_stats {
 	int setup_fallback;           /* 1 if level 1 happened */
 	int reg_ring, reg_files, reg_buffers, cloned_buffers; /* registration state */
 	uint64_t cpu_ns;              /* thread CPU spent inside this layer */
+	/* Added fields (append only). */
+	uint64_t fixed_ios;           /* I/Os issued with READ_FIXED/WRITE_FIXED */
+	unsigned setup_flags;         /* IORING_SETUP_* the kernel accepted (uring only) */
+	int iowq_capped;              /* io-wq limited to one bounded worker */
+	unsigned fixed_files;         /* files in the registered file table */
 };
 
 /* Create a context for the calling thread.  -ENOMEM, -EINVAL; io_uring failures
@@ -82,6 +92,17 @@ int io_ctx_register_buffer(io_ctx_t *ctx, void *base, size_t len);
  * thread; -EINVAL: different processes; -EBUSY: ctx already has buffers.  On
  * any error ctx keeps working without registered buffers. */
 int io_ctx_clone_buffers_from(io_ctx_t *ctx, io_ctx_t *donor);
+/* Added: the same with flags; IO_CLONE_REPLACE replaces ctx's own buffers
+ * (IORING_REGISTER_DST_REPLACE) instead of failing with -EBUSY. */
+#define IO_CLONE_REPLACE 0x1
+int io_ctx_clone_buffers_ex(io_ctx_t *ctx, io_ctx_t *donor, unsigned flags);
+
+/* Added: make the calling thread the owner of an IO_F_R_DISABLED context
+ * (IORING_REGISTER_ENABLE_RINGS, then the per-thread ring-fd registration).
+ * The fork pattern: the parent creates, registers or clones, forks; the child
+ * calls io_ctx_enable() and uses the context.  A no-op for other contexts.
+ * If the ring cannot be enabled the context falls back to libaio (level 1). */
+int io_ctx_enable(io_ctx_t *ctx);
 
 /* Prepare one I/O; nothing is issued until io_submit_batch().  buf may lie in the
  * registered buffer (then fixed-buffer opcodes are used) or anywhere else.

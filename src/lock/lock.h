@@ -22,6 +22,7 @@
 #ifndef LOTUS_LOCK_H
 #define LOTUS_LOCK_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum lock_mode { LOCK_S = 1, LOCK_X = 2 };
@@ -41,9 +42,19 @@ struct lock_waiter {
 	struct lock_waiter *next;   /* lock-table internal */
 	void *lock;                 /* lock-table internal */
 	uint64_t wait_start_ns;     /* lock-table internal */
+	struct lock_waiter *txn_next; /* lock-table internal: the txn's parked list */
+	uint32_t bucket;            /* lock-table internal: stable while parked */
+	uint8_t cc;                 /* lock-table internal: protocol of the request */
+	int result;                 /* lock-table internal: pending notify result */
 };
 
-/* result: 0 granted, LOTUS_EPREEMPTED (wounded while waiting). */
+/* result: 0 granted, LOTUS_EPREEMPTED (wounded while waiting), or
+ * LOTUS_EABORTED (WAIT_DIE: an older conflicting txn got ahead of this waiter or
+ * became an owner, so it must die to keep WAIT_DIE deadlock-free), -ENOMEM.
+ * It may run on another thread even before lock_acquire() has returned 1.
+ * Once lock_txn_release() of the waiter's txn has returned, no notify for that
+ * txn's waiters is running or will run (release waits for in-flight ones, so
+ * don't call it holding a lock that notify takes). */
 typedef void (*lock_notify_fn)(void *arg, struct lock_waiter *w, int result);
 
 int lock_table_create(unsigned buckets_log2, lock_notify_fn notify, void *arg, lock_table_t **out);
@@ -57,6 +68,7 @@ lock_txn_t *lock_txn_find(lock_table_t *lt, uint64_t txn_id);
 void lock_txn_put(lock_table_t *lt, lock_txn_t *txn);
 enum txn_status lock_txn_status(const lock_txn_t *txn);
 uint64_t lock_txn_id(const lock_txn_t *txn);
+uint64_t lock_txn_priority(const lock_txn_t *txn);
 
 /*
  * Acquire (table, key) in mode for txn under protocol cc.
@@ -93,5 +105,8 @@ struct lock_stats {
 	uint64_t txns_active;
 };
 void lock_table_stats(lock_table_t *lt, struct lock_stats *out);
+/* Number of lock entries alive (locks with an owner or a waiter).  Takes every
+ * bucket latch in turn: for tests and diagnostics, not the hot path. */
+size_t lock_table_nlocks(lock_table_t *lt);
 
 #endif

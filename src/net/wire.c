@@ -78,10 +78,18 @@ static void *wire_buf_put(struct wire_buf *b, const void *fixed, size_t flen, co
 	return p + flen + klen;
 }
 
+/* hdr.count is 16 bits: a message holds at most UINT16_MAX items. */
+static int wire_buf_item_room(const struct wire_buf *b)
+{
+	return b->count < UINT16_MAX ? 0 : -E2BIG;
+}
+
 int wire_buf_add_req(struct wire_buf *b, const struct wire_req *r, const void *key,
 		     const void *value)
 {
-	int rc;
+	int rc = wire_buf_item_room(b);
+	if (rc)
+		return rc;
 	wire_buf_put(b, r, sizeof(*r), key, r->key_len, value, r->value_len, &rc);
 	return rc;
 }
@@ -89,7 +97,9 @@ int wire_buf_add_req(struct wire_buf *b, const struct wire_req *r, const void *k
 int wire_buf_add_rep(struct wire_buf *b, const struct wire_rep *r, const void *key,
 		     const void *value)
 {
-	int rc;
+	int rc = wire_buf_item_room(b);
+	if (rc)
+		return rc;
 	wire_buf_put(b, r, sizeof(*r), key, r->key_len, value, r->value_len, &rc);
 	return rc;
 }
@@ -97,6 +107,8 @@ int wire_buf_add_rep(struct wire_buf *b, const struct wire_rep *r, const void *k
 void *wire_buf_add_rep_inplace(struct wire_buf *b, const struct wire_rep *r, const void *key)
 {
 	int rc;
+	if (wire_buf_item_room(b))
+		return NULL;
 	return wire_buf_put(b, r, sizeof(*r), key, r->key_len, NULL, r->value_len, &rc);
 }
 
@@ -105,6 +117,14 @@ int wire_buf_append_write(struct wire_buf *b, const struct wire_write *w, const 
 {
 	int rc;
 	wire_buf_put(b, w, sizeof(*w), key, w->key_len, value, w->value_len, &rc);
+	return rc;
+}
+
+int wire_buf_append_row(struct wire_buf *b, const struct wire_row *row, const void *key,
+			const void *value)
+{
+	int rc;
+	wire_buf_put(b, row, sizeof(*row), key, row->key_len, value, row->value_len, &rc);
 	return rc;
 }
 
@@ -167,30 +187,34 @@ static int wire_take(struct wire_iter *it, size_t flen, const void **fixed,
 
 static size_t req_lens(const void *p, size_t *vlen)
 {
-	const struct wire_req *r = p;
-	*vlen = r->value_len;
-	return r->key_len;
+	struct wire_req r;
+	memcpy(&r, p, sizeof(r));   /* p may be misaligned (COMMIT writes) */
+	*vlen = r.value_len;
+	return r.key_len;
 }
 
 static size_t rep_lens(const void *p, size_t *vlen)
 {
-	const struct wire_rep *r = p;
-	*vlen = r->value_len;
-	return r->key_len;
+	struct wire_rep r;
+	memcpy(&r, p, sizeof(r));   /* p may be misaligned (COMMIT writes) */
+	*vlen = r.value_len;
+	return r.key_len;
 }
 
 static size_t write_lens(const void *p, size_t *vlen)
 {
-	const struct wire_write *w = p;
-	*vlen = w->value_len;
-	return w->key_len;
+	struct wire_write w;
+	memcpy(&w, p, sizeof(w));   /* p may be misaligned (COMMIT writes) */
+	*vlen = w.value_len;
+	return w.key_len;
 }
 
 static size_t row_lens(const void *p, size_t *vlen)
 {
-	const struct wire_row *w = p;
-	*vlen = w->value_len;
-	return w->key_len;
+	struct wire_row w;
+	memcpy(&w, p, sizeof(w));   /* p may be misaligned (COMMIT writes) */
+	*vlen = w.value_len;
+	return w.key_len;
 }
 
 int wire_next_req(struct wire_iter *it, const struct wire_req **r, const unsigned char **key,
@@ -228,10 +252,12 @@ static int wire_check_writes(const unsigned char *v, size_t len, uint64_t count)
 		return LOTUS_EPROTO;
 	wire_iter_bytes(&it, v, len, (unsigned)count);
 	while ((rc = wire_next_write(&it, &w, &k, &val)) == 1) {
-		if (w->key_len == 0 || w->key_len > 128)
+		struct wire_write wc;
+		memcpy(&wc, w, sizeof(wc));   /* writes follow the key: maybe misaligned */
+		if (wc.key_len == 0 || wc.key_len > 128)
 			return LOTUS_EPROTO;
-		if (w->op != OP_READ_X && w->op != OP_LOCK_X && w->op != OP_INSERT &&
-		    w->op != OP_DELETE)
+		if (wc.op != OP_READ_X && wc.op != OP_LOCK_X && wc.op != OP_INSERT &&
+		    wc.op != OP_DELETE)
 			return LOTUS_EPROTO;
 	}
 	return rc < 0 ? rc : 0;

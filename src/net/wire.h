@@ -102,6 +102,8 @@ static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
 static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 
 #define WIRE_REP_F_HINT_STALE 0x1   /* the request's hint did not validate */
+#define WIRE_REQ_F_PREPARE    0x1   /* COMMIT phase one: only move the txn to
+				       COMMITTING (no writes, locks kept) */
 
 /* One write inside a COMMIT's value. */
 struct wire_write {
@@ -154,6 +156,8 @@ unsigned char *wire_buf_detach(struct wire_buf *b, size_t *len);
 /* Append (w, key, value) to a byte buffer as one COMMIT write item / scan row. */
 int wire_buf_append_write(struct wire_buf *b, const struct wire_write *w, const void *key,
 			  const void *value);
+int wire_buf_append_row(struct wire_buf *b, const struct wire_row *row, const void *key,
+			const void *value);
 
 /* ---- parsing ------------------------------------------------------------- */
 /* Check a whole message: header fields, total length, and every item's lengths

@@ -24,6 +24,7 @@
 #define STORE_VALUE_MAX     (64u * 1024)
 #define STORE_DEFAULT_PAGE  8192u
 #define STORE_MAX_TABLES    256
+#define STORE_TABLE_NAME_MAX 63   /* addition: longer names give LOTUS_ETOOBIG */
 
 /* page number (40 bits) | slot in page (12 bits) | generation (12 bits); 0 = none */
 typedef uint64_t store_loc_t;
@@ -77,5 +78,20 @@ struct store_stats {
 	uint64_t records, pages_used, pool_bytes, index_bytes;
 };
 void store_stats(store_t *st, struct store_stats *out);
+
+/* ---- additions for the I/O layer and the checkpointer (any thread) ---- */
+
+/* The buffer pool: one contiguous region of *bytes (register it with io_uring
+ * as one buffer).  Pool page p starts at base + p * store_page_size(). */
+void *store_pool(store_t *st, size_t *bytes);
+uint32_t store_page_size(const store_t *st);
+/* Every store write marks the pool pages under the record dirty.  A caller
+ * that writes a value directly through store_rec_value() calls this after. */
+void store_mark_dirty(store_t *st, store_loc_t loc);
+/* Collect and clear up to max dirty page numbers, from page *cursor on
+ * (start with 0); advances *cursor.  Returns the number stored in pages;
+ * fewer than max means the end of the used pages was reached.  A page written
+ * after it was collected is marked again (fuzzy checkpoints). */
+size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_t max);
 
 #endif

@@ -1,0 +1,705 @@
+/*
+ * ycsb.c - the YCSB driver.
+ *
+ * Keys are 8-byte big-endian record ids.  Each transaction has ops_per_txn
+ * operations on distinct keys, drawn by the workload's generator:
+ *   A 50% read / 50% update      B 95% read / 5% update     C 100% read
+ *   D 95% read / 5% insert (latest)   E 95% scan / 5% insert
+ *   F 50% read / 50% read-modify-write
+ * An update is a blind write of the whole record (X lock, value at commit);
+ * read-modify-write reads under an X lock, then writes.
+ *
+ * Every compute thread keeps `inflight` transactions going at once as small
+ * state machines driven by the library's callbacks:
+ *
+ *   new --stage, execute--> EXEC --ok--> [stage RMW writes] commit --> COMMIT
+ *    ^                        \--conflict--> abort --> retry (same priority) --> EXEC
+ *    +------------------------ committed <-- COMMIT (--fail--> retry)
+ *
+ * A retried transaction re-runs the same operations on the same keys, with
+ * the priority of its first attempt.  Latency runs from the first attempt to
+ * the commit.  Only transactions that finish after the warm-up count.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "bench/ycsb.h"
+#include "common/clock.h"
+#include "common/common.h"
+#include "common/log.h"
+
+#define LOAD_BATCH 64
+#define MAX_OPS 128
+
+static _Atomic int ycsb_stopping;
+
+void ycsb_stop(void)
+{
+	atomic_store(&ycsb_stopping, 1);
+}
+
+enum gop_type { G_READ, G_UPDATE, G_INSERT, G_SCAN, G_RMW };
+
+struct gop {
+	uint8_t type;
+	uint16_t scan_len;
+	uint64_t key;
+	int idx;                  /* op index in the txn */
+};
+
+struct ycsb_shared {
+	const struct ycsb_opts *o;
+	lotus_cluster_t *cl;
+	lotus_table_t table;
+	_Atomic uint64_t insert_count;    /* ids below this exist */
+	_Atomic uint64_t loaded;
+	uint64_t t_start, t_warm, t_end;
+	pthread_mutex_t trace_mu;
+	FILE *trace;
+	double mix[5];                    /* cumulative: read, update, insert, scan, rmw */
+	enum key_dist dist;
+};
+
+struct ycsb_thread;
+
+struct slot {
+	struct ycsb_thread *th;
+	lotus_txn_t *t;
+	struct gop ops[MAX_OPS];
+	unsigned nops, attempts;
+	uint64_t start_ns;
+	int busy;
+	int why;                  /* the error that made the current attempt abort */
+};
+
+struct ycsb_thread {
+	struct ycsb_shared *sh;
+	unsigned idx;
+	pthread_t tid;
+	lotus_session_t *s;
+	struct rng rng;
+	struct keygen gen;
+	struct slot *slots;
+	unsigned active;
+	int stop_issuing;
+	struct ycsb_result res;
+	struct lotus_net_counters net_warm;
+	unsigned char *value;
+	char *trace_buf;
+	size_t trace_len;
+	int error;
+};
+
+void ycsb_opts_init(struct ycsb_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	lotus_options_init(&o->lo);
+	o->workload = 'A';
+	o->records = 100000;
+	o->record_size = 1024;
+	o->zipf = 0.99;
+	o->dist = -1;
+	o->ops_per_txn = 16;
+	o->threads = 0;
+	o->inflight = 1;
+	o->max_scan = 100;
+	o->seconds = 10;
+	o->warmup = 1;
+	o->seed = 1;
+}
+
+static void set_mix(struct ycsb_shared *sh, char w)
+{
+	double r = 0, u = 0, i = 0, s = 0, m = 0;
+	sh->dist = DIST_ZIPFIAN;
+	switch (w) {
+	case 'A': r = .5; u = .5; break;
+	case 'B': r = .95; u = .05; break;
+	case 'C': r = 1; break;
+	case 'D': r = .95; i = .05; sh->dist = DIST_LATEST; break;
+	case 'E': s = .95; i = .05; break;
+	default:  r = .5; m = .5; break; /* F */
+	}
+	sh->mix[0] = r;
+	sh->mix[1] = r + u;
+	sh->mix[2] = r + u + i;
+	sh->mix[3] = r + u + i + s;
+	sh->mix[4] = r + u + i + s + m;
+}
+
+static void fill_value(unsigned char *v, uint32_t len, uint64_t key, uint64_t salt)
+{
+	uint64_t x = key * 0x9e3779b97f4a7c15ULL ^ salt;
+	for (uint32_t i = 0; i < len; i += 8) {
+		x ^= x >> 31;
+		x *= 0xbf58476d1ce4e5b9ULL;
+		memcpy(v + i, &x, MIN(8u, len - i));
+	}
+}
+
+static void trace_key(struct ycsb_thread *th, uint64_t key)
+{
+	if (!th->sh->trace)
+		return;
+	if (th->trace_len > 60000) {
+		pthread_mutex_lock(&th->sh->trace_mu);
+		fwrite(th->trace_buf, 1, th->trace_len, th->sh->trace);
+		pthread_mutex_unlock(&th->sh->trace_mu);
+		th->trace_len = 0;
+	}
+	th->trace_len += (size_t)sprintf(th->trace_buf + th->trace_len, "%llu\n",
+					 (unsigned long long)key);
+}
+
+/* ---- load ------------------------------------------------------------------ */
+
+static int load_range(struct ycsb_thread *th, uint64_t from, uint64_t to)
+{
+	const struct ycsb_opts *o = th->sh->o;
+	lotus_txn_t *t = NULL;
+	int rc = lotus_txn_begin(th->s, &t);
+	for (uint64_t k = from; rc == 0 && k < to && !atomic_load(&ycsb_stopping);) {
+		uint64_t end = MIN(to, k + LOAD_BATCH);
+		unsigned char key[8];
+		for (uint64_t i = k; i < end && rc >= 0; i++) {
+			key_from_u64(i, key);
+			fill_value(th->value, o->record_size, i, 0);
+			rc = lotus_txn_insert(t, th->sh->table, key, 8, th->value, o->record_size);
+		}
+		if (rc >= 0)
+			rc = lotus_txn_commit(t);
+		if (rc == 0) {
+			atomic_fetch_add(&th->sh->loaded, end - k);
+			k = end;
+			rc = lotus_txn_recycle(t);
+		} else if (lotus_err_retryable(rc)) {
+			rc = lotus_txn_restart(t);
+		}
+	}
+	lotus_txn_free(t);
+	return rc;
+}
+
+/* ---- transactions ---------------------------------------------------------- */
+
+static void slot_start(struct slot *sl);
+static void on_exec(lotus_txn_t *t, int rc, void *arg);
+
+static int key_taken(const struct slot *sl, unsigned n, uint64_t key)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (sl->ops[i].key == key && sl->ops[i].type != G_SCAN)
+			return 1;
+	return 0;
+}
+
+static uint64_t next_key(struct ycsb_thread *th)
+{
+	uint64_t k = keygen_next(&th->gen, &th->rng);
+	trace_key(th, k);
+	return k;
+}
+
+/* Draw the operations of a new transaction: distinct keys, the workload's mix. */
+static void slot_generate(struct slot *sl)
+{
+	struct ycsb_thread *th = sl->th;
+	struct ycsb_shared *sh = th->sh;
+	unsigned n = sh->o->ops_per_txn;
+	for (unsigned i = 0; i < n; i++) {
+		struct gop *g = &sl->ops[i];
+		double p = rng_double(&th->rng);
+		g->type = p < sh->mix[0] ? G_READ : p < sh->mix[1] ? G_UPDATE
+			  : p < sh->mix[2] ? G_INSERT : p < sh->mix[3] ? G_SCAN : G_RMW;
+		if (g->type == G_INSERT) {
+			g->key = atomic_fetch_add(&sh->insert_count, 1);
+			continue;
+		}
+		g->scan_len = (uint16_t)(1 + rng_below(&th->rng, sh->o->max_scan));
+		unsigned tries = 0;
+		do
+			g->key = next_key(th);
+		while (g->type != G_SCAN && key_taken(sl, i, g->key) && ++tries < 1000);
+	}
+	sl->nops = n;
+}
+
+static int slot_stage(struct slot *sl)
+{
+	struct ycsb_thread *th = sl->th;
+	const struct ycsb_opts *o = th->sh->o;
+	lotus_table_t tb = th->sh->table;
+	unsigned char key[8];
+	int rc = 0;
+	for (unsigned i = 0; i < sl->nops && rc >= 0; i++) {
+		struct gop *g = &sl->ops[i];
+		key_from_u64(g->key, key);
+		switch (g->type) {
+		case G_READ:
+			rc = lotus_txn_read(sl->t, tb, key, 8);
+			break;
+		case G_RMW:
+			rc = lotus_txn_read_for_update(sl->t, tb, key, 8);
+			break;
+		case G_SCAN:
+			rc = lotus_txn_scan(sl->t, tb, key, 8, g->scan_len);
+			break;
+		case G_UPDATE:
+		case G_INSERT:
+			fill_value(th->value, o->record_size, g->key, rng_next(&th->rng));
+			rc = g->type == G_UPDATE
+			     ? lotus_txn_write(sl->t, tb, key, 8, th->value, o->record_size)
+			     : lotus_txn_insert(sl->t, tb, key, 8, th->value, o->record_size);
+			break;
+		}
+		g->idx = rc;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+static void slot_retry(struct slot *sl, int why)
+{
+	struct ycsb_thread *th = sl->th;
+	uint64_t now = clock_now_ns();
+	if (now >= th->sh->t_warm && now < th->sh->t_end) {
+		th->res.aborted++;
+		if (why == LOTUS_EABORTED)
+			th->res.aborts_conflict++;
+		else if (why == LOTUS_EPREEMPTED)
+			th->res.aborts_preempted++;
+		else
+			th->res.aborts_other++;
+	}
+	sl->attempts++;
+	int rc = lotus_txn_restart(sl->t);
+	if (rc == 0)
+		rc = slot_stage(sl);
+	if (rc == 0)
+		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
+	if (rc) {
+		log_error("ycsb: cannot retry: %s", lotus_strerror(rc));
+		th->error = rc;
+		sl->busy = 0;
+		th->active--;
+	}
+}
+
+static void on_abort(lotus_txn_t *t, int rc, void *arg)
+{
+	struct slot *sl = arg;
+	slot_retry(sl, sl->why);
+}
+
+static void slot_fail(struct slot *sl, int rc)
+{
+	struct ycsb_thread *th = sl->th;
+	if (!lotus_err_retryable(rc) && rc != LOTUS_EUNAVAIL) {
+		log_error("ycsb: transaction failed: %s", lotus_strerror(rc));
+		th->error = rc;
+	}
+	if (rc == LOTUS_EUNAVAIL) {
+		th->error = rc;
+		th->stop_issuing = 1;
+	}
+	sl->why = rc;
+	if (lotus_txn_abort_async(sl->t, on_abort, sl) != 0)
+		slot_retry(sl, rc);
+}
+
+static void on_commit(lotus_txn_t *t, int rc, void *arg)
+{
+	struct slot *sl = arg;
+	struct ycsb_thread *th = sl->th;
+	if (rc && !lotus_err_retryable(rc)) {
+		log_error("ycsb: commit failed: %s", lotus_strerror(rc));
+		th->error = rc;
+		sl->busy = 0;
+		th->active--;
+		return;
+	}
+	if (rc) {
+		slot_retry(sl, rc);
+		return;
+	}
+	uint64_t now = clock_now_ns();
+	if (now >= th->sh->t_warm && now < th->sh->t_end) {
+		th->res.committed++;
+		th->res.ops += sl->nops;
+		hist_record(&th->res.lat, now - sl->start_ns);
+		if (sl->attempts + 1 > th->res.retries_max)
+			th->res.retries_max = sl->attempts + 1;
+	}
+	sl->busy = 0;
+	th->active--;
+	if (!th->stop_issuing && now < th->sh->t_end)
+		slot_start(sl);
+}
+
+static void on_exec(lotus_txn_t *t, int rc, void *arg)
+{
+	struct slot *sl = arg;
+	struct ycsb_thread *th = sl->th;
+	if (rc) {
+		slot_fail(sl, rc);
+		return;
+	}
+	unsigned char key[8];
+	for (unsigned i = 0; i < sl->nops; i++) {
+		struct gop *g = &sl->ops[i];
+		if (g->type != G_RMW)
+			continue;
+		const void *v;
+		size_t vlen;
+		if (lotus_txn_result(t, g->idx, &v, &vlen) != 0)
+			continue;
+		memcpy(th->value, v, MIN(vlen, (size_t)th->sh->o->record_size));
+		th->value[0]++;
+		key_from_u64(g->key, key);
+		lotus_txn_write(t, th->sh->table, key, 8, th->value, vlen);
+	}
+	rc = lotus_txn_commit_async(t, on_commit, sl);
+	if (rc)
+		slot_fail(sl, rc);
+}
+
+static void slot_start(struct slot *sl)
+{
+	struct ycsb_thread *th = sl->th;
+	int rc = lotus_txn_recycle(sl->t);
+	slot_generate(sl);
+	sl->attempts = 0;
+	sl->start_ns = clock_now_ns();
+	if (rc == 0)
+		rc = slot_stage(sl);
+	if (rc == 0)
+		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
+	if (rc) {
+		log_error("ycsb: cannot start a transaction: %s", lotus_strerror(rc));
+		th->error = rc;
+		return;
+	}
+	sl->busy = 1;
+	th->active++;
+}
+
+static int run_txns(struct ycsb_thread *th)
+{
+	struct ycsb_shared *sh = th->sh;
+	unsigned k = sh->o->inflight ? sh->o->inflight : 1;
+	int warm_taken = 0, rc = 0;
+	th->slots = calloc(k, sizeof(*th->slots));
+	if (!th->slots)
+		return -ENOMEM;
+	for (unsigned i = 0; i < k && rc == 0; i++) {
+		th->slots[i].th = th;
+		rc = lotus_txn_begin(th->s, &th->slots[i].t);
+	}
+	for (unsigned i = 0; i < k && rc == 0; i++)
+		slot_start(&th->slots[i]);
+	while (rc == 0 && !th->error) {
+		uint64_t now = clock_now_ns();
+		if (!warm_taken && now >= sh->t_warm) {
+			lotus_session_counters(th->s, &th->net_warm);
+			warm_taken = 1;
+		}
+		if (now >= sh->t_end || atomic_load(&ycsb_stopping))
+			th->stop_issuing = 1;
+		if (th->stop_issuing && (th->active == 0 || now > sh->t_end + 10000000000ULL))
+			break;
+		lotus_session_poll(th->s, 1);
+	}
+	lotus_session_counters(th->s, &th->res.net);
+	th->res.net.msgs_sent -= th->net_warm.msgs_sent;
+	th->res.net.bytes_sent -= th->net_warm.bytes_sent;
+	th->res.net.msgs_recv -= th->net_warm.msgs_recv;
+	th->res.net.bytes_recv -= th->net_warm.bytes_recv;
+	th->res.net.reqs_sent -= th->net_warm.reqs_sent;
+	for (unsigned i = 0; i < k; i++)
+		if (th->slots[i].t && !th->slots[i].busy)
+			lotus_txn_free(th->slots[i].t);
+	free(th->slots);
+	return rc ? rc : th->error;
+}
+
+/* ---- threads --------------------------------------------------------------- */
+
+static void *load_main(void *arg)
+{
+	struct ycsb_thread *th = arg;
+	const struct ycsb_opts *o = th->sh->o;
+	unsigned n = o->threads;
+	uint64_t per = (o->records + n - 1) / n;
+	uint64_t from = th->idx * per, to = MIN(o->records, from + per);
+	if (from < to)
+		th->error = load_range(th, from, to);
+	return NULL;
+}
+
+static void *run_main(void *arg)
+{
+	struct ycsb_thread *th = arg;
+	th->error = run_txns(th);
+	return NULL;
+}
+
+static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), int progress,
+		     struct ycsb_shared *sh)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (pthread_create(&ths[i].tid, NULL, fn, &ths[i]))
+			return -EAGAIN;
+	uint64_t last = clock_now_ns();
+	while (progress && atomic_load(&sh->loaded) < sh->o->records &&
+	       !atomic_load(&ycsb_stopping)) {
+		int alive = 0;
+		for (unsigned i = 0; i < n; i++)
+			alive |= pthread_tryjoin_np(ths[i].tid, NULL) == EBUSY;
+		if (!alive)
+			break;
+		usleep(50000);
+		if (clock_now_ns() - last >= 1000000000ULL && !sh->o->quiet) {
+			last = clock_now_ns();
+			uint64_t l = atomic_load(&sh->loaded);
+			fprintf(stderr, "ycsb: loading %llu/%llu records (%.0f%%)\n",
+				(unsigned long long)l, (unsigned long long)sh->o->records,
+				100.0 * (double)l / (double)sh->o->records);
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(ths[i].tid, NULL);
+	return 0;
+}
+
+static void sum_cc_stats(lotus_session_t *s, unsigned nservers, char *out, size_t len);
+
+static int threads_setup(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned n)
+{
+	const struct ycsb_opts *o = sh->o;
+	for (unsigned i = 0; i < n; i++) {
+		struct ycsb_thread *th = &ths[i];
+		th->sh = sh;
+		th->idx = i;
+		rng_seed(&th->rng, o->seed * 1000003 + i);
+		hist_init(&th->res.lat);
+		th->value = calloc(1, o->record_size + 8);
+		th->trace_buf = sh->trace ? malloc(65536) : NULL;
+		if (!th->value || (sh->trace && !th->trace_buf))
+			return -ENOMEM;
+		keygen_init(&th->gen, sh->dist, o->records, o->zipf, &sh->insert_count);
+		if (i > 0)
+			th->gen.z = ths[0].gen.z; /* zeta is costly: compute it once */
+		int rc = lotus_session_open(sh->cl, &th->s);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void threads_teardown(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (sh->trace && ths[i].trace_len)
+			fwrite(ths[i].trace_buf, 1, ths[i].trace_len, sh->trace);
+		lotus_session_close(ths[i].s);
+		free(ths[i].value);
+		free(ths[i].trace_buf);
+	}
+}
+
+static void merge_results(struct ycsb_result *res, struct ycsb_thread *ths, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct ycsb_result *r = &ths[i].res;
+		res->committed += r->committed;
+		res->aborted += r->aborted;
+		res->ops += r->ops;
+		res->aborts_conflict += r->aborts_conflict;
+		res->aborts_preempted += r->aborts_preempted;
+		res->aborts_other += r->aborts_other;
+		res->net.msgs_sent += r->net.msgs_sent;
+		res->net.bytes_sent += r->net.bytes_sent;
+		res->net.msgs_recv += r->net.msgs_recv;
+		res->net.bytes_recv += r->net.bytes_recv;
+		res->net.reqs_sent += r->net.reqs_sent;
+		res->retries_max = MAX(res->retries_max, r->retries_max);
+		hist_merge(&res->lat, &r->lat);
+		if (ths[i].error && !res->error)
+			res->error = ths[i].error;
+	}
+}
+
+static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned n,
+		       struct ycsb_result *res)
+{
+	const struct ycsb_opts *o = sh->o;
+	int rc = lotus_table_create(ths[0].s, "usertable", o->record_size, &sh->table);
+	if (rc) {
+		log_error("ycsb: cannot create the table: %s", lotus_strerror(rc));
+		return rc;
+	}
+	if (!o->no_load) {
+		uint64_t t0 = clock_now_ns();
+		spawn_all(ths, n, load_main, 1, sh);
+		for (unsigned i = 0; i < n; i++)
+			if (ths[i].error)
+				return ths[i].error;
+		if (!o->quiet)
+			fprintf(stderr, "ycsb: loaded %llu records in %.1f s\n",
+				(unsigned long long)atomic_load(&sh->loaded),
+				(double)(clock_now_ns() - t0) / 1e9);
+	}
+	res->loaded = atomic_load(&sh->loaded);
+	sh->t_start = clock_now_ns();
+	sh->t_warm = sh->t_start + (uint64_t)(o->warmup * 1e9);
+	sh->t_end = sh->t_warm + (uint64_t)(o->seconds * 1e9);
+	if (!o->quiet)
+		fprintf(stderr, "ycsb: running workload %c for %.0f s (+%.0f s warm-up)\n",
+			o->workload, o->seconds, o->warmup);
+	spawn_all(ths, n, run_main, 0, sh);
+	uint64_t end = MIN(clock_now_ns(), sh->t_end);
+	res->seconds = end > sh->t_warm ? (double)(end - sh->t_warm) / 1e9 : 0;
+	merge_results(res, ths, n);
+	sum_cc_stats(ths[0].s, lotus_cluster_servers(sh->cl), res->cc_stats,
+		     sizeof(res->cc_stats));
+	return res->error == LOTUS_EUNAVAIL ? res->error : 0;
+}
+
+int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res)
+{
+	struct ycsb_shared sh = { .o = o };
+	struct ycsb_thread *ths = NULL;
+	unsigned n = o->threads ? o->threads : (unsigned)cpu_count();
+	struct ycsb_opts oo = *o;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	hist_init(&res->lat);
+	oo.threads = n;
+	sh.o = &oo;
+	atomic_store(&ycsb_stopping, 0);
+	atomic_store(&sh.insert_count, o->records);
+	pthread_mutex_init(&sh.trace_mu, NULL);
+	set_mix(&sh, o->workload);
+	if (o->dist >= 0)
+		sh.dist = (enum key_dist)o->dist;
+	if (o->trace_keys && !(sh.trace = fopen(o->trace_keys, "w"))) {
+		log_error("ycsb: cannot write %s: %s", o->trace_keys, strerror(errno));
+		return -errno;
+	}
+	rc = lotus_connect(&o->lo, &sh.cl);
+	if (rc)
+		goto out;
+	ths = calloc(n, sizeof(*ths));
+	rc = ths ? threads_setup(&sh, ths, n) : -ENOMEM;
+	if (rc == 0)
+		rc = ycsb_phases(&sh, ths, n, res);
+	if (ths)
+		threads_teardown(&sh, ths, n);
+	free(ths);
+	lotus_disconnect(sh.cl);
+out:
+	if (sh.trace)
+		fclose(sh.trace);
+	pthread_mutex_destroy(&sh.trace_mu);
+	return rc;
+}
+
+/* ---- reporting ------------------------------------------------------------- */
+
+static uint64_t json_u64(const char *text, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = text ? strstr(text, pat) : NULL;
+	return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static void sum_cc_stats(lotus_session_t *s, unsigned nservers, char *out, size_t len)
+{
+	static const char *keys[] = { "acquires", "waits", "wait_ns", "grants_after_wait",
+				      "rejects", "preemptions", "preempted_aborts", "hint_hits",
+				      "hint_stale", "bad_msgs" };
+	uint64_t sum[ARRAY_SIZE(keys)] = { 0 };
+	for (unsigned sv = 0; sv < nservers; sv++) {
+		const char *txt = lotus_server_stats(s, sv);
+		for (size_t i = 0; txt && i < ARRAY_SIZE(keys); i++)
+			sum[i] += json_u64(txt, keys[i]);
+	}
+	size_t n = (size_t)snprintf(out, len, "{");
+	for (size_t i = 0; i < ARRAY_SIZE(keys) && n < len; i++)
+		n += (size_t)snprintf(out + n, len - n, "%s\"%s\":%llu", i ? "," : "", keys[i],
+				      (unsigned long long)sum[i]);
+	if (n < len)
+		snprintf(out + n, len - n, "}");
+}
+
+static const char *cc_name(enum lotus_cc cc)
+{
+	return cc == LOTUS_WAIT_DIE ? "wait_die" : cc == LOTUS_WOUND_WAIT ? "wound_wait" : "no_wait";
+}
+
+static const char *batch_name(enum lotus_batch b)
+{
+	return b == LOTUS_BATCH_NONE ? "none" : b == LOTUS_BATCH_INTER ? "inter" : "intra";
+}
+
+void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r, bool json,
+		const char *transport, unsigned servers)
+{
+	double secs = r->seconds > 0 ? r->seconds : 1;
+	double c = r->committed ? (double)r->committed : 1;
+	double attempts = (double)(r->committed + r->aborted);
+	double abort_rate = attempts > 0 ? (double)r->aborted / attempts : 0;
+	double us = 1e-3;
+	double reqs_per_msg = r->net.msgs_sent ? (double)r->net.reqs_sent / (double)r->net.msgs_sent : 0;
+	unsigned threads = o->threads ? o->threads : (unsigned)cpu_count();
+	if (json) {
+		fprintf(f, "{\"workload\":\"%c\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
+			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
+			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"seconds\":%.3f,"
+			"\"txns_committed\":%llu,\"txns_aborted\":%llu,\"abort_rate\":%.5f,"
+			"\"txn_per_s\":%.1f,\"ops_per_s\":%.1f,\"max_attempts\":%llu,"
+			"\"aborts\":{\"conflict\":%llu,\"preempted\":%llu,\"other\":%llu},"
+			"\"lat_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f},"
+			"\"net\":{\"msgs_sent\":%llu,\"bytes_sent\":%llu,\"msgs_recv\":%llu,"
+			"\"bytes_recv\":%llu,\"msgs_per_txn\":%.2f,\"bytes_per_txn\":%.1f,"
+			"\"reqs_per_msg\":%.2f},\"cc_stats\":%s}\n",
+			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
+			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
+			batch_name(o->lo.batch), r->seconds, (unsigned long long)r->committed,
+			(unsigned long long)r->aborted, abort_rate, (double)r->committed / secs,
+			(double)r->ops / secs, (unsigned long long)r->retries_max,
+			(unsigned long long)r->aborts_conflict, (unsigned long long)r->aborts_preempted,
+			(unsigned long long)r->aborts_other, hist_mean(&r->lat) * us,
+			hist_percentile(&r->lat, 50) * us, hist_percentile(&r->lat, 99) * us,
+			hist_percentile(&r->lat, 99.9) * us, (unsigned long long)r->net.msgs_sent,
+			(unsigned long long)r->net.bytes_sent, (unsigned long long)r->net.msgs_recv,
+			(unsigned long long)r->net.bytes_recv,
+			(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
+			(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg,
+			r->cc_stats[0] ? r->cc_stats : "{}");
+		return;
+	}
+	fprintf(f, "lotus ycsb: workload %c, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
+		   "            %u ops/txn, %llu records of %u B, zipf %.2f\n",
+		o->workload, cc_name(o->lo.cc), batch_name(o->lo.batch), transport, servers, threads,
+		o->inflight, o->ops_per_txn, (unsigned long long)o->records, o->record_size, o->zipf);
+	fprintf(f, "  %-12s %12.1f txn/s %12.1f ops/s   (%llu committed in %.1f s)\n", "throughput",
+		(double)r->committed / secs, (double)r->ops / secs,
+		(unsigned long long)r->committed, r->seconds);
+	fprintf(f, "  %-12s %11.2f %%    %llu aborted attempts (conflict %llu, preempted %llu, other %llu)\n",
+		"abort rate", 100 * abort_rate, (unsigned long long)r->aborted,
+		(unsigned long long)r->aborts_conflict, (unsigned long long)r->aborts_preempted,
+		(unsigned long long)r->aborts_other);
+	fprintf(f, "  %-12s mean %.0f  p50 %.0f  p99 %.0f  p99.9 %.0f us\n", "latency",
+		hist_mean(&r->lat) * us, hist_percentile(&r->lat, 50) * us,
+		hist_percentile(&r->lat, 99) * us, hist_percentile(&r->lat, 99.9) * us);
+	fprintf(f, "  %-12s %.2f msgs/txn  %.0f bytes/txn  %.2f requests/msg\n", "network",
+		(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
+		(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
+	fprintf(f, "  %-12s %s\n", "servers", r->cc_stats);
+}

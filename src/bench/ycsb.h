@@ -1,0 +1,48 @@
+/*
+ * ycsb.h - the YCSB driver: load a table, run workload A-F as multi-operation
+ * transactions on T threads (each with `inflight` transactions at once), and
+ * report throughput, latency, aborts and network traffic.
+ */
+#ifndef LOTUS_YCSB_H
+#define LOTUS_YCSB_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "lotus.h"
+#include "common/hist.h"
+#include "common/ycsb_gen.h"
+
+struct ycsb_opts {
+	struct lotus_options lo;
+	char workload;            /* 'A'..'F' */
+	uint64_t records;
+	uint32_t record_size;
+	double zipf;              /* theta */
+	int dist;                 /* enum key_dist, or -1: the workload's default */
+	unsigned ops_per_txn, threads, inflight, max_scan;
+	double seconds, warmup;
+	uint64_t seed;
+	const char *trace_keys;   /* file for generated key ids, or NULL */
+	bool no_load, quiet;
+};
+
+struct ycsb_result {
+	uint64_t committed, aborted, ops, loaded;
+	uint64_t aborts_conflict, aborts_preempted, aborts_other;
+	double seconds;
+	struct hist lat;          /* committed transactions, first attempt to commit */
+	struct lotus_net_counters net;
+	uint64_t retries_max;     /* most attempts one transaction needed */
+	char cc_stats[512];       /* JSON object summed over memory servers */
+	int error;
+};
+
+void ycsb_opts_init(struct ycsb_opts *o);
+/* Run the whole benchmark (connect, load, run, disconnect). 0 or an error. */
+int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res);
+void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r, bool json,
+		const char *transport, unsigned servers);
+/* Async-signal-safe: stop the run early (Ctrl-C). */
+void ycsb_stop(void);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * config.h - the cluster configuration file (INI) shared by every process.
+ *
+ *   # comment                      ('#' or ';' at line start, or after blanks)
+ *   [cluster]
+ *   transport = tcp                ; tcp|sm|rc|ud|dc
+ *   cc = no_wait                   ; no_wait|wait_die|wound_wait
+ *   durability = none              ; none|async|sync
+ *   compute_servers = 1
+ *
+ *   [memserver 0]                  ; ids are 0..N-1, each exactly once
+ *   listen = 10.0.0.1:7000         ; required
+ *   threads = 8                    ; 0 (default): follow the core count
+ *   memory = 16G                   ; default 1G; K/M/G/T are powers of 1024
+ *   data_dir = /var/lib/lotus/ms0  ; default: none (no log, no checkpoint)
+ *
+ * Every section is optional except at least one [memserver N].  Command-line
+ * flags override the file: the CLI loads the file, then calls config_set()
+ * for each flag.
+ *
+ * Errors: config_load() prints ONE line "lotus: FILE:LINE: reason" (or
+ * "lotus: FILE: reason" when no line applies) and returns LOTUS_ECONFIG.
+ *
+ * Threads: no global state; any thread may use its own struct.
+ */
+#ifndef LOTUS_CONFIG_H
+#define LOTUS_CONFIG_H
+#include <stdint.h>
+#include <stdio.h>
+#include "lotus.h"
+
+#define LOTUS_MAX_SERVERS 64
+
+enum lotus_durability { LOTUS_DUR_NONE = 0, LOTUS_DUR_ASYNC = 1, LOTUS_DUR_SYNC = 2 };
+
+#define CONFIG_DEFAULT_MEMORY (1ULL << 30)
+
+struct lotus_server_config {
+	unsigned id;             /* == its index in servers[] */
+	char host[256];
+	uint16_t port;
+	unsigned threads;        /* 0: follow the core count */
+	uint64_t memory;         /* bytes */
+	char data_dir[4096];     /* "" if none */
+};
+
+struct lotus_config {
+	char transport[16];      /* "tcp", "sm", "rc", "ud", "dc" */
+	int cc;                  /* enum lotus_cc */
+	int durability;          /* enum lotus_durability */
+	unsigned compute_servers;
+	unsigned nservers;
+	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
+};
+
+/* tcp transport, no_wait, no durability, 1 compute server, no servers. */
+void config_defaults(struct lotus_config *c);
+
+/* Defaults, then the file.  0 or LOTUS_ECONFIG (one line on stderr). */
+int config_load(const char *path, struct lotus_config *out);
+
+/*
+ * Set one key as if read from the file: server < 0 names a [cluster] key,
+ * otherwise a key of servers[server] (which must be < nservers).  For flags.
+ * 0, -ENOENT (no such key) or -EINVAL/-ERANGE (bad value); *why, if not
+ * NULL, gets a static reason on error.
+ */
+int config_set(struct lotus_config *c, int server, const char *key, const char *value,
+	       const char **why);
+
+/* Index of server id in c->servers, or -ENOENT. */
+int config_find_server(const struct lotus_config *c, unsigned id);
+
+/* Write c in the file format (config_load reads it back equal).  0 or -EIO. */
+int config_write(FILE *f, const struct lotus_config *c);
+
+/* Names of the enum values ("no_wait", "sync", ...); parsers return -EINVAL. */
+const char *config_cc_name(int cc);
+const char *config_durability_name(int d);
+int config_parse_cc(const char *s, int *out);
+int config_parse_durability(const char *s, int *out);
+
+#endif

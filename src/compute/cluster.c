@@ -1,0 +1,259 @@
+/*
+ * cluster.c - lotus_connect(): the cluster handle, routing, the table
+ * registry, and local clusters (memory servers started as child processes on
+ * loopback).
+ *
+ * A local server is `lotus memserver --listen 127.0.0.1:0 --ready-json`: it
+ * picks a free port itself and reports it on a pipe, so there is no race for
+ * ports.  Children get PR_SET_PDEATHSIG, so they die with the parent even if
+ * the parent is killed; lotus_disconnect() stops them with SIGTERM and reaps
+ * them, and SIGKILLs any that do not exit within a few seconds.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "common/clock.h"
+#include "common/common.h"
+#include "common/log.h"
+#include "compute/compute_int.h"
+
+void lotus_options_init(struct lotus_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->batch = LOTUS_BATCH_INTRA;
+	o->cc = LOTUS_NO_WAIT;
+}
+
+unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen)
+{
+	return (unsigned)(fnv1a64(key, klen) % c->nservers);
+}
+
+unsigned lotus_cluster_servers(const lotus_cluster_t *c)
+{
+	return c->nservers;
+}
+
+const char *lotus_cluster_transport(const lotus_cluster_t *c)
+{
+	return c->transport;
+}
+
+static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
+{
+	if (c->opts.lotus_bin)
+		return c->opts.lotus_bin;
+	const char *env = getenv("LOTUS_BIN");
+	if (env && *env)
+		return env;
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	if (n <= 0)
+		return "lotus";
+	buf[n] = 0;
+	return buf;
+}
+
+static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
+{
+	char ids[16], threads[16], mem[32];
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	dup2(outfd, STDOUT_FILENO);
+	setenv("LOTUS_LOG", "warn", 0); /* local servers speak only of trouble */
+	snprintf(ids, sizeof(ids), "%u", id);
+	snprintf(threads, sizeof(threads), "%u", c->opts.server_threads);
+	snprintf(mem, sizeof(mem), "%llu",
+		 (unsigned long long)(c->opts.server_memory ? c->opts.server_memory : 1ULL << 30));
+	execl(bin, "lotus", "memserver", "--listen", "127.0.0.1:0", "--id", ids, "--threads",
+	      threads, "--memory", mem, "--transport", c->transport, "--ready-json", (char *)NULL);
+	fprintf(stderr, "lotus: cannot run %s: %s\n", bin, strerror(errno));
+	_exit(127);
+}
+
+/* Read the child's ready line: {"ready":true,"id":I,"port":P}. */
+static int read_ready_port(int fd, pid_t pid, uint16_t *port)
+{
+	char line[256];
+	size_t n = 0;
+	uint64_t deadline = clock_now_ns() + 20ULL * 1000000000ULL;
+	while (clock_now_ns() < deadline && n < sizeof(line) - 1) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 200) <= 0) {
+			if (waitpid(pid, NULL, WNOHANG) == pid)
+				return LOTUS_EUNAVAIL;
+			continue;
+		}
+		ssize_t r = read(fd, line + n, sizeof(line) - 1 - n);
+		if (r <= 0)
+			return LOTUS_EUNAVAIL;
+		n += (size_t)r;
+		line[n] = 0;
+		const char *p = strstr(line, "\"port\":");
+		if (p && strchr(p, '}')) {
+			*port = (uint16_t)atoi(p + 7);
+			return 0;
+		}
+	}
+	return LOTUS_ETIMEOUT;
+}
+
+int cluster_start_local(lotus_cluster_t *c)
+{
+	char buf[PATH_MAX];
+	const char *bin = lotus_binary(c, buf, sizeof(buf));
+	for (unsigned i = 0; i < c->nservers; i++) {
+		int pfd[2];
+		if (pipe2(pfd, O_CLOEXEC))
+			return -errno;
+		pid_t pid = fork();
+		if (pid < 0) {
+			close(pfd[0]);
+			close(pfd[1]);
+			return -errno;
+		}
+		if (pid == 0) {
+			close(pfd[0]);
+			child_exec(c, i, pfd[1], bin);
+		}
+		close(pfd[1]);
+		c->servers[i].pid = pid;
+		snprintf(c->servers[i].host, sizeof(c->servers[i].host), "127.0.0.1");
+		int rc = read_ready_port(pfd[0], pid, &c->servers[i].port);
+		close(pfd[0]);
+		if (rc) {
+			log_error("local memory server %u did not start: %s", i, lotus_strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+void cluster_stop_local(lotus_cluster_t *c)
+{
+	for (unsigned i = 0; i < c->nservers; i++)
+		if (c->servers[i].pid > 0)
+			kill(c->servers[i].pid, SIGTERM);
+	uint64_t deadline = clock_now_ns() + 5ULL * 1000000000ULL;
+	for (unsigned i = 0; i < c->nservers; i++) {
+		pid_t pid = c->servers[i].pid;
+		if (pid <= 0)
+			continue;
+		while (waitpid(pid, NULL, WNOHANG) == 0) {
+			if (clock_now_ns() > deadline) {
+				kill(pid, SIGKILL);
+				waitpid(pid, NULL, 0);
+				break;
+			}
+			usleep(10000);
+		}
+		c->servers[i].pid = 0;
+	}
+}
+
+static int cluster_from_config(lotus_cluster_t *c, const char *path)
+{
+	struct lotus_config cfg;
+	if (config_load(path, &cfg))
+		return LOTUS_ECONFIG;
+	c->nservers = cfg.nservers;
+	for (unsigned i = 0; i < cfg.nservers; i++) {
+		snprintf(c->servers[i].host, sizeof(c->servers[i].host), "%s", cfg.servers[i].host);
+		c->servers[i].port = cfg.servers[i].port;
+	}
+	if (!c->opts.transport)
+		snprintf(c->transport, sizeof(c->transport), "%s", cfg.transport);
+	return 0;
+}
+
+int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
+{
+	lotus_cluster_t *c = calloc(1, sizeof(*c));
+	int rc;
+	if (!c)
+		return -ENOMEM;
+	c->opts = *o;
+	pthread_mutex_init(&c->tables_mu, NULL);
+	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
+	if (o->config_path) {
+		rc = cluster_from_config(c, o->config_path);
+	} else if (o->local_servers > 0 && o->local_servers <= LOTUS_MAX_SERVERS) {
+		c->nservers = (unsigned)o->local_servers;
+		rc = 0;
+	} else {
+		log_error("lotus_connect: give a config file or 1..%d local servers",
+			  LOTUS_MAX_SERVERS);
+		rc = LOTUS_ECONFIG;
+	}
+	if (rc == 0) {
+		struct net_opts no = { .transport = c->transport };
+		rc = net_ctx_create(&no, &c->net);
+	}
+	if (rc == 0 && !o->config_path)
+		rc = cluster_start_local(c);
+	if (rc) {
+		lotus_disconnect(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void lotus_disconnect(lotus_cluster_t *c)
+{
+	if (!c)
+		return;
+	cluster_stop_local(c);
+	if (c->net)
+		net_ctx_destroy(c->net);
+	pthread_mutex_destroy(&c->tables_mu);
+	free(c);
+}
+
+/* Create the table on every server; each server returns its own id for it. */
+int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
+		       lotus_table_t *out)
+{
+	lotus_cluster_t *c = s->cl;
+	size_t nlen = strlen(name);
+	int rc = 0;
+	if (nlen == 0 || nlen > 64)
+		return LOTUS_ETOOBIG;
+	if (max_value == 0)
+		max_value = 1024;
+	if (max_value > 64 * 1024)
+		return LOTUS_ETOOBIG;
+	pthread_mutex_lock(&c->tables_mu);
+	unsigned i;
+	for (i = 0; i < c->ntables; i++)
+		if (!strcmp(c->tables[i].name, name))
+			break;
+	if (i == LOTUS_MAX_TABLES) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	struct table_ent te = { .max_value = max_value };
+	memcpy(te.name, name, nlen + 1);
+	for (unsigned sv = 0; sv < c->nservers && rc == 0; sv++) {
+		struct wire_req r = { .op = OP_CREATE_TABLE, .key_len = (uint16_t)nlen,
+				      .arg = max_value };
+		rc = session_admin(s, sv, &r, name, NULL, 10000);
+		te.ids[sv] = (uint16_t)s->admin_arg[sv];
+	}
+	if (rc == 0) {
+		c->tables[i] = te;
+		if (i == c->ntables)
+			c->ntables++;
+		*out = i;
+	}
+out:
+	pthread_mutex_unlock(&c->tables_mu);
+	return rc;
+}

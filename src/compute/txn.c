@@ -1,0 +1,680 @@
+/*
+ * txn.c - transactions on the compute side: staging, execution steps, reply
+ * collection, commit and abort (the state diagram is in compute_int.h).
+ *
+ * A transaction's priority is fixed at lotus_txn_begin() and kept by
+ * lotus_txn_restart(), so a transaction that keeps losing conflicts becomes
+ * the oldest in the system and, under WAIT_DIE and WOUND_WAIT, wins.  Each
+ * attempt gets a fresh id, so replies and lock-table entries of an earlier
+ * attempt can never be mistaken for the current one's.
+ *
+ * A step waits for every reply it asked for, even after a first error: under
+ * lazy notification a parked request is answered only when granted, and the
+ * abort that follows must not overtake it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/clock.h"
+#include "common/common.h"
+#include "common/log.h"
+#include "compute/compute_int.h"
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static int slot_alloc(lotus_session_t *s, lotus_txn_t *t)
+{
+	if (s->nfree) {
+		t->slot = s->free_slots[--s->nfree];
+		s->slots[t->slot] = t;
+		return 0;
+	}
+	if (s->nslots == s->cap_slots) {
+		unsigned cap = s->cap_slots ? s->cap_slots * 2 : 16;
+		if (cap >= TAG_ADMIN_SLOT)
+			return -ENOSPC;
+		lotus_txn_t **sl = realloc(s->slots, cap * sizeof(*sl));
+		unsigned *fr = sl ? realloc(s->free_slots, cap * sizeof(*fr)) : NULL;
+		if (sl)
+			s->slots = sl;
+		if (!fr)
+			return -ENOMEM;
+		s->free_slots = fr;
+		s->cap_slots = cap;
+	}
+	t->slot = s->nslots++;
+	s->slots[t->slot] = t;
+	return 0;
+}
+
+static uint64_t txn_new_id(lotus_session_t *s)
+{
+	return (uint64_t)(s->cl->opts.compute_id & 0xffff) << 48 |
+	       (uint64_t)(s->idx & 0xffff) << 32 | ++s->txn_seq;
+}
+
+static uint64_t txn_new_priority(lotus_session_t *s)
+{
+	uint64_t p = (clock_wall_ns() & ~0xfffULL) | (s->cl->opts.compute_id & 0xfff);
+	if (p <= s->last_prio)
+		p = s->last_prio + 0x1000;
+	s->last_prio = p;
+	return p;
+}
+
+int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out)
+{
+	lotus_txn_t *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->s = s;
+	if (slot_alloc(s, t)) {
+		free(t);
+		return -ENOMEM;
+	}
+	t->id = txn_new_id(s);
+	t->prio = txn_new_priority(s);
+	t->state = TXN_IDLE;
+	*out = t;
+	return 0;
+}
+
+static void txn_clear_ops(lotus_txn_t *t)
+{
+	for (unsigned i = 0; i < t->nops; i++) {
+		free(t->ops[i].row_ptrs);
+		t->ops[i].row_ptrs = NULL;
+	}
+	t->nops = 0;
+	t->next_unsent = 0;
+	t->participants = 0;
+	t->outstanding = 0;
+	memset(t->due, 0, sizeof(t->due));
+	t->err = t->sticky = 0;
+	t->commit_after_exec = 0;
+}
+
+int lotus_txn_recycle(lotus_txn_t *t)
+{
+	int rc = lotus_txn_restart(t);
+	if (rc == 0)
+		t->prio = txn_new_priority(t->s);
+	return rc;
+}
+
+int lotus_txn_restart(lotus_txn_t *t)
+{
+	if (t->state != TXN_DONE && t->state != TXN_IDLE)
+		return LOTUS_ESTATE;
+	if (t->state == TXN_IDLE && t->participants)
+		return LOTUS_ESTATE; /* still holds locks: abort first */
+	txn_clear_ops(t);
+	t->id = txn_new_id(t->s);
+	t->state = TXN_IDLE;
+	return 0;
+}
+
+void lotus_txn_free(lotus_txn_t *t)
+{
+	if (!t)
+		return;
+	lotus_session_t *s = t->s;
+	txn_clear_ops(t);
+	for (unsigned i = 0; i < t->cap; i++) {
+		free(t->ops[i].wval);
+		free(t->ops[i].rval);
+	}
+	free(t->ops);
+	s->slots[t->slot] = NULL;
+	s->free_slots[s->nfree++] = t->slot;
+	free(t);
+}
+
+uint64_t lotus_txn_id(const lotus_txn_t *t) { return t->id; }
+uint64_t lotus_txn_priority(const lotus_txn_t *t) { return t->prio; }
+
+/* ---- staging ------------------------------------------------------------- */
+
+static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key,
+			     size_t klen, int *err)
+{
+	lotus_cluster_t *c = t->s->cl;
+	*err = 0;
+	if (t->state != TXN_IDLE || t->sticky) {
+		*err = LOTUS_ESTATE;
+		return NULL;
+	}
+	if (tb >= c->ntables) {
+		*err = LOTUS_ENOTABLE;
+		return NULL;
+	}
+	if (klen == 0 || klen > 128 || t->nops >= 0xfffe) {
+		*err = LOTUS_ETOOBIG;
+		return NULL;
+	}
+	if (t->nops == t->cap) {
+		unsigned cap = t->cap ? t->cap * 2 : 16;
+		struct txn_op *ops = realloc(t->ops, cap * sizeof(*ops));
+		if (!ops) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		memset(ops + t->cap, 0, (cap - t->cap) * sizeof(*ops));
+		t->ops = ops;
+		t->cap = cap;
+	}
+	struct txn_op *o = &t->ops[t->nops++];
+	o->op = op;
+	o->write = 0;
+	o->sent = 0;
+	o->table = (uint16_t)tb;
+	o->klen = (uint16_t)klen;
+	o->server = (uint16_t)cluster_route(c, key, klen);
+	o->status = 0;
+	o->loc = 0;
+	o->rlen = 0;
+	o->rows = 0;
+	o->count = 0;
+	o->wlen = 0;
+	memcpy(o->key, key, klen);
+	return o;
+}
+
+static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t vlen)
+{
+	if (vlen > t->s->cl->tables[o->table].max_value)
+		return LOTUS_ETOOBIG;
+	if (vlen > o->wcap) {
+		unsigned char *p = realloc(o->wval, vlen);
+		if (!p)
+			return -ENOMEM;
+		o->wval = p;
+		o->wcap = (uint32_t)vlen;
+	}
+	memcpy(o->wval, v, vlen);
+	o->wlen = (uint32_t)vlen;
+	return 0;
+}
+
+static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key, size_t klen)
+{
+	int err;
+	struct txn_op *o = op_add(t, op, tb, key, klen, &err);
+	return o ? (int)(o - t->ops) : err;
+}
+
+int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+{
+	return stage_read(t, OP_READ, tb, key, klen);
+}
+
+int lotus_txn_read_for_update(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+{
+	return stage_read(t, OP_READ_X, tb, key, klen);
+}
+
+/* An X lock this txn already asked for on (tb, key), to hang a write on. */
+static struct txn_op *op_find_x(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+{
+	for (unsigned i = t->nops; i-- > 0;) {
+		struct txn_op *o = &t->ops[i];
+		if (o->table == tb && o->klen == klen && !memcmp(o->key, key, klen) &&
+		    (o->op == OP_READ_X || o->op == OP_LOCK_X || o->op == OP_INSERT ||
+		     o->op == OP_DELETE))
+			return o;
+	}
+	return NULL;
+}
+
+static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_table_t tb,
+		       const void *key, size_t klen, const void *v, size_t vlen)
+{
+	int err;
+	struct txn_op *o = NULL;
+	if (lock_op != OP_INSERT && t->state == TXN_IDLE && !t->sticky && tb < t->s->cl->ntables)
+		o = op_find_x(t, tb, key, klen);
+	if (!o)
+		o = op_add(t, lock_op, tb, key, klen, &err);
+	if (!o)
+		return err;
+	err = op_set_value(t, o, v, vlen);
+	if (err)
+		return err;
+	o->write = wkind;
+	return (int)(o - t->ops);
+}
+
+int lotus_txn_write(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
+		    const void *value, size_t vlen)
+{
+	return stage_write(t, OP_LOCK_X, OP_LOCK_X, tb, key, klen, value, vlen);
+}
+
+int lotus_txn_insert(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
+		     const void *value, size_t vlen)
+{
+	return stage_write(t, OP_INSERT, OP_INSERT, tb, key, klen, value, vlen);
+}
+
+int lotus_txn_delete(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+{
+	return stage_write(t, OP_DELETE, OP_DELETE, tb, key, klen, NULL, 0);
+}
+
+int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
+		   unsigned count)
+{
+	int err;
+	struct txn_op *o = op_add(t, OP_SCAN, tb, start, slen, &err);
+	if (!o)
+		return err;
+	o->count = count;
+	return (int)(o - t->ops);
+}
+
+/* ---- results ------------------------------------------------------------- */
+
+int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen)
+{
+	if (op < 0 || (unsigned)op >= t->nops)
+		return -EINVAL;
+	const struct txn_op *o = &t->ops[op];
+	if (value)
+		*value = o->rval;
+	if (vlen)
+		*vlen = o->rlen;
+	return o->status;
+}
+
+int lotus_txn_scan_rows(const lotus_txn_t *t, int op)
+{
+	if (op < 0 || (unsigned)op >= t->nops || t->ops[op].op != OP_SCAN)
+		return -EINVAL;
+	return t->ops[op].status ? t->ops[op].status : (int)t->ops[op].rows;
+}
+
+int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
+		       const void **value, size_t *vlen)
+{
+	if (op < 0 || (unsigned)op >= t->nops || i >= t->ops[op].rows || !t->ops[op].row_ptrs)
+		return -EINVAL;
+	const struct wire_row *row = (const struct wire_row *)t->ops[op].row_ptrs[i];
+	const unsigned char *k = (const unsigned char *)(row + 1);
+	*key = k;
+	*klen = row->key_len;
+	*value = k + row->key_len;
+	*vlen = row->value_len;
+	return 0;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct wire_row *x = *(const struct wire_row *const *)a;
+	const struct wire_row *y = *(const struct wire_row *const *)b;
+	int c = memcmp(x + 1, y + 1, MIN(x->key_len, y->key_len));
+	return c ? c : (int)x->key_len - (int)y->key_len;
+}
+
+/* Rows from every server, merged in key order, cut at the count asked for. */
+static void scan_finish(struct txn_op *o)
+{
+	struct wire_iter it;
+	const struct wire_row *row;
+	const unsigned char *k, *v;
+	unsigned n = 0;
+	free(o->row_ptrs);
+	o->row_ptrs = malloc((o->rows ? o->rows : 1) * sizeof(*o->row_ptrs));
+	if (!o->row_ptrs) {
+		o->status = -ENOMEM;
+		return;
+	}
+	wire_iter_bytes(&it, o->rval, o->rlen, o->rows);
+	while (n < o->rows && wire_next_row(&it, &row, &k, &v) == 1)
+		o->row_ptrs[n++] = (const unsigned char *)row;
+	qsort(o->row_ptrs, n, sizeof(*o->row_ptrs), row_cmp);
+	o->rows = MIN(n, o->count);
+}
+
+/* ---- steps --------------------------------------------------------------- */
+
+static void txn_step_done(lotus_txn_t *t);
+static int txn_commit_start(lotus_txn_t *t);
+static int txn_abort_start(lotus_txn_t *t);
+
+static int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key,
+		    const void *val)
+{
+	r->txn_id = t->id;
+	r->priority = t->prio;
+	r->cc = (uint8_t)t->s->cl->opts.cc;
+	int rc = session_queue(t->s, sv, r, key, val);
+	if (rc)
+		return rc;
+	t->participants |= 1ULL << sv;
+	t->due[sv]++;
+	t->outstanding++;
+	return 0;
+}
+
+static int op_send(lotus_txn_t *t, unsigned idx)
+{
+	lotus_cluster_t *c = t->s->cl;
+	struct txn_op *o = &t->ops[idx];
+	struct wire_req r = { .op = o->op, .key_len = o->klen, .tag = t->slot << 16 | idx,
+			      .arg = o->count };
+	o->sent = 1;
+	if (o->op != OP_SCAN) {
+		r.table = c->tables[o->table].ids[o->server];
+		o->replies_due = 1;
+		return txn_send(t, o->server, &r, o->key, NULL);
+	}
+	o->replies_due = (uint16_t)c->nservers;
+	for (unsigned sv = 0; sv < c->nservers; sv++) {
+		r.table = c->tables[o->table].ids[sv];
+		int rc = txn_send(t, sv, &r, o->key, NULL);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Finish a step that could not even be sent. */
+static int txn_fail_now(lotus_txn_t *t, int rc)
+{
+	if (!t->err)
+		t->err = rc;
+	if (t->outstanding == 0)
+		txn_step_done(t);
+	return 0;
+}
+
+int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	if (t->state != TXN_IDLE || t->sticky)
+		return LOTUS_ESTATE;
+	t->cb = cb;
+	t->cb_arg = arg;
+	t->step_done = 0;
+	t->err = 0;
+	t->state = TXN_EXEC;
+	for (; t->next_unsent < t->nops; t->next_unsent++) {
+		int rc = op_send(t, t->next_unsent);
+		if (rc) {
+			t->next_unsent = t->nops;
+			return txn_fail_now(t, rc);
+		}
+	}
+	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(t->s);
+	if (t->outstanding == 0)
+		txn_step_done(t);
+	return 0;
+}
+
+static void txn_finish(lotus_txn_t *t, int result)
+{
+	lotus_txn_cb cb = t->cb;
+	t->step_done = 1;
+	t->err = result;
+	t->cb = NULL;
+	if (cb)
+		cb(t, result, t->cb_arg);
+}
+
+static void txn_step_done(lotus_txn_t *t)
+{
+	int err = t->err;
+	switch (t->state) {
+	case TXN_EXEC:
+		for (unsigned i = 0; i < t->nops; i++)
+			if (t->ops[i].op == OP_SCAN && t->ops[i].status == 0 && t->ops[i].sent)
+				scan_finish(&t->ops[i]);
+		if (err) {
+			t->state = TXN_FAILED;
+			t->sticky = err;
+			t->commit_after_exec = 0;
+		} else {
+			t->state = TXN_IDLE;
+		}
+		if (!err && t->commit_after_exec) {
+			t->commit_after_exec = 0;
+			txn_commit_start(t);
+			return;
+		}
+		txn_finish(t, err);
+		return;
+	case TXN_PREPARE:
+		if (err) {
+			t->sticky = err;
+			t->abort_result = err;
+			txn_abort_start(t);
+			return;
+		}
+		t->prepared = 1; /* every participant is COMMITTING */
+		t->state = TXN_IDLE;
+		txn_commit_start(t);
+		return;
+	case TXN_COMMIT:
+		t->state = TXN_DONE;
+		t->participants = 0;
+		txn_finish(t, err);
+		return;
+	case TXN_ABORT:
+		t->state = TXN_DONE;
+		t->participants = 0;
+		txn_finish(t, t->abort_result);
+		return;
+	default:
+		return;
+	}
+}
+
+static void op_store_value(struct txn_op *o, const unsigned char *v, uint32_t len, int append)
+{
+	uint32_t at = append ? o->rlen : 0;
+	if (at + len > o->rcap) {
+		uint32_t cap = MAX(at + len, o->rcap * 2);
+		unsigned char *p = realloc(o->rval, cap);
+		if (!p) {
+			o->status = -ENOMEM;
+			return;
+		}
+		o->rval = p;
+		o->rcap = cap;
+	}
+	memcpy(o->rval + at, v, len);
+	o->rlen = at + len;
+}
+
+/* Per-op failures that do not doom the transaction. */
+static int status_is_benign(int st)
+{
+	return st == 0 || st == LOTUS_ENOTFOUND || st == LOTUS_EEXISTS;
+}
+
+void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *v)
+{
+	unsigned idx = r->tag & 0xffff;
+	if (t->due[sv] == 0 || t->outstanding == 0)
+		return;
+	t->due[sv]--;
+	t->outstanding--;
+	if (idx != TAG_TXN_OP && idx < t->nops) {
+		struct txn_op *o = &t->ops[idx];
+		if (r->status && (o->status == 0 || o->op != OP_SCAN))
+			o->status = r->status;
+		if (o->op == OP_SCAN) {
+			op_store_value(o, v, r->value_len, 1);
+			o->rows += (unsigned)r->arg;
+		} else {
+			o->loc = r->loc;
+			if (r->value_len || o->op == OP_READ || o->op == OP_READ_X)
+				op_store_value(o, v, r->value_len, 0);
+		}
+	}
+	if (!status_is_benign(r->status) && !t->err)
+		t->err = r->status;
+	if (t->outstanding == 0)
+		txn_step_done(t);
+}
+
+void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
+{
+	if (!t->due[sv])
+		return;
+	t->outstanding -= t->due[sv];
+	t->due[sv] = 0;
+	if (!t->err)
+		t->err = LOTUS_EUNAVAIL;
+	if (t->outstanding == 0)
+		txn_step_done(t);
+}
+
+/* ---- commit and abort ------------------------------------------------------ */
+
+static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb)
+{
+	lotus_cluster_t *c = t->s->cl;
+	unsigned n = 0;
+	wb->len = 0;
+	wb->count = 0;
+	for (unsigned i = 0; i < t->nops; i++) {
+		struct txn_op *o = &t->ops[i];
+		if (o->server != sv || !o->write || o->status != 0)
+			continue;
+		struct wire_write w = {
+			.op = o->write == OP_LOCK_X ? OP_LOCK_X : o->write,
+			.table = c->tables[o->table].ids[sv], .key_len = o->klen,
+			.value_len = o->write == OP_DELETE ? 0 : o->wlen, .hint = o->loc,
+		};
+		int rc = wire_buf_append_write(wb, &w, o->key, o->wval);
+		if (rc)
+			return rc;
+		n++;
+	}
+	struct wire_req r = { .op = OP_COMMIT, .tag = t->slot << 16 | TAG_TXN_OP,
+			      .value_len = (uint32_t)wb->len, .arg = n };
+	return txn_send(t, sv, &r, NULL, wb->data);
+}
+
+static int txn_commit_start(lotus_txn_t *t)
+{
+	uint64_t parts = t->participants;
+	int prepare = t->s->cl->opts.cc == LOTUS_WOUND_WAIT && !t->prepared &&
+		      __builtin_popcountll(parts) > 1;
+	struct wire_buf wb;
+	int rc = 0;
+	t->err = 0;
+	t->outstanding = 0;
+	memset(t->due, 0, sizeof(t->due));
+	if (!parts) {
+		t->state = TXN_DONE;
+		txn_finish(t, 0);
+		return 0;
+	}
+	t->state = prepare ? TXN_PREPARE : TXN_COMMIT;
+	wire_buf_init(&wb);
+	for (unsigned sv = 0; parts && rc == 0; sv++, parts >>= 1) {
+		if (!(parts & 1))
+			continue;
+		if (prepare) {
+			struct wire_req r = { .op = OP_COMMIT, .flags = WIRE_REQ_F_PREPARE,
+					      .tag = t->slot << 16 | TAG_TXN_OP };
+			rc = txn_send(t, sv, &r, NULL, NULL);
+		} else {
+			rc = commit_send_one(t, sv, &wb);
+		}
+	}
+	wire_buf_free(&wb);
+	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(t->s);
+	if (rc)
+		return txn_fail_now(t, rc);
+	return 0;
+}
+
+int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	if (t->state != TXN_IDLE || t->sticky)
+		return LOTUS_ESTATE;
+	t->cb = cb;
+	t->cb_arg = arg;
+	t->step_done = 0;
+	t->prepared = 0;
+	if (t->next_unsent < t->nops) {
+		t->commit_after_exec = 1;  /* execute the rest, then commit */
+		return lotus_txn_execute_async(t, cb, arg);
+	}
+	return txn_commit_start(t);
+}
+
+static int txn_abort_start(lotus_txn_t *t)
+{
+	uint64_t parts = t->participants;
+	int rc = 0;
+	t->err = 0;
+	t->outstanding = 0;
+	memset(t->due, 0, sizeof(t->due));
+	t->state = TXN_ABORT;
+	for (unsigned sv = 0; parts; sv++, parts >>= 1) {
+		if (!(parts & 1) || !t->s->conns[sv])
+			continue;
+		struct wire_req r = { .op = OP_ABORT, .tag = t->slot << 16 | TAG_TXN_OP };
+		if (txn_send(t, sv, &r, NULL, NULL) != 0)
+			rc = LOTUS_EUNAVAIL;
+	}
+	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(t->s);
+	if (rc && !t->abort_result)
+		t->abort_result = rc;
+	if (t->outstanding == 0)
+		txn_step_done(t);
+	return 0;
+}
+
+int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	if (t->state == TXN_EXEC || t->state == TXN_PREPARE || t->state == TXN_COMMIT ||
+	    t->state == TXN_ABORT)
+		return LOTUS_ESTATE; /* a step is in flight: wait for it */
+	if (t->state == TXN_DONE) {
+		t->step_done = 1;
+		if (cb)
+			cb(t, 0, arg);
+		return 0;
+	}
+	t->cb = cb;
+	t->cb_arg = arg;
+	t->step_done = 0;
+	t->abort_result = 0;
+	return txn_abort_start(t);
+}
+
+/* ---- synchronous forms ------------------------------------------------------ */
+
+static int txn_wait(lotus_txn_t *t, int rc)
+{
+	if (rc)
+		return rc;
+	while (!t->step_done)
+		lotus_session_poll(t->s, 100);
+	return t->err;
+}
+
+int lotus_txn_execute(lotus_txn_t *t)
+{
+	return txn_wait(t, lotus_txn_execute_async(t, NULL, NULL));
+}
+
+int lotus_txn_commit(lotus_txn_t *t)
+{
+	int rc = txn_wait(t, lotus_txn_commit_async(t, NULL, NULL));
+	if (rc && t->state != TXN_DONE)
+		lotus_txn_abort(t);
+	return rc;
+}
+
+int lotus_txn_abort(lotus_txn_t *t)
+{
+	return txn_wait(t, lotus_txn_abort_async(t, NULL, NULL));
+}

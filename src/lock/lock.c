@@ -1,0 +1,701 @@
+/*
+ * lock.c - the memory server's lock table: S/X locks per (table, key), wait
+ * queues ordered by priority, and the NO_WAIT / WAIT_DIE / WOUND_WAIT decisions
+ * (papers/lotus-two-sided-rdma.txt §4).  txn.c holds the status table.
+ *
+ * Structure.  A hash table of `struct lk` with one latch per bucket (striped);
+ * an entry is created by the first lock_acquire on its key and freed as soon as
+ * it has neither owners nor waiters.  Each lk has an owner list (lock_own nodes,
+ * which are also on their txn's held list) and a wait queue of the caller's
+ * struct lock_waiter, sorted by (priority, txn id): the head is the oldest.
+ *
+ * Decisions for a request R (mode m, protocol cc) that conflicts:
+ *   NO_WAIT     reject (LOTUS_EABORTED).
+ *   WAIT_DIE    wait iff R is older than every conflicting owner and every
+ *               conflicting waiter; else reject.  To stay deadlock-free with a
+ *               priority queue, a WAIT_DIE waiter that later finds an older
+ *               conflicting owner or waiter ahead of it dies too: it is taken
+ *               off the queue and notified LOTUS_EABORTED ("culled").
+ *   WOUND_WAIT  wound every younger conflicting owner that is not COMMITTING
+ *               (status -> PREEMPTED, node unlinked from this lock); its parked
+ *               requests elsewhere are cancelled with notify(LOTUS_EPREEMPTED).
+ *               Then R waits if conflicts remain (older or COMMITTING owners).
+ * Any protocol: an owner already PREEMPTED is dropped from a lock on contact
+ * (it can never commit), which lets the lock move on before its txn aborts.
+ *
+ * Grant rule.  A new request is granted at once iff it is compatible with all
+ * owners and no waiter is older than it (an upgrade by the sole S owner is
+ * granted at once regardless).  On release the queue is granted from the head
+ * in order while each waiter is compatible with the owners (so consecutive
+ * readers are granted together) and stops at the first that is not: readers
+ * behind a waiting X of higher priority are NOT granted, so a stream of
+ * younger readers cannot starve an older writer.
+ *
+ * Transaction status (atomic; the function behind each transition):
+ *
+ *              lock_txn_get
+ *                   |
+ *                   v         park (lock_acquire -> 1)
+ *   +---------> RUNNING ----------------------------> WAITING
+ *   |               |   <--------------------------      |
+ *   |               |     finish_waiter (last one         |
+ *   |               |      granted / culled)              |
+ *   |  lock_txn_begin_commit (CAS)     wound_owners (CAS) |
+ *   |               v                  from RUNNING or    v
+ *   |          COMMITTING              WAITING ------> PREEMPTED
+ *   |               |                                     |
+ *   |               +-------> lock_txn_release <----------+
+ *   |                          (removed from the table)
+ * (lock_txn_get of the same id after release makes a new entry)
+ *
+ * Latch order (deadlock-free):
+ *   1. at most ONE lock-table bucket latch at a time;
+ *   2. under it, at most one txn latch at a time (txn latches are leaves);
+ *   3. status-table bucket latches are leaves too (txn.c), never held with 1/2.
+ * Never take a bucket latch while holding a txn latch.  notify() is called with
+ * no latch at all: each operation collects its notes in a `struct batch` and
+ * delivers them after its bucket latch is dropped (batch_finish).
+ *
+ * A parked waiter w is on two lists: its lock's queue (bucket latch) and its
+ * txn's .waiting list (txn latch).  Whoever takes w off the queue under the
+ * bucket latch sets w->lock = NULL; it then owns the reply only if it also finds
+ * w on the txn's list (and removes it there).  Otherwise a canceller or the
+ * releaser took w off the txn list first and will see w->lock == NULL under
+ * the bucket latch.  Exactly one party finishes w.  A party that took w off
+ * the txn list bumps txn->inflight until its notify returned, and
+ * lock_txn_release waits for inflight == 0, so after release returns the
+ * caller may free its waiters.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/clock.h"
+#include "lock/lock_int.h"
+
+struct lk {
+	struct lk *next;             /* bucket chain */
+	uint64_t hash;
+	struct lock_own *owners;
+	struct lock_waiter *queue;   /* sorted, oldest first */
+	uint16_t table, klen;
+	unsigned char key[];
+};
+
+/* Notifications and victims collected under a latch, delivered after it. */
+struct batch {
+	struct lock_waiter *head, *tail;  /* linked through w->next */
+	lock_txn_t *victims;              /* linked through victim_next */
+};
+
+static void batch_finish(lock_table_t *lt, struct batch *b);
+
+static inline bool txn_older(const lock_txn_t *a, const lock_txn_t *b)
+{
+	return a->priority < b->priority || (a->priority == b->priority && a->id < b->id);
+}
+
+static inline bool modes_compatible(unsigned a, unsigned b)
+{
+	return a == LOCK_S && b == LOCK_S;
+}
+
+static uint64_t key_hash(uint16_t table, const void *key, uint16_t klen)
+{
+	uint64_t h = fnv1a64(key, klen) ^ ((uint64_t)table * 0x9e3779b97f4a7c15ULL);
+	return h ^ (h >> 29);
+}
+
+/* ---- lock entries --------------------------------------------------------- */
+
+static struct lk *lk_find(struct lock_bucket *b, uint64_t h, uint16_t table,
+			  const void *key, uint16_t klen, bool create)
+{
+	for (struct lk *L = b->head; L; L = L->next)
+		if (L->hash == h && L->table == table && L->klen == klen &&
+		    memcmp(L->key, key, klen) == 0)
+			return L;
+	if (!create)
+		return NULL;
+	struct lk *L = malloc(sizeof(*L) + klen);
+	if (!L)
+		return NULL;
+	*L = (struct lk){ .next = b->head, .hash = h, .table = table, .klen = klen };
+	memcpy(L->key, key, klen);
+	b->head = L;
+	return L;
+}
+
+static void lk_maybe_free(struct lock_bucket *b, struct lk *L)
+{
+	if (L->owners || L->queue)
+		return;
+	for (struct lk **pp = &b->head; *pp; pp = &(*pp)->next)
+		if (*pp == L) {
+			*pp = L->next;
+			free(L);
+			return;
+		}
+}
+
+static struct lock_own *owner_find(const struct lk *L, const lock_txn_t *t)
+{
+	for (struct lock_own *o = L->owners; o; o = o->lock_next)
+		if (o->txn == t)
+			return o;
+	return NULL;
+}
+
+/* True if mode m for t is compatible with every owner other than t itself. */
+static bool owners_compatible(const struct lk *L, const lock_txn_t *t, unsigned m)
+{
+	for (struct lock_own *o = L->owners; o; o = o->lock_next)
+		if (o->txn != t && !modes_compatible(o->mode, m))
+			return false;
+	return true;
+}
+
+static void owner_link(struct lk *L, struct lock_own *o)
+{
+	o->lock = L;
+	o->on_lock = true;
+	o->lock_next = L->owners;
+	L->owners = o;
+}
+
+static struct lock_own *own_alloc(uint32_t bucket, lock_txn_t *t, unsigned mode)
+{
+	struct lock_own *o = calloc(1, sizeof(*o));
+	if (o) {
+		o->txn = t;
+		o->bucket = bucket;
+		o->mode = (uint8_t)mode;
+	}
+	return o;
+}
+
+static void queue_insert(struct lk *L, struct lock_waiter *w)
+{
+	struct lock_waiter **pp = &L->queue;
+	while (*pp && !txn_older(w->txn, (*pp)->txn))
+		pp = &(*pp)->next;
+	w->next = *pp;
+	*pp = w;
+}
+
+static void queue_unlink(struct lk *L, struct lock_waiter *w)
+{
+	for (struct lock_waiter **pp = &L->queue; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	w->next = NULL;
+	w->lock = NULL;
+}
+
+#ifndef NDEBUG
+/* Invariants of a settled lock (bucket latch held). */
+static void assert_lock_state(const struct lk *L)
+{
+	unsigned n = 0, nx = 0;
+	for (const struct lock_own *o = L->owners; o; o = o->lock_next) {
+		assert(o->on_lock && o->lock == L);
+		n++;
+		nx += o->mode == LOCK_X;
+	}
+	assert(nx == 0 || n == 1);          /* X is exclusive */
+	const struct lock_waiter *prev = NULL;
+	for (const struct lock_waiter *w = L->queue; w; prev = w, w = w->next) {
+		assert(w->lock == L);
+		assert(!prev || !txn_older(w->txn, prev->txn));   /* priority order */
+	}
+	/* settled: the head would have been granted if it could be */
+	assert(!L->queue || !owners_compatible(L, L->queue->txn, L->queue->mode));
+}
+#else
+#define assert_lock_state(L) ((void)0)
+#endif
+
+/* ---- waiters -------------------------------------------------------------- */
+
+/* Txn latch held.  Removes w from t's parked list; false if it is not there. */
+static bool txn_unlist_waiter(lock_txn_t *t, struct lock_waiter *w)
+{
+	for (struct lock_waiter **pp = &t->waiting; *pp; pp = &(*pp)->txn_next)
+		if (*pp == w) {
+			*pp = w->txn_next;
+			w->txn_next = NULL;
+			if (!t->waiting) {
+				int s = TXN_WAITING;
+				atomic_compare_exchange_strong(&t->status, &s, TXN_RUNNING);
+			}
+			return true;
+		}
+	return false;
+}
+
+static void batch_note(struct batch *b, struct lock_waiter *w, int result)
+{
+	w->result = result;
+	w->next = NULL;
+	if (b->tail)
+		b->tail->next = w;
+	else
+		b->head = w;
+	b->tail = w;
+}
+
+static void count_result(lock_table_t *lt, struct lock_waiter *w, int result)
+{
+	if (result == 0) {
+		lock_stat_add(lt, ST_AFTER_WAIT, 1);
+		lock_stat_add(lt, ST_WAIT_NS, clock_now_ns() - w->wait_start_ns);
+	} else if (result == LOTUS_EPREEMPTED) {
+		lock_stat_add(lt, ST_PREEMPTED_ABORTS, 1);
+	} else if (result == LOTUS_EABORTED) {
+		lock_stat_add(lt, ST_REJECTS, 1);
+	}
+}
+
+/*
+ * w has just been taken off L's queue (bucket latch held).  Grant it (result 0)
+ * or fail it with result, if we own its reply (see the opening comment).
+ */
+static void finish_waiter(lock_table_t *lt, struct lk *L, struct lock_waiter *w,
+			  int result, struct batch *b)
+{
+	lock_txn_t *t = w->txn;
+	struct lock_own *mine = NULL, *o = NULL;
+	if (result == 0 && !(mine = owner_find(L, t)) && !(o = own_alloc(w->bucket, t, w->mode)))
+		result = -ENOMEM;
+	pthread_mutex_lock(&t->latch);
+	if (!txn_unlist_waiter(t, w)) {
+		pthread_mutex_unlock(&t->latch);
+		free(o);
+		return;
+	}
+	if (result == 0 && atomic_load(&t->status) == TXN_PREEMPTED)
+		result = LOTUS_EPREEMPTED;
+	if (result == 0 && mine && w->mode > mine->mode) {
+		mine->mode = w->mode;
+		lock_stat_add(lt, ST_UPGRADES, 1);
+	} else if (result == 0 && o) {
+		o->txn_next = t->held;
+		t->held = o;
+		owner_link(L, o);
+		o = NULL;
+	}
+	atomic_fetch_add(&t->inflight, 1);
+	txn_ref(t);
+	pthread_mutex_unlock(&t->latch);
+	free(o);
+	count_result(lt, w, result);
+	batch_note(b, w, result);
+}
+
+/* Drop owners whose txn is PREEMPTED: they can never commit. */
+static bool reap_preempted(struct lk *L)
+{
+	bool any = false;
+	struct lock_own **pp = &L->owners, *o;
+	while ((o = *pp)) {
+		if (atomic_load(&o->txn->status) == TXN_PREEMPTED) {
+			*pp = o->lock_next;
+			o->on_lock = false;
+			o->lock_next = NULL;
+			any = true;
+			continue;
+		}
+		pp = &o->lock_next;
+	}
+	return any;
+}
+
+/* Grant from the head while compatible (readers together); stop at the first
+ * waiter that cannot be granted, or that is not older than `before` (a request
+ * being decided goes ahead of the younger waiters). */
+static void grant_pass(lock_table_t *lt, struct lk *L, const lock_txn_t *before,
+		       struct batch *b)
+{
+	struct lock_waiter *w;
+	while ((w = L->queue) && (!before || txn_older(w->txn, before)) &&
+	       owners_compatible(L, w->txn, w->mode)) {
+		L->queue = w->next;
+		w->next = NULL;
+		w->lock = NULL;
+		finish_waiter(lt, L, w, 0, b);
+	}
+}
+
+/* WAIT_DIE: t (mode m) must die if an older txn owns or waits for L in a
+ * conflicting mode (the queue is sorted, so older waiters are ahead of it). */
+static bool wait_die_dies(const struct lk *L, const lock_txn_t *t, unsigned m)
+{
+	for (const struct lock_own *o = L->owners; o; o = o->lock_next)
+		if (o->txn != t && !modes_compatible(o->mode, m) && txn_older(o->txn, t))
+			return true;
+	for (const struct lock_waiter *q = L->queue; q && txn_older(q->txn, t); q = q->next)
+		if (q->txn != t && !modes_compatible(q->mode, m))
+			return true;
+	return false;
+}
+
+/* Remove WAIT_DIE waiters that now wait for an older txn; returns how many. */
+static unsigned cull_wait_die(lock_table_t *lt, struct lk *L, struct batch *b)
+{
+	unsigned n = 0;
+	struct lock_waiter **pp = &L->queue, *w;
+	while ((w = *pp)) {
+		if (w->cc == CC_WAIT_DIE && wait_die_dies(L, w->txn, w->mode)) {
+			*pp = w->next;
+			w->next = NULL;
+			w->lock = NULL;
+			finish_waiter(lt, L, w, LOTUS_EABORTED, b);
+			n++;
+			continue;
+		}
+		pp = &w->next;
+	}
+	return n;
+}
+
+/* Bring L back to its invariants after owners or waiters changed.  With
+ * `before`, grant only waiters older than that txn (it is being decided). */
+static void lk_settle_before(lock_table_t *lt, struct lk *L, const lock_txn_t *before,
+			     struct batch *b)
+{
+	reap_preempted(L);
+	do
+		grant_pass(lt, L, before, b);
+	while (cull_wait_die(lt, L, b) > 0);
+}
+
+static void lk_settle(lock_table_t *lt, struct lk *L, struct batch *b)
+{
+	lk_settle_before(lt, L, NULL, b);
+	assert_lock_state(L);
+}
+
+/* ---- acquire -------------------------------------------------------------- */
+
+struct acq {
+	lock_table_t *lt;
+	struct lk *L;
+	lock_txn_t *t;
+	uint32_t bucket;
+	unsigned mode;
+	enum cc_proto cc;
+	struct lock_waiter *w;
+	struct batch *b;
+};
+
+/* CAS RUNNING/WAITING -> PREEMPTED; false if COMMITTING or already PREEMPTED. */
+static bool txn_wound(lock_txn_t *v)
+{
+	int s = atomic_load(&v->status);
+	while (s == TXN_RUNNING || s == TXN_WAITING)
+		if (atomic_compare_exchange_weak(&v->status, &s, TXN_PREEMPTED))
+			return true;
+	return false;
+}
+
+/* WOUND_WAIT: preempt younger conflicting owners that are not COMMITTING. */
+static void wound_owners(struct acq *a)
+{
+	struct lock_own **pp = &a->L->owners, *o;
+	while ((o = *pp)) {
+		if (o->txn != a->t && !modes_compatible(o->mode, a->mode) &&
+		    txn_older(a->t, o->txn) && txn_wound(o->txn)) {
+			*pp = o->lock_next;
+			o->on_lock = false;
+			o->lock_next = NULL;
+			txn_ref(o->txn);                  /* alive until cancelled */
+			o->txn->victim_next = a->b->victims;
+			a->b->victims = o->txn;
+			lock_stat_add(a->lt, ST_PREEMPTIONS, 1);
+			continue;
+		}
+		pp = &o->lock_next;
+	}
+}
+
+static int grant_now(struct acq *a, struct lock_own *mine)
+{
+	lock_txn_t *t = a->t;
+	struct lock_own *o = NULL;
+	if (!mine && !(o = own_alloc(a->bucket, t, a->mode)))
+		return -ENOMEM;
+	pthread_mutex_lock(&t->latch);
+	if (t->closed || atomic_load(&t->status) == TXN_PREEMPTED) {
+		int rc = t->closed ? LOTUS_EABORTED : LOTUS_EPREEMPTED;
+		pthread_mutex_unlock(&t->latch);
+		free(o);
+		return rc;
+	}
+	if (mine) {
+		mine->mode = (uint8_t)a->mode;
+		lock_stat_add(a->lt, ST_UPGRADES, 1);
+	} else {
+		o->txn_next = t->held;
+		t->held = o;
+		owner_link(a->L, o);
+	}
+	pthread_mutex_unlock(&t->latch);
+	lock_stat_add(a->lt, ST_IMMEDIATE, 1);
+	return 0;
+}
+
+static int park(struct acq *a)
+{
+	lock_txn_t *t = a->t;
+	struct lock_waiter *w = a->w;
+	if (!w || atomic_load(&t->status) == TXN_COMMITTING)
+		return LOTUS_EABORTED;      /* a committing txn cannot wait */
+	*w = (struct lock_waiter){ .txn = t, .mode = a->mode, .owner = w->owner, .lock = a->L,
+				   .wait_start_ns = clock_now_ns(), .bucket = a->bucket,
+				   .cc = (uint8_t)a->cc };
+	pthread_mutex_lock(&t->latch);
+	int s = TXN_RUNNING;
+	if (t->closed || (!atomic_compare_exchange_strong(&t->status, &s, TXN_WAITING) &&
+			  s != TXN_WAITING)) {
+		pthread_mutex_unlock(&t->latch);
+		w->lock = NULL;
+		return s == TXN_PREEMPTED ? LOTUS_EPREEMPTED : LOTUS_EABORTED;
+	}
+	w->txn_next = t->waiting;
+	t->waiting = w;
+	pthread_mutex_unlock(&t->latch);
+	queue_insert(a->L, w);
+	lock_stat_add(a->lt, ST_WAITS, 1);
+	return 1;
+}
+
+static int acquire_locked(struct acq *a)
+{
+	struct lk *L = a->L;
+	struct lock_own *mine = owner_find(L, a->t);
+	if (mine && mine->mode >= a->mode) {
+		lock_stat_add(a->lt, ST_IMMEDIATE, 1);
+		return 0;
+	}
+	if (a->cc == CC_WOUND_WAIT)
+		wound_owners(a);
+	lk_settle_before(a->lt, L, a->t, a->b);   /* reap, grant older waiters */
+	mine = owner_find(L, a->t);
+	int rc;
+	if (owners_compatible(L, a->t, a->mode) &&
+	    (mine || !L->queue || txn_older(a->t, L->queue->txn)))
+		rc = grant_now(a, mine);
+	else if (a->cc == CC_NO_WAIT ||
+		 (a->cc == CC_WAIT_DIE && wait_die_dies(L, a->t, a->mode)))
+		rc = LOTUS_EABORTED;
+	else
+		rc = park(a);
+	lk_settle(a->lt, L, a->b);          /* cull WAIT_DIE waiters behind us */
+	return rc;
+}
+
+int lock_acquire(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
+		 uint16_t klen, enum lock_mode mode, enum cc_proto cc, struct lock_waiter *w)
+{
+	lock_stat_add(lt, ST_ACQUIRES, 1);
+	if (atomic_load(&txn->status) == TXN_PREEMPTED) {
+		lock_stat_add(lt, ST_PREEMPTED_ABORTS, 1);
+		return LOTUS_EPREEMPTED;
+	}
+	if ((mode != LOCK_S && mode != LOCK_X) || (unsigned)cc > CC_WOUND_WAIT)
+		return -EINVAL;
+	uint64_t h = key_hash(table, key, klen);
+	struct batch b = { 0 };
+	struct acq a = { .lt = lt, .t = txn, .bucket = (uint32_t)(h & lt->mask), .mode = mode,
+			 .cc = cc, .w = w, .b = &b };
+	struct lock_bucket *bk = &lt->buckets[a.bucket];
+	int rc = -ENOMEM;
+	pthread_mutex_lock(&bk->latch);
+	a.L = lk_find(bk, h, table, key, klen, true);
+	if (a.L) {
+		rc = acquire_locked(&a);
+		lk_maybe_free(bk, a.L);
+	}
+	pthread_mutex_unlock(&bk->latch);
+	batch_finish(lt, &b);
+	if (rc == LOTUS_EABORTED)
+		lock_stat_add(lt, ST_REJECTS, 1);
+	else if (rc == LOTUS_EPREEMPTED)
+		lock_stat_add(lt, ST_PREEMPTED_ABORTS, 1);
+	return rc;
+}
+
+bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
+	       uint16_t klen, enum lock_mode mode)
+{
+	uint64_t h = key_hash(table, key, klen);
+	struct lock_bucket *bk = &lt->buckets[h & lt->mask];
+	bool held = false;
+	pthread_mutex_lock(&bk->latch);
+	struct lk *L = lk_find(bk, h, table, key, klen, false);
+	struct lock_own *o = L ? owner_find(L, txn) : NULL;
+	held = o && o->mode >= mode;
+	pthread_mutex_unlock(&bk->latch);
+	return held;
+}
+
+/* ---- cancel and release --------------------------------------------------- */
+
+/* Take w (already off its txn's list) off its queue, if still there.  No latch
+ * held on entry; notes for others go to b. */
+static void waiter_dequeue(lock_table_t *lt, struct lock_waiter *w, struct batch *b)
+{
+	struct lock_bucket *bk = &lt->buckets[w->bucket];
+	pthread_mutex_lock(&bk->latch);
+	struct lk *L = w->lock;
+	if (L) {
+		queue_unlink(L, w);
+		lk_settle(lt, L, b);
+		lk_maybe_free(bk, L);
+	}
+	pthread_mutex_unlock(&bk->latch);
+}
+
+/* A wounded txn's parked requests get notify(LOTUS_EPREEMPTED). */
+static void cancel_waiters(lock_table_t *lt, lock_txn_t *v)
+{
+	for (;;) {
+		struct batch b = { 0 };
+		pthread_mutex_lock(&v->latch);
+		struct lock_waiter *w = v->waiting;
+		if (w) {
+			v->waiting = w->txn_next;
+			w->txn_next = NULL;
+			atomic_fetch_add(&v->inflight, 1);
+			txn_ref(v);
+		}
+		pthread_mutex_unlock(&v->latch);
+		if (!w)
+			return;
+		waiter_dequeue(lt, w, &b);
+		lock_stat_add(lt, ST_PREEMPTED_ABORTS, 1);
+		batch_note(&b, w, LOTUS_EPREEMPTED);
+		batch_finish(lt, &b);
+	}
+}
+
+/* Deliver notes (no latch held), then cancel the victims' parked requests. */
+static void batch_finish(lock_table_t *lt, struct batch *b)
+{
+	struct lock_waiter *w = b->head;
+	while (w) {
+		struct lock_waiter *next = w->next;
+		lock_txn_t *t = w->txn;
+		int result = w->result;
+		w->next = NULL;
+		lt->notify(lt->arg, w, result);     /* w may be gone after this */
+		atomic_fetch_sub(&t->inflight, 1);
+		lock_txn_put(lt, t);
+		w = next;
+	}
+	lock_txn_t *v = b->victims;
+	while (v) {
+		lock_txn_t *next = v->victim_next;
+		cancel_waiters(lt, v);
+		lock_txn_put(lt, v);
+		v = next;
+	}
+	b->head = b->tail = NULL;
+	b->victims = NULL;
+}
+
+/* Called by lock_txn_release with lists detached under the txn latch. */
+void lock_release_detached(lock_table_t *lt, struct lock_own *held, struct lock_waiter *waiting)
+{
+	struct batch b = { 0 };
+	while (waiting) {
+		struct lock_waiter *next = waiting->txn_next;
+		waiting->txn_next = NULL;
+		waiter_dequeue(lt, waiting, &b);     /* dropped without notify */
+		waiting = next;
+	}
+	while (held) {
+		struct lock_own *next = held->txn_next;
+		struct lock_bucket *bk = &lt->buckets[held->bucket];
+		pthread_mutex_lock(&bk->latch);
+		if (held->on_lock) {
+			struct lk *L = held->lock;
+			for (struct lock_own **pp = &L->owners; *pp; pp = &(*pp)->lock_next)
+				if (*pp == held) {
+					*pp = held->lock_next;
+					break;
+				}
+			held->on_lock = false;
+			lk_settle(lt, L, &b);
+			lk_maybe_free(bk, L);
+		}
+		pthread_mutex_unlock(&bk->latch);
+		free(held);
+		held = next;
+	}
+	batch_finish(lt, &b);
+}
+
+/* ---- table ---------------------------------------------------------------- */
+
+int lock_table_create(unsigned buckets_log2, lock_notify_fn notify, void *arg, lock_table_t **out)
+{
+	if (buckets_log2 > 24 || !notify)
+		return -EINVAL;
+	lock_table_t *lt;
+	if (posix_memalign((void **)&lt, CACHELINE, sizeof(*lt)))
+		return -ENOMEM;
+	memset(lt, 0, sizeof(*lt));
+	size_t n = (size_t)1 << buckets_log2;
+	if (posix_memalign((void **)&lt->buckets, CACHELINE, n * sizeof(*lt->buckets))) {
+		free(lt);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_init(&lt->buckets[i].latch, NULL);
+		lt->buckets[i].head = NULL;
+	}
+	lt->mask = (uint32_t)(n - 1);
+	lt->notify = notify;
+	lt->arg = arg;
+	int rc = txn_table_init(lt, buckets_log2);
+	if (rc) {
+		free(lt->buckets);
+		free(lt);
+		return rc;
+	}
+	*out = lt;
+	return 0;
+}
+
+size_t lock_table_nlocks(lock_table_t *lt)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i <= lt->mask; i++) {
+		pthread_mutex_lock(&lt->buckets[i].latch);
+		for (struct lk *L = lt->buckets[i].head; L; L = L->next)
+			n++;
+		pthread_mutex_unlock(&lt->buckets[i].latch);
+	}
+	return n;
+}
+
+/* No other thread may use lt any more.  Frees lock entries and every txn still
+ * in the status table (with its held nodes). */
+void lock_table_destroy(lock_table_t *lt)
+{
+	if (!lt)
+		return;
+	for (uint32_t i = 0; i <= lt->mask; i++) {
+		struct lk *L = lt->buckets[i].head, *next;
+		for (; L; L = next) {
+			next = L->next;
+			free(L);
+		}
+		pthread_mutex_destroy(&lt->buckets[i].latch);
+	}
+	txn_table_destroy(lt);
+	free(lt->buckets);
+	free(lt);
+}

@@ -1,0 +1,91 @@
+/*
+ * lock_int.h - internals shared by lock.c (lock table, queues, protocols) and
+ * txn.c (transaction status table, release, counters).  Not a public header.
+ *
+ * Who protects what (latch order in lock.c's opening comment):
+ *   struct lk, its owner list and wait queue, lock_own.lock_next/on_lock/mode
+ *                                         -> the lock-table bucket latch
+ *   lock_txn.held, .waiting, .closed      -> the txn's own latch
+ *   lock_txn.status                       -> atomic (CAS), see lock.c's diagram
+ *   lock_txn.hnext, .in_table             -> the status-table bucket latch
+ */
+#ifndef LOTUS_LOCK_INT_H
+#define LOTUS_LOCK_INT_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include "common/common.h"
+#include "lock/lock.h"
+
+struct lk;
+
+/* One lock held by one txn: on the lock's owner list (bucket latch) and on the
+ * txn's held list (txn latch).  A wound unlinks it from the lock only; the node
+ * itself is freed by the txn's release, after it checked on_lock. */
+struct lock_own {
+	struct lock_own *lock_next;  /* bucket latch */
+	struct lock_own *txn_next;   /* txn latch */
+	struct lk *lock;             /* valid while on_lock */
+	lock_txn_t *txn;
+	uint32_t bucket;             /* immutable */
+	uint8_t mode;                /* bucket latch */
+	bool on_lock;                /* bucket latch */
+};
+
+struct lock_txn {
+	uint64_t id, priority;
+	void *owner;
+	_Atomic int status;            /* enum txn_status */
+	atomic_uint refs;
+	atomic_uint inflight;          /* waiters taken off .waiting, notify pending */
+	pthread_mutex_t latch;
+	bool closed;                   /* latch: released, accepts no more grants */
+	bool in_table;                 /* status-table bucket latch */
+	struct lock_own *held;         /* latch */
+	struct lock_waiter *waiting;   /* latch, linked through txn_next */
+	struct lock_txn *hnext;        /* status-table bucket latch */
+	struct lock_txn *victim_next;  /* owned by the wounder that set PREEMPTED */
+};
+
+enum {
+	ST_ACQUIRES, ST_IMMEDIATE, ST_WAITS, ST_WAIT_NS, ST_AFTER_WAIT, ST_REJECTS,
+	ST_PREEMPTIONS, ST_PREEMPTED_ABORTS, ST_UPGRADES, ST_TXNS, ST_N
+};
+#define LOCK_STAT_SLOTS 32
+struct lock_stat_slot {
+	_Atomic uint64_t v[ST_N];
+} __attribute__((aligned(CACHELINE)));
+
+struct lock_bucket {
+	pthread_mutex_t latch;
+	struct lk *head;
+} __attribute__((aligned(CACHELINE)));
+
+struct txn_bucket {
+	pthread_mutex_t latch;
+	lock_txn_t *head;
+} __attribute__((aligned(CACHELINE)));
+
+struct lock_table {
+	struct lock_bucket *buckets;
+	uint32_t mask;
+	struct txn_bucket *tbuckets;
+	uint32_t tmask;
+	lock_notify_fn notify;
+	void *arg;
+	struct lock_stat_slot stats[LOCK_STAT_SLOTS];
+};
+
+/* txn.c */
+void lock_stat_add(lock_table_t *lt, int which, uint64_t v);
+int txn_table_init(lock_table_t *lt, unsigned buckets_log2);
+void txn_table_destroy(lock_table_t *lt);
+
+static inline void txn_ref(lock_txn_t *t)
+{
+	atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+/* lock.c: release a detached held list and waiter list (no latch held). */
+void lock_release_detached(lock_table_t *lt, struct lock_own *held, struct lock_waiter *waiting);
+
+#endif

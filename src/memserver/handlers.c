@@ -1,0 +1,491 @@
+/*
+ * handlers.c - the memory server's request handlers, one per wire op,
+ * dispatched through a table.
+ *
+ * Every request carries its transaction id, priority and protocol.  Lock
+ * requests (READ, READ_X, LOCK_X, INSERT, DELETE, SCAN) first take the lock
+ * through the lock manager, then touch the record: a record is only read under
+ * an S or X lock and only written under an X lock, so the store needs no
+ * record latches.  A request that must wait parks (struct ms_pending) and is
+ * answered later, from ms_resume(), when the lock manager grants it or wounds
+ * its transaction (lazy notification: nothing is sent while it waits).
+ *
+ * COMMIT first moves the transaction to COMMITTING (after which it can no
+ * longer be wounded), checks that every write is covered by an X lock it
+ * holds, applies the writes, and releases the locks; ABORT just releases.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/common.h"
+#include "common/log.h"
+#include "memserver/ms_int.h"
+
+#define SCAN_MAX_ROWS 1000
+
+typedef void (*ms_handler_fn)(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
+			      uint64_t seq, const struct wire_req *r, const unsigned char *key,
+			      const unsigned char *val);
+
+static void rep_status(struct wire_buf *b, const struct wire_req *r, int status, uint64_t arg)
+{
+	struct wire_rep rep = {
+		.op = r->op, .status = status, .tag = r->tag, .txn_id = r->txn_id, .arg = arg,
+	};
+	wire_buf_add_rep(b, &rep, NULL, NULL);
+}
+
+/* Find the record named by (table, key), trying the client's hint first. */
+static struct store_rec *ms_find(struct ms_worker *wk, const struct wire_req *r,
+				 const unsigned char *key, store_loc_t *loc, int *stale)
+{
+	store_t *st = wk->srv->store;
+	struct store_rec *rec;
+	*stale = 0;
+	if (r->hint) {
+		rec = store_rec_at(st, r->hint, r->table, key, r->key_len);
+		if (rec) {
+			wk->hint_hits++;
+			*loc = r->hint;
+			return rec;
+		}
+		*stale = 1;
+		wk->hint_stale++;
+	}
+	if (store_get(st, r->table, key, r->key_len, loc) != 0)
+		return NULL;
+	return store_rec_at(st, *loc, r->table, NULL, 0);
+}
+
+/* The lock is held: do the op's work and append its reply to b. */
+static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, const struct wire_req *r,
+			    const unsigned char *key)
+{
+	store_loc_t loc = 0;
+	int stale;
+	struct store_rec *rec = ms_find(wk, r, key, &loc, &stale);
+	struct wire_rep rep = {
+		.op = r->op, .tag = r->tag, .txn_id = r->txn_id, .loc = rec ? loc : 0,
+		.flags = stale ? WIRE_REP_F_HINT_STALE : 0,
+	};
+	switch (r->op) {
+	case OP_READ:
+	case OP_READ_X:
+		if (!rec) {
+			rep.status = LOTUS_ENOTFOUND;
+			break;
+		}
+		rep.value_len = rec->value_len;
+		void *dst = wire_buf_add_rep_inplace(b, &rep, NULL);
+		if (dst)
+			memcpy(dst, store_rec_value(rec), rec->value_len);
+		return;
+	case OP_INSERT:
+		rep.status = rec ? LOTUS_EEXISTS : 0;
+		break;
+	case OP_DELETE:
+		rep.status = rec ? 0 : LOTUS_ENOTFOUND;
+		break;
+	default: /* OP_LOCK_X: a blind write needs only the lock */
+		break;
+	}
+	wire_buf_add_rep(b, &rep, NULL, NULL);
+}
+
+static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
+				       uint32_t sender, uint64_t seq, const struct wire_req *r,
+				       const unsigned char *key)
+{
+	struct ms_pending *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->w.owner = p;
+	p->w.txn = txn;
+	atomic_store(&p->state, PEND_PARKED);
+	p->conn = c;
+	p->txn = txn;
+	p->sender = sender;
+	p->seq = seq;
+	p->req = *r;
+	memcpy(p->key, key, r->key_len);
+	return p;
+}
+
+/* Link a parked request to its connection (it holds a reference). */
+static void pending_park(struct ms_pending *p)
+{
+	struct ms_conn *c = p->conn;
+	p->next = c->pending;
+	p->prev = NULL;
+	if (c->pending)
+		c->pending->prev = p;
+	c->pending = p;
+	c->refs++;
+}
+
+static void pending_unlink(struct ms_pending *p)
+{
+	struct ms_conn *c = p->conn;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		c->pending = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+}
+
+void ms_pending_free(struct ms_pending *p)
+{
+	if (p->txn)
+		lock_txn_put(p->conn->wk->srv->locks, p->txn);
+	free(p->scan_keys);
+	free(p);
+}
+
+void ms_conn_drop_pending(struct ms_conn *c)
+{
+	struct ms_pending *p, *next;
+	for (p = c->pending; p; p = next) {
+		int exp = PEND_PARKED;
+		next = p->next;
+		if (atomic_compare_exchange_strong(&p->state, &exp, PEND_DEAD)) {
+			pending_unlink(p);
+			ms_pending_free(p);
+			c->refs--;
+		}
+	}
+}
+
+static enum lock_mode op_mode(unsigned op)
+{
+	return op == OP_READ || op == OP_SCAN ? LOCK_S : LOCK_X;
+}
+
+static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	struct ms_server *srv = wk->srv;
+	if (!store_table_max_value(srv->store, r->table)) {
+		rep_status(&wk->rep, r, LOTUS_ENOTABLE, 0);
+		return;
+	}
+	lock_txn_t *txn = lock_txn_get(srv->locks, r->txn_id, r->priority, c);
+	if (!txn) {
+		rep_status(&wk->rep, r, -ENOMEM, 0);
+		return;
+	}
+	struct ms_pending *p = pending_take(wk, c, txn, sender, seq, r, key);
+	if (!p) {
+		lock_txn_put(srv->locks, txn);
+		rep_status(&wk->rep, r, -ENOMEM, 0);
+		return;
+	}
+	int rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
+			      (enum cc_proto)r->cc, &p->w);
+	if (rc == 1) {
+		pending_park(p);
+		return;
+	}
+	if (rc == 0)
+		lockop_complete(wk, &wk->rep, r, key);
+	else
+		rep_status(&wk->rep, r, rc, 0);
+	ms_pending_free(p);
+}
+
+/* ---- SCAN ------------------------------------------------------------------ */
+
+struct scan_collect {
+	struct scan_key *keys;
+	unsigned n, max;
+};
+
+static int scan_collect_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc_t loc)
+{
+	struct scan_collect *sc = arg;
+	(void)loc;
+	if (sc->n >= sc->max)
+		return 1;
+	sc->keys[sc->n].klen = klen;
+	memcpy(sc->keys[sc->n].key, key, klen);
+	sc->n++;
+	return 0;
+}
+
+/* Lock the remaining candidate keys; returns 1 if parked, 0 when all are
+ * locked, or a lock error. */
+static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
+{
+	while (p->scan_next < p->scan_n) {
+		struct scan_key *k = &p->scan_keys[p->scan_next];
+		atomic_store(&p->state, PEND_PARKED);
+		int rc = lock_acquire(wk->srv->locks, p->txn, p->req.table, k->key, k->klen, LOCK_S,
+				      (enum cc_proto)p->req.cc, &p->w);
+		if (rc != 0)
+			return rc;
+		p->scan_next++;
+	}
+	return 0;
+}
+
+/* All rows are locked: send them (rows deleted meanwhile are skipped). */
+static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pending *p)
+{
+	struct wire_buf rows;
+	unsigned n = 0;
+	wire_buf_init(&rows);
+	for (unsigned i = 0; i < p->scan_n; i++) {
+		store_loc_t loc;
+		struct scan_key *k = &p->scan_keys[i];
+		if (store_get(wk->srv->store, p->req.table, k->key, k->klen, &loc))
+			continue;
+		struct store_rec *rec = store_rec_at(wk->srv->store, loc, p->req.table, NULL, 0);
+		if (!rec)
+			continue;
+		struct wire_row row = { .key_len = k->klen, .value_len = rec->value_len, .loc = loc };
+		if (wire_buf_append_row(&rows, &row, k->key, store_rec_value(rec)))
+			break;
+		n++;
+	}
+	struct wire_rep rep = { .op = OP_SCAN, .tag = p->req.tag, .txn_id = p->req.txn_id,
+				.value_len = (uint32_t)rows.len, .arg = n };
+	if (wire_buf_add_rep(b, &rep, NULL, rows.data) != 0)
+		rep_status(b, &p->req, -E2BIG, 0);
+	wire_buf_free(&rows);
+}
+
+static void h_scan(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	struct ms_server *srv = wk->srv;
+	unsigned max = (unsigned)MIN(r->arg, SCAN_MAX_ROWS);
+	if (!store_table_max_value(srv->store, r->table)) {
+		rep_status(&wk->rep, r, LOTUS_ENOTABLE, 0);
+		return;
+	}
+	lock_txn_t *txn = lock_txn_get(srv->locks, r->txn_id, r->priority, c);
+	struct ms_pending *p = txn ? pending_take(wk, c, txn, sender, seq, r, key) : NULL;
+	struct scan_collect sc = { .keys = calloc(max ? max : 1, sizeof(struct scan_key)), .max = max };
+	if (!p || !sc.keys) {
+		free(sc.keys);
+		if (p)
+			ms_pending_free(p);
+		else if (txn)
+			lock_txn_put(srv->locks, txn);
+		rep_status(&wk->rep, r, -ENOMEM, 0);
+		return;
+	}
+	store_scan(srv->store, r->table, key, r->key_len, max, scan_collect_cb, &sc);
+	p->scan_keys = sc.keys;
+	p->scan_n = sc.n;
+	int rc = scan_lock_rest(wk, p);
+	if (rc == 1) {
+		pending_park(p);
+		return;
+	}
+	if (rc == 0)
+		scan_reply(wk, &wk->rep, p);
+	else
+		rep_status(&wk->rep, r, rc, 0);
+	ms_pending_free(p);
+}
+
+/* ---- COMMIT / ABORT ---------------------------------------------------- */
+
+/* Every write must be covered by an X lock of this txn and fit its table. */
+static int commit_check(struct ms_server *srv, lock_txn_t *txn, const struct wire_req *r,
+			const unsigned char *val)
+{
+	struct wire_iter it;
+	const struct wire_write *w;
+	const unsigned char *k, *v;
+	int rc;
+	wire_iter_bytes(&it, val, r->value_len, (unsigned)r->arg);
+	while ((rc = wire_next_write(&it, &w, &k, &v)) == 1) {
+		uint32_t maxv = store_table_max_value(srv->store, w->table);
+		if (!maxv)
+			return LOTUS_ENOTABLE;
+		if (w->op != OP_DELETE && w->value_len > maxv)
+			return LOTUS_ETOOBIG;
+		if (!lock_held(srv->locks, txn, w->table, k, w->key_len, LOCK_X))
+			return LOTUS_ESTATE;
+	}
+	return rc;
+}
+
+static int commit_apply_one(struct ms_server *srv, const struct wire_write *w,
+			    const unsigned char *k, const unsigned char *v)
+{
+	store_t *st = srv->store;
+	store_loc_t loc;
+	if (w->op == OP_DELETE) {
+		int rc = store_delete(st, w->table, k, w->key_len);
+		return rc == LOTUS_ENOTFOUND ? 0 : rc;
+	}
+	if (w->hint && store_rec_at(st, w->hint, w->table, k, w->key_len))
+		return store_update(st, w->hint, v, w->value_len);
+	if (store_get(st, w->table, k, w->key_len, &loc) == 0)
+		return store_update(st, loc, v, w->value_len);
+	return store_insert(st, w->table, k, w->key_len, v, w->value_len, &loc);
+}
+
+static int commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val)
+{
+	struct wire_iter it;
+	const struct wire_write *w;
+	const unsigned char *k, *v;
+	int rc, first_err = 0;
+	wire_iter_bytes(&it, val, r->value_len, (unsigned)r->arg);
+	while ((rc = wire_next_write(&it, &w, &k, &v)) == 1) {
+		rc = commit_apply_one(srv, w, k, v);
+		if (rc && !first_err)
+			first_err = rc;
+	}
+	return first_err;
+}
+
+static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	struct ms_server *srv = wk->srv;
+	lock_txn_t *txn = lock_txn_find(srv->locks, r->txn_id);
+	if (!txn) {
+		rep_status(&wk->rep, r, r->arg ? LOTUS_ESTATE : 0, 0);
+		return;
+	}
+	int rc = 0;
+	if (lock_txn_status(txn) != TXN_COMMITTING)
+		rc = lock_txn_begin_commit(srv->locks, txn);
+	if (r->flags & WIRE_REQ_F_PREPARE) {
+		/* phase one: the txn is now immune to wounds; keep its locks */
+		if (rc)
+			lock_txn_release(srv->locks, txn);
+		else
+			lock_txn_put(srv->locks, txn);
+		rep_status(&wk->rep, r, rc, 0);
+		return;
+	}
+	if (rc == 0)
+		rc = commit_check(srv, txn, r, val);
+	if (rc == 0) {
+		rc = commit_apply(srv, r, val);
+		if (rc)
+			log_error("commit of txn %llx applied partially: %s",
+				  (unsigned long long)r->txn_id, lotus_strerror(rc));
+	}
+	lock_txn_release(srv->locks, txn);
+	rep_status(&wk->rep, r, rc, 0);
+}
+
+static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		    const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	lock_txn_t *txn = lock_txn_find(wk->srv->locks, r->txn_id);
+	if (txn)
+		lock_txn_release(wk->srv->locks, txn);
+	rep_status(&wk->rep, r, 0, 0);
+}
+
+/* ---- administration ------------------------------------------------------ */
+
+static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
+			   uint64_t seq, const struct wire_req *r, const unsigned char *key,
+			   const unsigned char *val)
+{
+	char name[65];
+	uint16_t id = 0;
+	memcpy(name, key, r->key_len);
+	name[r->key_len] = 0;
+	int rc = r->arg > STORE_VALUE_MAX ? LOTUS_ETOOBIG
+		 : store_table_create(wk->srv->store, name, (uint32_t)r->arg, &id);
+	rep_status(&wk->rep, r, rc, id);
+}
+
+static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		    const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	struct ms_server *srv = wk->srv;
+	struct lock_stats ls;
+	struct store_stats ss;
+	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0;
+	char buf[1024];
+	lock_table_stats(srv->locks, &ls);
+	store_stats(srv->store, &ss);
+	for (unsigned i = 0; i < srv->nworkers; i++) { /* racy reads of counters: fine */
+		bad += srv->workers[i].bad_msgs;
+		reqs += srv->workers[i].reqs;
+		hits += srv->workers[i].hint_hits;
+		stale += srv->workers[i].hint_stale;
+	}
+	int n = snprintf(buf, sizeof(buf),
+		"{\"id\":%u,\"requests\":%llu,\"bad_msgs\":%llu,\"hint_hits\":%llu,"
+		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
+		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
+		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
+		"\"preempted_aborts\":%llu,\"upgrades\":%llu}}",
+		srv->id, (unsigned long long)reqs, (unsigned long long)bad,
+		(unsigned long long)hits, (unsigned long long)stale,
+		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
+		(unsigned long long)ss.index_bytes, (unsigned long long)ls.acquires,
+		(unsigned long long)ls.waits, (unsigned long long)ls.wait_ns,
+		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,
+		(unsigned long long)ls.preemptions, (unsigned long long)ls.preempted_aborts,
+		(unsigned long long)ls.upgrades);
+	struct wire_rep rep = { .op = OP_STATS, .tag = r->tag, .txn_id = r->txn_id,
+				.value_len = (uint32_t)n };
+	wire_buf_add_rep(&wk->rep, &rep, NULL, buf);
+}
+
+static const ms_handler_fn handlers[OP_MAX] = {
+	[OP_READ] = h_lockop,   [OP_READ_X] = h_lockop, [OP_LOCK_X] = h_lockop,
+	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
+	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
+	[OP_STATS] = h_stats,
+};
+
+void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	wk->reqs++;
+	/* wire_msg_check has vetted op and lengths; the table is still belt and braces */
+	if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
+		rep_status(&wk->rep, r, LOTUS_EPROTO, 0);
+		return;
+	}
+	handlers[r->op](wk, c, sender, seq, r, key, val);
+}
+
+/* Owner thread: a parked request was granted (result 0) or its txn wounded. */
+void ms_resume(struct ms_worker *wk, struct ms_pending *p)
+{
+	struct ms_conn *c = p->conn;
+	struct wire_buf b;
+	int rc = p->result;
+	pending_unlink(p);
+	if (c->closed)
+		goto out;
+	if (rc == 0 && p->req.op == OP_SCAN) {
+		p->scan_next++;
+		rc = scan_lock_rest(wk, p);
+		if (rc == 1) {
+			pending_park(p);  /* parked again on the next key */
+			c->refs--;        /* pending_park took a second reference */
+			return;
+		}
+	}
+	wire_buf_init(&b);
+	if (wire_buf_begin(&b, WIRE_REP, wk->srv->id, p->seq) == 0) {
+		if (rc != 0)
+			rep_status(&b, &p->req, rc, 0);
+		else if (p->req.op == OP_SCAN)
+			scan_reply(wk, &b, p);
+		else
+			lockop_complete(wk, &b, &p->req, p->key);
+		ms_send_reply_msg(wk, c, &b);
+	}
+	wire_buf_free(&b);
+out:
+	ms_pending_free(p);
+	ms_conn_unref(c);
+}

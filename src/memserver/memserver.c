@@ -1,0 +1,270 @@
+/*
+ * memserver.c - the memory server process: start-up, worker threads,
+ * connections and message dispatch.
+ *
+ * Threads: the caller's thread waits for SIGINT/SIGTERM (or memserver_stop())
+ * and then stops the W workers.  Worker 0 also owns the listener, which hands
+ * each new connection to a worker round-robin, so clients spread over all W
+ * threads; every worker serves any key.  A worker only touches its own
+ * connections; grants for requests parked on another worker's connection
+ * arrive through net_post() (see ms_int.h).
+ *
+ * A message that fails wire_msg_check() is answered with a WIRE_ERROR message
+ * and dropped: a bad client never takes the server down or changes data.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "common/common.h"
+#include "common/log.h"
+#include "memserver/memserver.h"
+#include "memserver/ms_int.h"
+
+static _Atomic int ms_stop_flag;
+static int ms_wake_item;   /* posted to wake a worker; carries nothing */
+
+void memserver_stop(void)
+{
+	atomic_store(&ms_stop_flag, 1);
+}
+
+void ms_conn_unref(struct ms_conn *c)
+{
+	if (--c->refs == 0)
+		free(c);
+}
+
+int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *b)
+{
+	size_t len;
+	wire_buf_end(b);
+	unsigned char *data = wire_buf_detach(b, &len);
+	return net_send(c->nc, data, len);
+}
+
+static void ms_send_error(struct ms_worker *wk, struct ms_conn *c, uint64_t seq, int status)
+{
+	struct wire_buf b;
+	wire_buf_init(&b);
+	if (wire_buf_begin(&b, WIRE_ERROR, wk->srv->id, seq) == 0) {
+		((struct wire_hdr *)b.data)->aux = status;
+		ms_send_reply_msg(wk, c, &b);
+	}
+	wire_buf_free(&b);
+}
+
+static void ms_on_accept(void *arg, net_conn_t *nc)
+{
+	struct ms_worker *wk = arg;
+	struct ms_conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		net_conn_close(nc);
+		return;
+	}
+	c->wk = wk;
+	c->nc = nc;
+	c->refs = 1;
+	net_conn_set_user(nc, c);
+	log_debug("worker %u: connection from %s", wk->idx, net_conn_peer(nc));
+}
+
+static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *data, size_t len)
+{
+	const struct wire_hdr *h = data;
+	struct wire_iter it;
+	const struct wire_req *r;
+	const unsigned char *k, *v;
+	if (wire_buf_begin(&wk->rep, WIRE_REP, wk->srv->id, h->seq) != 0)
+		return;
+	wire_iter_init(&it, data, len);
+	while (wire_next_req(&it, &r, &k, &v) == 1)
+		ms_handle_req(wk, c, h->sender, h->seq, r, k, v);
+	if (wk->rep.count)
+		ms_send_reply_msg(wk, c, &wk->rep);
+}
+
+static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
+{
+	struct ms_worker *wk = arg;
+	struct ms_conn *c = net_conn_user(nc);
+	const struct wire_hdr *h = data;
+	if (!c)
+		return;
+	int rc = wire_msg_check(data, len);
+	if (rc != 0) {
+		wk->bad_msgs++;
+		log_warn("worker %u: bad message from %s: %s", wk->idx, net_conn_peer(nc),
+			 lotus_strerror(rc));
+		ms_send_error(wk, c, len >= sizeof(*h) ? h->seq : 0, rc);
+		return;
+	}
+	switch (h->type) {
+	case WIRE_REQ:
+		ms_handle_reqs(wk, c, data, len);
+		break;
+	case WIRE_HELLO:
+		c->compute_id = h->sender;
+		break;
+	default:
+		wk->bad_msgs++;
+		ms_send_error(wk, c, h->seq, LOTUS_EPROTO);
+		break;
+	}
+}
+
+/* A client is gone: release its transactions' locks and its parked requests.
+ * A parked request already NOTIFIED by another thread is freed by its post. */
+static void ms_on_close(void *arg, net_conn_t *nc, int reason)
+{
+	struct ms_worker *wk = arg;
+	struct ms_conn *c = net_conn_user(nc);
+	if (!c)
+		return;
+	c->closed = 1;
+	int n = lock_release_owner(wk->srv->locks, c);
+	if (n)
+		log_info("client %u lost (%s): released %d transactions", c->compute_id,
+			 lotus_strerror(reason), n);
+	ms_conn_drop_pending(c);
+	ms_conn_unref(c);
+}
+
+static void ms_on_post(void *arg, void *item)
+{
+	struct ms_worker *wk = arg;
+	if (item == &ms_wake_item)
+		return;
+	ms_resume(wk, item);
+}
+
+/* Lock manager callback, any thread: hand the parked request to its owner. */
+static void ms_notify(void *arg, struct lock_waiter *w, int result)
+{
+	struct ms_pending *p = w->owner;
+	int exp = PEND_PARKED;
+	p->result = result;
+	if (atomic_compare_exchange_strong(&p->state, &exp, PEND_NOTIFIED))
+		net_post(p->conn->wk->net, p);
+}
+
+static void *ms_worker_main(void *arg)
+{
+	struct ms_worker *wk = arg;
+	while (!atomic_load(&ms_stop_flag))
+		net_wait(wk->net, 200);
+	return NULL;
+}
+
+static const struct net_handlers ms_handlers = {
+	.on_msg = ms_on_msg, .on_accept = ms_on_accept,
+	.on_close = ms_on_close, .on_post = ms_on_post,
+};
+
+static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
+{
+	struct net_opts no = { .transport = o->transport };
+	int rc = store_create(o->memory, 0, &srv->store);
+	if (rc == 0)
+		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
+	if (rc == 0)
+		rc = net_ctx_create(&no, &srv->net);
+	if (rc)
+		return rc;
+	srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));
+	net_worker_t **targets = calloc(srv->nworkers, sizeof(*targets));
+	if (!srv->workers || !targets) {
+		free(targets);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < srv->nworkers && rc == 0; i++) {
+		struct ms_worker *wk = &srv->workers[i];
+		wk->srv = srv;
+		wk->idx = i;
+		wire_buf_init(&wk->rep);
+		rc = net_worker_create(srv->net, &ms_handlers, wk, &wk->net);
+		targets[i] = wk->net;
+	}
+	if (rc == 0)
+		rc = net_listen(srv->workers[0].net, o->host, o->port, targets, srv->nworkers,
+				&srv->listener);
+	free(targets);
+	return rc;
+}
+
+static void ms_teardown(struct ms_server *srv)
+{
+	if (srv->listener)
+		net_listener_destroy(srv->listener);
+	for (unsigned i = 0; srv->workers && i < srv->nworkers; i++) {
+		if (srv->workers[i].net)
+			net_worker_destroy(srv->workers[i].net);
+		wire_buf_free(&srv->workers[i].rep);
+	}
+	free(srv->workers);
+	if (srv->net)
+		net_ctx_destroy(srv->net);
+	if (srv->locks)
+		lock_table_destroy(srv->locks);
+	if (srv->store)
+		store_destroy(srv->store);
+}
+
+/* Block the stop signals in every thread; the main thread waits for them. */
+static void ms_wait_for_stop(sigset_t *set)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 200 * 1000000 };
+	while (!atomic_load(&ms_stop_flag)) {
+		int sig = sigtimedwait(set, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM) {
+			log_info("signal %d: shutting down", sig);
+			atomic_store(&ms_stop_flag, 1);
+		}
+	}
+}
+
+int memserver_run(const struct memserver_opts *o)
+{
+	struct ms_server srv = { .id = o->id };
+	sigset_t set, old;
+	int rc, started = 0;
+
+	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
+	atomic_store(&ms_stop_flag, 0);
+
+	rc = ms_start(&srv, o);
+	if (rc) {
+		log_error("memory server %u: start failed: %s", o->id, lotus_strerror(rc));
+		goto out;
+	}
+	for (unsigned i = 0; i < srv.nworkers; i++, started++)
+		if (pthread_create(&srv.workers[i].thread, NULL, ms_worker_main, &srv.workers[i])) {
+			rc = -EAGAIN;
+			atomic_store(&ms_stop_flag, 1);
+			break;
+		}
+	if (rc == 0) {
+		log_info("memory server %u listening on %s:%u (%u threads, %s)", o->id, o->host,
+			 net_listener_port(srv.listener), srv.nworkers, net_ctx_transport(srv.net));
+		if (o->json_ready) {
+			printf("{\"ready\":true,\"id\":%u,\"port\":%u}\n", o->id,
+			       net_listener_port(srv.listener));
+			fflush(stdout);
+		}
+		ms_wait_for_stop(&set);
+	}
+	for (int i = 0; i < started; i++) {
+		net_post(srv.workers[i].net, &ms_wake_item);
+		pthread_join(srv.workers[i].thread, NULL);
+	}
+out:
+	ms_teardown(&srv);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}

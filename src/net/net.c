@@ -1,0 +1,1036 @@
+/*
+ * net.c - the UCX transport behind net.h.
+ *
+ * Every message is one UCX active message (AM id NET_AM_ID) whose payload is a
+ * lotus wire message; the AM header is empty (header_length 0), so nothing but
+ * the payload has to outlive net_send(), and the payload is owned by net until
+ * its send completes.
+ *
+ * Receive path (all in the worker's thread):
+ *
+ *   ucp_worker_progress()
+ *     -> net_am_cb()          eager, persistent data: keep UCX's buffer (RX_HELD)
+ *                             eager, transient: copy (RX_COPY)
+ *                             rendezvous: queue the descriptor (RX_RNDV_WAIT)
+ *   net_progress()
+ *     -> net_rx_start()       RX_RNDV_WAIT -> ucp_am_recv_data_nbx -> RX_RNDV_BUSY
+ *                             -> (net_rndv_done_cb) RX_RNDV_DONE
+ *     -> net_dispatch()       pops the queue head while it is ready; PING/PONG
+ *                             are answered here, everything else goes to on_msg
+ *
+ * The queue is FIFO per worker, so a message waiting for its rendezvous data
+ * holds back later ones (arrival order is kept, at the cost of head-of-line
+ * blocking behind large messages).
+ *
+ * Connection states (struct net_conn.state):
+ *
+ *   CONNECTING --(any message from the peer; net_am_cb)--> OPEN
+ *   CONNECTING/OPEN --(UCX error cb, lease expiry, BYE)--> LOST
+ *   LOST --(net_progress: on_close, ep closed FORCE)--> CLOSED
+ *   OPEN/CONNECTING --(net_conn_close: BYE + ep close FLUSH)--> CLOSED
+ *   CLOSED: freed when refs (queued rx, ep close in flight) drop to zero.
+ *
+ * UCX callbacks never call lotus handlers and never progress the worker: the
+ * error callback only marks the connection, the AM callback only queues.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include "common/clock.h"
+#include "common/common.h"
+#include "common/log.h"
+#include "net/net_int.h"
+
+/* ---- transports -------------------------------------------------------------- */
+
+struct net_tl {
+	const char *name;
+	const char *tls;      /* UCX_TLS we set */
+	const char *needs;    /* substring ucp_context_print_info must show, or NULL */
+	int peer_errors;
+};
+
+static const struct net_tl net_tls[] = {
+	{ "tcp", "tcp", NULL, 1 },
+	{ "sm", "shm,self,tcp", NULL, 0 },
+	{ "rc", "rc_verbs,rc_mlx5,self", "rc_", 1 },
+	{ "ud", "ud_verbs,ud_mlx5,self", "ud_", 1 },
+	{ "dc", "dc_mlx5,self", "dc_", 1 },
+};
+
+static const struct net_tl *net_tl_find(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(net_tls); i++)
+		if (strcmp(net_tls[i].name, name) == 0)
+			return &net_tls[i];
+	return NULL;
+}
+
+/* Which lotus transport a user-written UCX_TLS amounts to. */
+static const struct net_tl *net_tl_classify(const char *tls)
+{
+	if (strstr(tls, "dc"))
+		return net_tl_find("dc");
+	if (strstr(tls, "rc"))
+		return net_tl_find("rc");
+	if (strstr(tls, "ud"))
+		return net_tl_find("ud");
+	if (strstr(tls, "tcp") || strcmp(tls, "all") == 0)
+		return net_tl_find("tcp");
+	return net_tl_find("sm");
+}
+
+/* RDMA transports: UCX starts fine without a device, so look at the resource
+ * list it reports and refuse to run on a transport it did not find. */
+static int net_check_resources(net_ctx_t *ctx, const struct net_tl *tl)
+{
+	if (!tl->needs)
+		return 0;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return -ENOMEM;
+	ucp_context_print_info(ctx->ucp, f);
+	fclose(f);
+	int found = text && strstr(text, tl->needs) != NULL;
+	free(text);
+	if (found)
+		return 0;
+	log_error("net: transport %s needs an RDMA device with UCX %s* transports; none found "
+		  "(check ibv_devices and that the rdma-core provider is installed)",
+		  tl->name, tl->needs);
+	return LOTUS_EUNSUPPORTED;
+}
+
+int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
+{
+	const char *env = getenv("UCX_TLS");
+	const char *want = opts ? opts->transport : NULL;
+	const struct net_tl *tl;
+	const char *tls = NULL;     /* NULL: leave UCX_TLS as the user set it */
+	ucp_config_t *cfg = NULL;
+	int rc = 0;
+
+	*out = NULL;
+	if (want) {
+		tl = net_tl_find(want);
+		if (!tl) {
+			log_error("net: unknown transport '%s' (tcp, sm, rc, ud, dc)", want);
+			return LOTUS_EUNSUPPORTED;
+		}
+		if (!env || net_tl_classify(env) != tl) {
+			if (env)
+				log_info("net: transport %s overrides UCX_TLS=%s", tl->name, env);
+			tls = tl->tls;
+		}
+	} else {
+		tl = env ? net_tl_classify(env) : net_tl_find("tcp");
+		tls = env ? NULL : tl->tls;
+	}
+
+	net_ctx_t *ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	snprintf(ctx->transport, sizeof(ctx->transport), "%s", tl->name);
+	ctx->peer_errors = tl->peer_errors;
+	ctx->spin_us = opts && opts->spin_us ? opts->spin_us : 100;
+	const char *spin = getenv("LOTUS_NET_SPIN_US");   /* tuning knob for benchmarks */
+	if (spin && *spin)
+		ctx->spin_us = (unsigned)strtoul(spin, NULL, 10);
+	ctx->lease_ms = opts && opts->lease_ms ? opts->lease_ms : 3000;
+	net_fault_init(&ctx->fault);
+
+	/* A restarted server must be able to listen on its port at once. */
+	setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+
+	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
+		rc = LOTUS_ECONFIG;
+		goto out;
+	}
+	if (tls && ucp_config_modify(cfg, "TLS", tls) != UCS_OK) {
+		rc = LOTUS_ECONFIG;
+		goto out;
+	}
+	ucp_params_t p = {
+		.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+		.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+		.mt_workers_shared = 1,
+	};
+	ucs_status_t st = ucp_init(&p, cfg, &ctx->ucp);
+	if (st != UCS_OK) {
+		log_error("net: UCX init for transport %s (UCX_TLS=%s) failed: %s", tl->name,
+			  tls ? tls : env, ucs_status_string(st));
+		ctx->ucp = NULL;
+		rc = LOTUS_EUNSUPPORTED;
+		goto out;
+	}
+	rc = net_check_resources(ctx, tl);
+out:
+	if (cfg)
+		ucp_config_release(cfg);
+	if (rc) {
+		net_ctx_destroy(ctx);
+		return rc;
+	}
+	log_debug("net: transport %s, UCX_TLS=%s", ctx->transport, tls ? tls : env);
+	*out = ctx;
+	return 0;
+}
+
+void net_ctx_destroy(net_ctx_t *ctx)
+{
+	if (!ctx)
+		return;
+	if (ctx->ucp)
+		ucp_cleanup(ctx->ucp);
+	free(ctx);
+}
+
+const char *net_ctx_transport(const net_ctx_t *ctx)
+{
+	return ctx->transport;
+}
+
+/* UCX AM rendezvous carries any size on every transport; the limit is lotus's. */
+size_t net_ctx_max_msg(const net_ctx_t *ctx)
+{
+	(void)ctx;
+	return WIRE_MAX_MSG;
+}
+
+/* ---- connection table ---------------------------------------------------------- */
+
+static unsigned net_hash_ep(ucp_ep_h ep)
+{
+	uintptr_t v = (uintptr_t)ep;
+	v ^= v >> 17;
+	v *= 0x9e3779b97f4a7c15ULL;
+	return (unsigned)(v >> 40) % NET_HASH_BUCKETS;
+}
+
+static net_conn_t *net_conn_lookup(net_worker_t *w, ucp_ep_h ep)
+{
+	for (net_conn_t *c = w->hash[net_hash_ep(ep)]; c; c = c->hnext)
+		if (c->ep == ep)
+			return c;
+	return NULL;
+}
+
+static void net_conn_link(net_worker_t *w, net_conn_t *c)
+{
+	unsigned b = net_hash_ep(c->ep);
+	c->hnext = w->hash[b];
+	w->hash[b] = c;
+	c->prev = NULL;
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+}
+
+static void net_conn_unlink(net_worker_t *w, net_conn_t *c)
+{
+	for (net_conn_t **pp = &w->hash[net_hash_ep(c->ep)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == c) {
+			*pp = c->hnext;
+			break;
+		}
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
+static void net_conn_put(net_conn_t *c)
+{
+	assert(c->refs > 0);
+	if (--c->refs == 0) {
+		assert(c->state == CONN_CLOSED);
+		free(c);
+	}
+}
+
+/* ---- UCX callbacks (no lotus code, no progress) ------------------------------ */
+
+/* arg is the worker, not the conn: UCX may report an error on an endpoint we
+ * already closed (and whose conn is freed), so look the ep up instead. */
+static void net_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+	net_conn_t *c = net_conn_lookup(arg, ep);
+	if (!c)
+		return;
+	log_debug("net: connection to %s failed: %s", c->peer, ucs_status_string(status));
+	net_conn_mark_lost(c, LOTUS_EUNAVAIL);
+}
+
+void net_conn_mark_lost(net_conn_t *c, int reason)
+{
+	if (c->state != CONN_OPEN && c->state != CONN_CONNECTING)
+		return;
+	c->state = CONN_LOST;
+	c->lost_reason = reason;
+	c->w->nlost++;
+}
+
+static void net_rx_queue(net_worker_t *w, struct net_rx *rx)
+{
+	rx->next = NULL;
+	if (w->rx_tail)
+		w->rx_tail->next = rx;
+	else
+		w->rx_head = rx;
+	w->rx_tail = rx;
+}
+
+static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_length, void *data,
+			      size_t length, const ucp_am_recv_param_t *param)
+{
+	net_worker_t *w = arg;
+	net_conn_t *c = NULL;
+	(void)header;
+	(void)header_length;
+
+	if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+		c = net_conn_lookup(w, param->reply_ep);
+	if (!c || c->state == CONN_CLOSED || c->state == CONN_LOST)
+		return UCS_OK;   /* dropped: a rendezvous send completes on its own */
+	if (c->state == CONN_CONNECTING)
+		c->state = CONN_OPEN;
+	c->last_rx_ns = clock_now_ns();
+
+	struct net_rx *rx = malloc(sizeof(*rx));
+	if (!rx)
+		return UCS_OK;
+	rx->conn = c;
+	rx->w = w;
+	rx->len = length;
+	ucs_status_t ret = UCS_OK;
+	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+		rx->kind = RX_RNDV_WAIT;
+		rx->data = data;
+		ret = UCS_INPROGRESS;
+	} else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+		rx->kind = RX_HELD;
+		rx->data = data;
+		ret = UCS_INPROGRESS;
+	} else {
+		rx->kind = RX_COPY;
+		rx->data = malloc(length ? length : 1);
+		if (!rx->data) {
+			free(rx);
+			return UCS_OK;
+		}
+		memcpy(rx->data, data, length);
+	}
+	c->refs++;
+	net_rx_queue(w, rx);
+	return ret;
+}
+
+static void net_rndv_done_cb(void *req, ucs_status_t status, size_t length, void *user)
+{
+	struct net_rx *rx = user;
+	(void)length;
+	rx->kind = status == UCS_OK ? RX_RNDV_DONE : RX_RNDV_FAIL;
+	ucp_request_free(req);
+}
+
+static void net_send_cb(void *req, ucs_status_t status, void *user)
+{
+	(void)status;
+	free(user);
+	ucp_request_free(req);
+}
+
+static void net_close_cb(void *req, ucs_status_t status, void *user)
+{
+	net_conn_t *c = user;
+	(void)status;
+	c->w->nclosing--;
+	net_conn_put(c);
+	ucp_request_free(req);
+}
+
+/* ---- worker --------------------------------------------------------------------- */
+
+int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
+		      net_worker_t **out)
+{
+	net_worker_t *w = calloc(1, sizeof(*w));
+	ucs_status_t st;
+	int rc = 0;
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	w->ctx = ctx;
+	w->h = *h;
+	w->arg = arg;
+	w->efd = -1;
+	pthread_mutex_init(&w->mail_lock, NULL);
+	ucp_worker_params_t wp = {
+		.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+		.thread_mode = UCS_THREAD_MODE_SINGLE,
+	};
+	st = ucp_worker_create(ctx->ucp, &wp, &w->ucp);
+	if (st != UCS_OK) {
+		log_error("net: ucp_worker_create: %s", ucs_status_string(st));
+		w->ucp = NULL;
+		rc = LOTUS_EUNSUPPORTED;
+		goto out;
+	}
+	st = ucp_worker_get_efd(w->ucp, &w->efd);
+	if (st != UCS_OK) {
+		log_error("net: ucp_worker_get_efd: %s", ucs_status_string(st));
+		rc = LOTUS_EUNSUPPORTED;
+		goto out;
+	}
+	ucp_am_handler_param_t ap = {
+		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+			      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+		.id = NET_AM_ID,
+		.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
+		.cb = net_am_cb,
+		.arg = w,
+	};
+	st = ucp_worker_set_am_recv_handler(w->ucp, &ap);
+	if (st != UCS_OK) {
+		log_error("net: set_am_recv_handler: %s", ucs_status_string(st));
+		rc = LOTUS_EUNSUPPORTED;
+		goto out;
+	}
+out:
+	if (rc) {
+		net_worker_destroy(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+static void net_rx_release(net_worker_t *w, struct net_rx *rx)
+{
+	switch (rx->kind) {
+	case RX_HELD:
+	case RX_RNDV_WAIT:
+		ucp_am_data_release(w->ucp, rx->data);
+		break;
+	case RX_COPY:
+	case RX_RNDV_DONE:
+	case RX_RNDV_FAIL:
+		free(rx->data);
+		break;
+	case RX_RNDV_BUSY:
+		assert(0);
+		break;
+	}
+	net_conn_put(rx->conn);
+	free(rx);
+}
+
+/* Start closing c's endpoint; c is off every list afterwards. */
+static void net_conn_close_ep(net_conn_t *c, int force)
+{
+	net_worker_t *w = c->w;
+	if (c->state == CONN_LOST)
+		w->nlost--;
+	c->state = CONN_CLOSED;
+	net_conn_unlink(w, c);
+	ucp_request_param_t p = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+				UCP_OP_ATTR_FIELD_FLAGS,
+		.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+		.cb.send = net_close_cb,
+		.user_data = c,
+	};
+	ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &p);
+	if (r && !UCS_PTR_IS_ERR(r)) {
+		w->nclosing++;
+		return;   /* net_close_cb drops the list's ref */
+	}
+	net_conn_put(c);
+}
+
+void net_worker_destroy(net_worker_t *w)
+{
+	if (!w)
+		return;
+	if (w->ucp) {
+		/* Let pending rendezvous receives finish or fail before closing. */
+		while (w->conns)
+			net_conn_close_ep(w->conns, 1);
+		uint64_t deadline = clock_now_ns() + 2000000000ULL;
+		for (;;) {
+			int busy = w->nclosing > 0;
+			for (struct net_rx *rx = w->rx_head; rx; rx = rx->next)
+				busy |= rx->kind == RX_RNDV_BUSY;
+			if (!busy || clock_now_ns() > deadline)
+				break;
+			ucp_worker_progress(w->ucp);
+		}
+		while (w->rx_head) {
+			struct net_rx *rx = w->rx_head;
+			w->rx_head = rx->next;
+			if (rx->kind == RX_RNDV_BUSY)
+				continue;   /* still owned by UCX; leak rather than crash */
+			net_rx_release(w, rx);
+		}
+		ucp_worker_destroy(w->ucp);
+	}
+	while (w->mail_head) {
+		struct net_mail *m = w->mail_head;
+		w->mail_head = m->next;
+		free(m);
+	}
+	pthread_mutex_destroy(&w->mail_lock);
+	free(w);
+}
+
+/* ---- mailbox ---------------------------------------------------------------------- */
+
+static int net_mail_push(net_worker_t *w, struct net_mail *m)
+{
+	m->next = NULL;
+	pthread_mutex_lock(&w->mail_lock);
+	if (w->mail_tail)
+		w->mail_tail->next = m;
+	else
+		w->mail_head = m;
+	w->mail_tail = m;
+	atomic_fetch_add(&w->mail_count, 1);
+	pthread_mutex_unlock(&w->mail_lock);
+	ucs_status_t st = ucp_worker_signal(w->ucp);
+	return st == UCS_OK ? 0 : -EIO;
+}
+
+int net_post(net_worker_t *w, void *item)
+{
+	struct net_mail *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->kind = MAIL_USER;
+	m->item = item;
+	return net_mail_push(w, m);
+}
+
+static net_conn_t *net_conn_new(net_worker_t *w, const char *peer)
+{
+	net_conn_t *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->w = w;
+	c->refs = 1;
+	c->last_rx_ns = clock_now_ns();
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	return c;
+}
+
+static ucp_err_handling_mode_t net_err_mode(const net_worker_t *w)
+{
+	return w->ctx->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+}
+
+/* A listener handed us a connection request: create the endpoint here. */
+static void net_accept(net_worker_t *w, struct net_mail *m)
+{
+	ucp_conn_request_h req = m->item;
+	net_conn_t *c = net_conn_new(w, m->peer);
+	if (!c) {
+		log_warn("net: out of memory accepting %s", m->peer);
+		return;
+	}
+	ucp_ep_params_t ep = {
+		.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+			      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+		.conn_request = req,
+		.err_mode = net_err_mode(w),
+		.err_handler = { .cb = net_err_cb, .arg = w },
+	};
+	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
+	if (st != UCS_OK) {
+		log_warn("net: accepting %s: %s", m->peer, ucs_status_string(st));
+		free(c);
+		return;
+	}
+	c->state = CONN_OPEN;
+	net_conn_link(w, c);
+	if (w->h.on_accept)
+		w->h.on_accept(w->arg, c);
+}
+
+static int net_mail_drain(net_worker_t *w)
+{
+	if (atomic_load_explicit(&w->mail_count, memory_order_acquire) == 0)
+		return 0;
+	pthread_mutex_lock(&w->mail_lock);
+	struct net_mail *m = w->mail_head;
+	w->mail_head = w->mail_tail = NULL;
+	atomic_store(&w->mail_count, 0);
+	pthread_mutex_unlock(&w->mail_lock);
+	int n = 0;
+	while (m) {
+		struct net_mail *next = m->next;
+		if (m->kind == MAIL_CONN_REQ)
+			net_accept(w, m);
+		else if (w->h.on_post)
+			w->h.on_post(w->arg, m->item);
+		free(m);
+		m = next;
+		n++;
+	}
+	return n;
+}
+
+/* ---- sending ------------------------------------------------------------------------ */
+
+void *net_buf_alloc(size_t len)
+{
+	return malloc(len ? len : 1);
+}
+
+void net_buf_free(void *buf)
+{
+	free(buf);
+}
+
+static void net_count(struct net_type_stats *s, const void *buf, size_t len)
+{
+	const struct wire_hdr *h = buf;
+	unsigned type = 0, count = 0;
+	if (len >= sizeof(*h) && h->type < WIRE_TYPE_MAX) {
+		type = h->type;
+		count = h->count;
+	}
+	s[type].msgs++;
+	s[type].bytes += len;
+	s[type].items += count;
+}
+
+/* The one wrapper every send goes through (counters, fault injection). */
+static int net_send_raw(net_conn_t *c, void *buf, size_t len)
+{
+	net_worker_t *w = c->w;
+	if (c->state != CONN_OPEN && c->state != CONN_CONNECTING) {
+		free(buf);
+		return LOTUS_EUNAVAIL;
+	}
+	if (len > WIRE_MAX_MSG) {
+		free(buf);
+		return -E2BIG;
+	}
+	net_count(w->st.sent, buf, len);
+	if (unlikely(w->ctx->fault.drop_every | w->ctx->fault.corrupt_every) &&
+	    net_fault_apply(w->ctx, buf, len)) {
+		free(buf);
+		return 0;
+	}
+	ucp_request_param_t p = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+				UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+		.flags = UCP_AM_SEND_FLAG_REPLY,
+		.cb.send = net_send_cb,
+		.user_data = buf,
+		.memory_type = UCS_MEMORY_TYPE_HOST,
+	};
+	ucs_status_ptr_t r = ucp_am_send_nbx(c->ep, NET_AM_ID, NULL, 0, buf, len, &p);
+	if (r == NULL) {
+		free(buf);
+		return 0;
+	}
+	if (UCS_PTR_IS_ERR(r)) {
+		free(buf);
+		log_debug("net: send to %s: %s", c->peer, ucs_status_string(UCS_PTR_STATUS(r)));
+		return LOTUS_EUNAVAIL;
+	}
+	return 0;
+}
+
+int net_send(net_conn_t *c, void *buf, size_t len)
+{
+	return net_send_raw(c, buf, len);
+}
+
+int net_send_ping(net_conn_t *c, int type, uint16_t flags)
+{
+	struct wire_hdr *h = malloc(sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	memset(h, 0, sizeof(*h));
+	h->magic = WIRE_MAGIC;
+	h->version = WIRE_VERSION;
+	h->type = (uint8_t)type;
+	h->flags = flags;
+	h->length = sizeof(*h);
+	return net_send_raw(c, h, sizeof(*h));
+}
+
+/* ---- connecting ------------------------------------------------------------------- */
+
+static int net_sockaddr(const char *host, uint16_t port, struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons(port);
+	if (!host || !*host || strcmp(host, "*") == 0 || strcmp(host, "0.0.0.0") == 0) {
+		sa->sin_addr.s_addr = htonl(INADDR_ANY);
+		return 0;
+	}
+	if (strcmp(host, "localhost") == 0)
+		host = "127.0.0.1";
+	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -EINVAL;
+}
+
+/* Progress only UCX (no handlers) for at most ms milliseconds, sleeping on the fd. */
+static void net_ucx_wait(net_worker_t *w, int ms)
+{
+	if (ucp_worker_progress(w->ucp))
+		return;
+	if (ucp_worker_arm(w->ucp) == UCS_ERR_BUSY)
+		return;
+	struct pollfd pfd = { .fd = w->efd, .events = POLLIN };
+	poll(&pfd, 1, ms);
+}
+
+int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms,
+		net_conn_t **out)
+{
+	struct sockaddr_in sa;
+	char peer[64];
+
+	*out = NULL;
+	if (net_sockaddr(host, port, &sa) || sa.sin_addr.s_addr == htonl(INADDR_ANY))
+		return -EINVAL;
+	snprintf(peer, sizeof(peer), "%s:%u", host, port);
+	net_conn_t *c = net_conn_new(w, peer);
+	if (!c)
+		return -ENOMEM;
+	ucp_ep_params_t ep = {
+		.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+			      UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+		.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+		.sockaddr = { .addr = (const struct sockaddr *)&sa, .addrlen = sizeof(sa) },
+		.err_mode = net_err_mode(w),
+		.err_handler = { .cb = net_err_cb, .arg = w },
+	};
+	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
+	if (st != UCS_OK) {
+		log_debug("net: connect %s: %s", peer, ucs_status_string(st));
+		free(c);
+		return LOTUS_EUNAVAIL;
+	}
+	c->state = CONN_CONNECTING;
+	net_conn_link(w, c);
+
+	/* The peer answers a PING with a PONG; any message proves the path works. */
+	int rc = net_send_ping(c, WIRE_PING, 0);
+	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
+	while (rc == 0 && c->state == CONN_CONNECTING) {
+		uint64_t now = clock_now_ns();
+		if (timeout_ms >= 0 && now >= deadline) {
+			rc = LOTUS_ETIMEOUT;
+			break;
+		}
+		int ms = timeout_ms < 0 ? 10 : (int)MIN((deadline - now) / 1000000 + 1, 10);
+		net_ucx_wait(w, ms);
+	}
+	if (rc == 0 && c->state != CONN_OPEN)
+		rc = LOTUS_EUNAVAIL;
+	if (rc) {
+		log_debug("net: connect %s: %s", peer, lotus_strerror(rc));
+		net_conn_close_ep(c, 1);
+		return rc;
+	}
+	if (log_enabled(LOG_DEBUG))
+		ucp_ep_print_info(c->ep, stderr);   /* the lanes UCX picked */
+	*out = c;
+	return 0;
+}
+
+void net_conn_close(net_conn_t *c)
+{
+	if (c->state == CONN_OPEN) {
+		net_send_ping(c, WIRE_PONG, NET_F_BYE);
+		net_conn_close_ep(c, !c->w->ctx->peer_errors);
+	} else {
+		net_conn_close_ep(c, 1);
+	}
+}
+
+void net_conn_set_user(net_conn_t *c, void *user)
+{
+	c->user = user;
+}
+
+void *net_conn_user(const net_conn_t *c)
+{
+	return c->user;
+}
+
+const char *net_conn_peer(const net_conn_t *c)
+{
+	return c->peer;
+}
+
+net_worker_t *net_conn_worker(const net_conn_t *c)
+{
+	return c->w;
+}
+
+/* ---- listening ---------------------------------------------------------------------- */
+
+static void net_listen_cb(ucp_conn_request_h req, void *arg)
+{
+	net_listener_t *l = arg;
+	struct net_mail *m = calloc(1, sizeof(*m));
+	if (!m) {
+		ucp_listener_reject(l->ucp, req);
+		return;
+	}
+	m->kind = MAIL_CONN_REQ;
+	m->item = req;
+	snprintf(m->peer, sizeof(m->peer), "?");
+	ucp_conn_request_attr_t a = { .field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR };
+	if (ucp_conn_request_query(req, &a) == UCS_OK && a.client_address.ss_family == AF_INET) {
+		const struct sockaddr_in *sa = (const struct sockaddr_in *)&a.client_address;
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
+		snprintf(m->peer, sizeof(m->peer), "%s:%u", ip, ntohs(sa->sin_port));
+	}
+	net_worker_t *t = l->targets[l->rr++ % l->ntargets];
+	net_mail_push(t, m);
+}
+
+int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **targets,
+	       unsigned ntargets, net_listener_t **out)
+{
+	struct sockaddr_in sa;
+	*out = NULL;
+	if (net_sockaddr(host, port, &sa))
+		return -EINVAL;
+	net_listener_t *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->w = w;
+	l->ntargets = ntargets ? ntargets : 1;
+	l->targets = calloc(l->ntargets, sizeof(*l->targets));
+	if (!l->targets) {
+		free(l);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < l->ntargets; i++)
+		l->targets[i] = ntargets ? targets[i] : w;
+	ucp_listener_params_t lp = {
+		.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+		.sockaddr = { .addr = (const struct sockaddr *)&sa, .addrlen = sizeof(sa) },
+		.conn_handler = { .cb = net_listen_cb, .arg = l },
+	};
+	ucs_status_t st = ucp_listener_create(w->ucp, &lp, &l->ucp);
+	if (st != UCS_OK) {
+		log_error("net: listen on %s:%u: %s", host ? host : "*", port,
+			  ucs_status_string(st));
+		free(l->targets);
+		free(l);
+		return st == UCS_ERR_BUSY ? -EADDRINUSE : LOTUS_EUNAVAIL;
+	}
+	ucp_listener_attr_t la = { .field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR };
+	if (ucp_listener_query(l->ucp, &la) == UCS_OK && la.sockaddr.ss_family == AF_INET)
+		l->port = ntohs(((const struct sockaddr_in *)&la.sockaddr)->sin_port);
+	else
+		l->port = port;
+	*out = l;
+	return 0;
+}
+
+uint16_t net_listener_port(const net_listener_t *l)
+{
+	return l->port;
+}
+
+void net_listener_destroy(net_listener_t *l)
+{
+	if (!l)
+		return;
+	ucp_listener_destroy(l->ucp);
+	free(l->targets);
+	free(l);
+}
+
+/* ---- progress and dispatch --------------------------------------------------------- */
+
+/* Start the rendezvous receives of queued descriptors. */
+static void net_rx_start(net_worker_t *w)
+{
+	for (struct net_rx *rx = w->rx_head; rx; rx = rx->next) {
+		if (rx->kind != RX_RNDV_WAIT)
+			continue;
+		void *desc = rx->data;
+		rx->data = malloc(rx->len ? rx->len : 1);
+		if (!rx->data) {
+			rx->data = desc;
+			return;   /* retry on the next progress */
+		}
+		ucp_request_param_t p = {
+			.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+					UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+			.cb.recv_am = net_rndv_done_cb,
+			.user_data = rx,
+			.memory_type = UCS_MEMORY_TYPE_HOST,
+		};
+		rx->kind = RX_RNDV_BUSY;
+		ucs_status_ptr_t r = ucp_am_recv_data_nbx(w->ucp, desc, rx->data, rx->len, &p);
+		if (r == NULL)
+			rx->kind = RX_RNDV_DONE;
+		else if (UCS_PTR_IS_ERR(r))
+			rx->kind = RX_RNDV_FAIL;
+	}
+}
+
+/* net's own messages: PING is answered, PONG (and BYE) only refresh the lease. */
+static int net_rx_internal(net_conn_t *c, const void *data, size_t len)
+{
+	const struct wire_hdr *h = data;
+	if (len != sizeof(*h) || h->magic != WIRE_MAGIC ||
+	    (h->type != WIRE_PING && h->type != WIRE_PONG))
+		return 0;
+	if (h->type == WIRE_PING)
+		net_send_ping(c, WIRE_PONG, 0);
+	else if (h->flags & NET_F_BYE)
+		net_conn_mark_lost(c, 0);
+	return 1;
+}
+
+static int net_dispatch(net_worker_t *w)
+{
+	int n = 0;
+	while (w->rx_head && n < NET_DISPATCH_MAX) {
+		struct net_rx *rx = w->rx_head;
+		if (rx->kind == RX_RNDV_BUSY || rx->kind == RX_RNDV_WAIT)
+			break;   /* keep arrival order */
+		w->rx_head = rx->next;
+		if (!w->rx_head)
+			w->rx_tail = NULL;
+		net_conn_t *c = rx->conn;
+		if (c->state == CONN_OPEN && rx->kind != RX_RNDV_FAIL) {
+			net_count(w->st.recv, rx->data, rx->len);
+			if (!net_rx_internal(c, rx->data, rx->len) && w->h.on_msg)
+				w->h.on_msg(w->arg, c, rx->data, rx->len);
+			n++;
+		}
+		net_rx_release(w, rx);
+	}
+	return n;
+}
+
+/* Deliver on_close for lost connections and close their endpoints. */
+static int net_reap_lost(net_worker_t *w)
+{
+	int n = 0;
+	/* on_close may close other connections: rescan from the head each time. */
+	while (w->nlost) {
+		net_conn_t *c = w->conns;
+		while (c && c->state != CONN_LOST)
+			c = c->next;
+		if (!c)
+			break;
+		int reason = c->lost_reason;
+		w->st.conns_lost += reason != 0;
+		c->refs++;   /* keep c valid through on_close */
+		if (w->h.on_close)
+			w->h.on_close(w->arg, c, reason);
+		if (c->state == CONN_LOST)
+			net_conn_close_ep(c, 1);
+		net_conn_put(c);
+		n++;
+	}
+	return n;
+}
+
+int net_progress(net_worker_t *w)
+{
+	int n = 0;
+	while (ucp_worker_progress(w->ucp))
+		;
+	n += net_mail_drain(w);
+	if (w->rx_head) {
+		net_rx_start(w);
+		n += net_dispatch(w);
+	}
+	if (w->nlost)
+		n += net_reap_lost(w);
+	if (!w->ctx->peer_errors && w->conns) {
+		uint64_t now = clock_now_ns();
+		if (now >= w->next_lease_check_ns)
+			net_lease_check(w, now);
+	}
+	return n;
+}
+
+static int net_has_work(net_worker_t *w)
+{
+	if (w->nlost || atomic_load_explicit(&w->mail_count, memory_order_acquire))
+		return 1;
+	return w->rx_head && w->rx_head->kind != RX_RNDV_BUSY;
+}
+
+int net_wait(net_worker_t *w, int timeout_ms)
+{
+	int n = net_progress(w);
+	if (n)
+		return n;
+	uint64_t start = clock_now_ns();
+	uint64_t spin_end = start + (uint64_t)w->ctx->spin_us * 1000;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000;
+	while (clock_now_ns() < MIN(spin_end, deadline)) {
+		if ((n = net_progress(w)))
+			return n;
+	}
+	for (;;) {
+		uint64_t now = clock_now_ns();
+		if (now >= deadline)
+			return 0;
+		if (net_has_work(w) || ucp_worker_arm(w->ucp) == UCS_ERR_BUSY) {
+			if ((n = net_progress(w)))
+				return n;
+			continue;
+		}
+		/* A post that raced with arm may have been drained by it: look again. */
+		if (atomic_load_explicit(&w->mail_count, memory_order_acquire))
+			continue;
+		int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+		ms = net_lease_sleep_ms(w, ms);
+		struct pollfd pfd = { .fd = w->efd, .events = POLLIN };
+		w->st.sleeps++;
+		if (poll(&pfd, 1, ms) > 0)
+			w->st.wakeups++;
+		if ((n = net_progress(w)))
+			return n;
+	}
+}
+
+void net_worker_stats(const net_worker_t *w, struct net_stats *out)
+{
+	*out = w->st;
+}
+
+void net_stats_add(struct net_stats *dst, const struct net_stats *src)
+{
+	for (int t = 0; t < WIRE_TYPE_MAX; t++) {
+		dst->sent[t].msgs += src->sent[t].msgs;
+		dst->sent[t].bytes += src->sent[t].bytes;
+		dst->sent[t].items += src->sent[t].items;
+		dst->recv[t].msgs += src->recv[t].msgs;
+		dst->recv[t].bytes += src->recv[t].bytes;
+		dst->recv[t].items += src->recv[t].items;
+	}
+	dst->sleeps += src->sleeps;
+	dst->wakeups += src->wakeups;
+	dst->conns_lost += src->conns_lost;
+}

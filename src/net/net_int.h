@@ -1,0 +1,114 @@
+/*
+ * net_int.h - internals shared by the files of src/net/ (not a public header).
+ *
+ * Ownership: everything in a net_worker except its mailbox belongs to the
+ * worker's thread.  The mailbox (mail_head/mail_tail/mail_count) is protected
+ * by mail_lock and is the only state other threads touch (net_post, and the
+ * listener handing a connection request to a target worker).
+ */
+#ifndef LOTUS_NET_INT_H
+#define LOTUS_NET_INT_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <ucp/api/ucp.h>
+#include "net/net.h"
+
+#define NET_AM_ID        0x1c     /* the one AM id lotus uses */
+#define NET_HASH_BUCKETS 256      /* ep -> conn lookup, per worker */
+#define NET_DISPATCH_MAX 512      /* messages handed out per net_progress */
+#define NET_F_BYE        0x8000   /* wire_hdr.flags on a PONG: sender is closing */
+
+/* Fault injection config (net_fault.c); read-only after net_ctx_create. */
+struct net_fault {
+	unsigned drop_every, corrupt_every;
+};
+
+struct net_ctx {
+	ucp_context_h ucp;
+	char transport[16];       /* "tcp", "sm", "rc", "ud", "dc" */
+	int peer_errors;          /* 1: UCP_ERR_HANDLING_MODE_PEER, 0: lease liveness */
+	unsigned spin_us, lease_ms;
+	struct net_fault fault;
+	atomic_uint_fast64_t fault_seq;
+};
+
+enum conn_state {
+	CONN_CONNECTING,   /* client ep created, nothing heard yet */
+	CONN_OPEN,
+	CONN_LOST,         /* UCX error or lease expiry; on_close pending */
+	CONN_CLOSED,       /* closed locally or on_close delivered; waits for refs */
+};
+
+struct net_conn {
+	net_worker_t *w;
+	ucp_ep_h ep;
+	void *user;
+	enum conn_state state;
+	int lost_reason;
+	unsigned refs;              /* 1 while listed + queued rx + closing ep */
+	uint64_t last_rx_ns, last_ping_ns;
+	struct net_conn *next, *prev;   /* w->conns */
+	struct net_conn *hnext;         /* hash chain */
+	char peer[64];
+};
+
+enum rx_kind { RX_COPY, RX_HELD, RX_RNDV_WAIT, RX_RNDV_BUSY, RX_RNDV_DONE, RX_RNDV_FAIL };
+
+/* One received message, queued in arrival order until net_progress hands it out. */
+struct net_rx {
+	struct net_rx *next;
+	net_conn_t *conn;
+	enum rx_kind kind;
+	void *data;      /* RX_COPY/RNDV_DONE: malloc'd; RX_HELD: UCX's; RNDV_WAIT: desc */
+	size_t len;
+	net_worker_t *w;
+};
+
+enum mail_kind { MAIL_USER, MAIL_CONN_REQ };
+struct net_mail {
+	struct net_mail *next;
+	enum mail_kind kind;
+	void *item;
+	char peer[64];
+};
+
+struct net_listener {
+	net_worker_t *w;
+	ucp_listener_h ucp;
+	net_worker_t **targets;
+	unsigned ntargets, rr;
+	uint16_t port;
+};
+
+struct net_worker {
+	net_ctx_t *ctx;
+	ucp_worker_h ucp;
+	int efd;
+	struct net_handlers h;
+	void *arg;
+	net_conn_t *conns;                       /* open/connecting/lost conns */
+	net_conn_t *hash[NET_HASH_BUCKETS];
+	struct net_rx *rx_head, *rx_tail;
+	unsigned nlost;                          /* conns in CONN_LOST */
+	unsigned nclosing;                       /* ep closes in flight */
+	uint64_t next_lease_check_ns;
+	struct net_stats st;
+	/* mailbox: any thread */
+	pthread_mutex_t mail_lock;
+	struct net_mail *mail_head, *mail_tail;
+	atomic_uint mail_count;
+};
+
+/* net_fault.c */
+void net_fault_init(struct net_fault *f);
+/* 1: drop this message (caller frees it); may corrupt buf in place. */
+int net_fault_apply(net_ctx_t *ctx, void *buf, size_t len);
+
+/* net.c, used by the liveness code */
+int net_send_ping(net_conn_t *c, int type, uint16_t flags);
+void net_conn_mark_lost(net_conn_t *c, int reason);
+/* net_liveness.c */
+void net_lease_check(net_worker_t *w, uint64_t now);
+int net_lease_sleep_ms(net_worker_t *w, int timeout_ms);
+
+#endif

@@ -1,0 +1,670 @@
+/*
+ * store.c - the memory server's record store: buffer pool, pages (extents),
+ * slots with generations, per-table free lists, and one index per table.
+ *
+ * Buffer pool.  One anonymous MAP_NORESERVE mapping of memory_bytes, touched
+ * only when a page is handed out, so RSS follows use; being one region it can
+ * be registered with io_uring as one buffer.  Pool page 0 is reserved (so no
+ * record location is ever 0).  Pages are handed out by an atomic bump pointer
+ * and never returned: a page belongs to one table for the life of the store.
+ *
+ * Extents.  A table's records live in fixed-size slots of
+ * ALIGN8(16 + STORE_KEY_MAX + max_value) bytes, so any key fits with any
+ * value.  A table allocates pages in extents of ext_pages contiguous pages
+ * (chosen at table creation to waste < 1/32 of the extent if possible: one
+ * 8 KiB page holds seven 1 KiB-value slots; 64 KiB values use 264 KiB
+ * extents of four slots).  The first page of an extent starts with a
+ * struct extent_hdr; the slots follow.  page_owner[] marks first pages with
+ * their table id + 1, which is what validates a location.
+ *
+ *   | extent_hdr | slot 0 | slot 1 | ... | slot nslots-1 | (waste) |
+ *   slot = | struct store_rec (16 B) | key (klen) | value (vlen) | (unused) |
+ *
+ * Locations.  loc = first page of the extent (40 bits) | slot (12) | gen (12).
+ * A slot's rec->gen is odd while free and even while in use; allocating and
+ * freeing each add 1, and a location carries (gen >> 1) & 0xfff.  So a freed
+ * or reused slot fails store_rec_at() for every older location (up to 12-bit
+ * wrap-around, which the key check in store_rec_at also guards).
+ *
+ * Free lists.  Each table has NSHARD shards {mutex, free list, extent being
+ * carved}; a thread uses the shard of its thread number, so threads rarely
+ * share a mutex.  Free slots are linked through the 8 bytes after gen
+ * (value_len/reserved) as locations without generation.  When the pool is
+ * exhausted, a thread takes free slots from the other shards before failing
+ * with LOTUS_ENOSPACE.
+ *
+ * Thread rules: store_create/store_destroy from one thread with no other
+ * users; everything else from any thread.  Table creation takes one mutex;
+ * table lookup is lock-free (tables are never dropped).  Key bytes and gen are
+ * written and read with atomics because the index and store_rec_at read them
+ * optimistically from slots that may be concurrently reused.  Record values are
+ * the caller's (lock manager's) business.
+ *
+ * Dirty tracking for the checkpointer: one byte per pool page, set by every
+ * store write (and by store_mark_dirty() after writes through
+ * store_rec_value), cleared by store_dirty_collect().
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "common/common.h"
+#include "store/index.h"
+#include "store/store.h"
+
+#define NSHARD           16
+#define EXTENT_MAGIC     0x5845544cu   /* "LTEX" (little-endian) */
+#define EXT_MAX_PAGES    64
+#define SLOTS_MAX        4096u
+#define LOC_GEN_BITS     12
+#define LOC_SLOT_BITS    12
+#define LOC_PAGE_SHIFT   (LOC_GEN_BITS + LOC_SLOT_BITS)
+#define PAGE_MAX         ((1ull << 40) - 1)
+
+#define LOAD(p)          __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v)      __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+_Static_assert(sizeof(struct store_rec) == 16, "record header is 16 bytes");
+
+/* At the start of an extent's first page.  16 bytes, so that an 8 KiB page
+ * holds seven slots of a 1 KiB-value table (7 * 1168 + 16 = 8192). */
+struct extent_hdr {
+	uint32_t magic;
+	uint16_t table;
+	uint16_t npages;
+	uint16_t nslots;     /* 0 means SLOTS_MAX */
+	uint16_t reserved;
+	uint32_t slot_size;
+};
+_Static_assert(sizeof(struct extent_hdr) == 16, "extent header is 16 bytes");
+
+struct shard {
+	pthread_mutex_t mu;
+	store_loc_t free;          /* free slots (loc without gen), 0 = none */
+	uint64_t carve_page;       /* extent being carved, 0 = none */
+	uint32_t carve_next;       /* its next never-used slot */
+	int64_t records;           /* inserts - deletes through this shard (atomic) */
+} __attribute__((aligned(CACHELINE)));
+
+struct table {
+	store_t *st;
+	uint16_t id;
+	uint32_t max_value;
+	uint32_t slot_size;
+	uint32_t nslots;           /* per extent */
+	uint32_t ext_pages;
+	index_t *ix;
+	char name[STORE_TABLE_NAME_MAX + 1];
+	struct shard shard[NSHARD];
+};
+
+struct store {
+	unsigned char *pool;
+	size_t pool_bytes;
+	uint32_t page_size;
+	unsigned page_shift;
+	uint64_t npages;
+	uint64_t next_page;        /* bump pointer (atomic) */
+	uint16_t *page_owner;      /* per page: table + 1 on extent first pages */
+	uint8_t *dirty;            /* per page */
+	size_t meta_bytes;         /* of each of the two arrays above (mapped) */
+	pthread_mutex_t tables_mu; /* serialises store_table_create */
+	unsigned ntables;          /* atomic; tables[0..ntables) are set */
+	struct table *tables[STORE_MAX_TABLES];
+};
+
+/* ---- locations and slots ---- */
+
+static inline uint64_t loc_page(store_loc_t l) { return l >> LOC_PAGE_SHIFT; }
+static inline unsigned loc_slot(store_loc_t l) { return (l >> LOC_GEN_BITS) & (SLOTS_MAX - 1); }
+static inline unsigned loc_gen(store_loc_t l) { return l & ((1u << LOC_GEN_BITS) - 1); }
+static inline unsigned gen_tag(uint32_t gen) { return (gen >> 1) & ((1u << LOC_GEN_BITS) - 1); }
+
+static inline store_loc_t loc_make(uint64_t page, unsigned slot, unsigned tag)
+{
+	return page << LOC_PAGE_SHIFT | (store_loc_t)slot << LOC_GEN_BITS | tag;
+}
+
+static inline struct store_rec *slot_rec(const struct table *t, uint64_t page, unsigned slot)
+{
+	return (struct store_rec *)(t->st->pool + (page << t->st->page_shift) +
+				    sizeof(struct extent_hdr) + (size_t)slot * t->slot_size);
+}
+
+static inline struct table *table_get(store_t *st, unsigned id)
+{
+	if (id >= LOAD_ACQ(&st->ntables))
+		return NULL;
+	return LOAD_ACQ(&st->tables[id]);
+}
+
+/* The table owning loc's extent and the slot's record, or NULL if loc cannot
+ * name a slot (generation not checked). */
+static struct store_rec *loc_rec(store_t *st, store_loc_t loc, struct table **tp)
+{
+	uint64_t page = loc_page(loc);
+	if (page == 0 || page >= st->npages)
+		return NULL;
+	unsigned owner = LOAD_ACQ(&st->page_owner[page]);
+	struct table *t = owner ? table_get(st, owner - 1) : NULL;
+	if (!t || loc_slot(loc) >= t->nslots)
+		return NULL;
+	*tp = t;
+	return slot_rec(t, page, loc_slot(loc));
+}
+
+/* Free-list link, stored over value_len/reserved of a free slot. */
+static inline uint64_t *rec_link(struct store_rec *r)
+{
+	return (uint64_t *)&r->value_len;
+}
+
+/* Copy the key of a slot that may be concurrently reused: atomic 8-byte words,
+ * then atomic bytes for the tail (the word after it overlaps the value). */
+static unsigned rec_key_load(const struct store_rec *r, unsigned char *buf)
+{
+	unsigned len = LOAD(&r->key_len);
+	if (len > STORE_KEY_MAX)
+		len = STORE_KEY_MAX;
+	const uint64_t *w = (const uint64_t *)r->data;
+	unsigned i;
+	for (i = 0; i < len / 8; i++) {
+		uint64_t x = LOAD(&w[i]);
+		memcpy(buf + 8 * i, &x, 8);
+	}
+	for (i *= 8; i < len; i++)
+		buf[i] = LOAD(&r->data[i]);
+	return len;
+}
+
+static void rec_key_store(struct store_rec *r, const unsigned char *key, unsigned len)
+{
+	uint64_t *w = (uint64_t *)r->data;
+	unsigned i;
+	for (i = 0; i < len / 8; i++) {
+		uint64_t x;
+		memcpy(&x, key + 8 * i, 8);
+		STORE(&w[i], x);
+	}
+	for (i *= 8; i < len; i++)
+		STORE(&r->data[i], key[i]);
+	STORE(&r->key_len, (uint16_t)len);
+}
+
+/* Write a value.  The part inside the first STORE_KEY_MAX data bytes may be
+ * read concurrently by rec_key_load() through a stale location (the slot held
+ * a longer key before), so it is written atomically; the rest is a memcpy. */
+static void rec_value_store(struct store_rec *r, const unsigned char *v, uint32_t vlen)
+{
+	unsigned off = r->key_len, i = 0;
+	unsigned n = off < STORE_KEY_MAX ? MIN(vlen, STORE_KEY_MAX - off) : 0;
+	for (; i < n && (off + i) % 8; i++)
+		STORE(&r->data[off + i], v[i]);
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x;
+		memcpy(&x, v + i, 8);
+		STORE((uint64_t *)(r->data + off + i), x);
+	}
+	for (; i < n; i++)
+		STORE(&r->data[off + i], v[i]);
+	if (vlen > n)
+		memcpy(r->data + off + n, v + n, vlen - n);
+	r->value_len = vlen;
+}
+
+/* index_key_fn: the full key of the record at loc. */
+static unsigned table_key_fn(void *ctx, uint64_t loc, unsigned char *buf)
+{
+	struct table *t = ctx;
+	if (loc_page(loc) == 0 || loc_page(loc) >= t->st->npages || loc_slot(loc) >= t->nslots)
+		return 0;
+	return rec_key_load(slot_rec(t, loc_page(loc), loc_slot(loc)), buf);
+}
+
+/* ---- dirty pages ---- */
+
+static void mark_range_dirty(store_t *st, size_t off, size_t len)
+{
+	for (uint64_t p = off >> st->page_shift; p <= (off + len - 1) >> st->page_shift; p++)
+		if (!LOAD(&st->dirty[p]))
+			STORE(&st->dirty[p], 1);
+}
+
+static void mark_rec_dirty(store_t *st, const struct table *t, const struct store_rec *r)
+{
+	mark_range_dirty(st, (const unsigned char *)r - st->pool, t->slot_size);
+}
+
+void store_mark_dirty(store_t *st, store_loc_t loc)
+{
+	struct table *t;
+	struct store_rec *r = loc_rec(st, loc, &t);
+	if (r)
+		mark_rec_dirty(st, t, r);
+}
+
+size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_t max)
+{
+	uint64_t end = LOAD(&st->next_page), p = *cursor;
+	size_t n = 0;
+	for (; p < end && n < max; p++)
+		if (LOAD(&st->dirty[p]) && __atomic_exchange_n(&st->dirty[p], 0, __ATOMIC_ACQ_REL))
+			pages[n++] = p;
+	*cursor = p;
+	return n;
+}
+
+void *store_pool(store_t *st, size_t *bytes)
+{
+	if (bytes)
+		*bytes = st->pool_bytes;
+	return st->pool;
+}
+
+uint32_t store_page_size(const store_t *st)
+{
+	return st->page_size;
+}
+
+/* ---- slot allocation ---- */
+
+static unsigned my_shard(void)
+{
+	static unsigned next_id;
+	static __thread unsigned id_plus1;
+	if (!id_plus1)
+		id_plus1 = __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED) + 1;
+	return (id_plus1 - 1) % NSHARD;
+}
+
+/* Take an extent from the pool and format it for t; 0 if the pool is full. */
+static uint64_t extent_alloc(store_t *st, struct table *t)
+{
+	uint64_t p = LOAD(&st->next_page);
+	do {
+		if (p + t->ext_pages > st->npages)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&st->next_page, &p, p + t->ext_pages, false,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	struct extent_hdr *h = (struct extent_hdr *)(st->pool + (p << st->page_shift));
+	h->table = t->id;
+	h->npages = (uint16_t)t->ext_pages;
+	h->nslots = (uint16_t)(t->nslots == SLOTS_MAX ? 0 : t->nslots);  /* 0 = 4096 */
+	h->slot_size = t->slot_size;
+	h->magic = EXTENT_MAGIC;
+	for (unsigned i = 0; i < t->nslots; i++)
+		STORE(&slot_rec(t, p, i)->gen, 1u);
+	mark_range_dirty(st, p << st->page_shift, sizeof(*h));
+	STORE_REL(&st->page_owner[p], (uint16_t)(t->id + 1));
+	return p;
+}
+
+/* Pop a free or never-used slot of one shard; 0 if it has none. */
+static store_loc_t shard_pop(store_t *st, struct table *t, struct shard *sh)
+{
+	store_loc_t l = 0;
+	pthread_mutex_lock(&sh->mu);
+	if (sh->free) {
+		l = sh->free;
+		sh->free = LOAD(rec_link(slot_rec(t, loc_page(l), loc_slot(l))));
+	} else if (sh->carve_page) {
+		l = loc_make(sh->carve_page, sh->carve_next++, 0);
+		if (sh->carve_next == t->nslots)
+			sh->carve_page = 0;
+	}
+	pthread_mutex_unlock(&sh->mu);
+	return l;
+}
+
+/* Allocate a slot; returns its location (tag not yet set) or 0 (no space). */
+static store_loc_t slot_alloc(store_t *st, struct table *t)
+{
+	unsigned me = my_shard();
+	struct shard *sh = &t->shard[me];
+	store_loc_t l = shard_pop(st, t, sh);
+	if (l)
+		return l;
+	pthread_mutex_lock(&sh->mu);
+	if (!sh->carve_page && !sh->free) {
+		uint64_t p = extent_alloc(st, t);
+		if (p) {
+			sh->carve_page = p;
+			sh->carve_next = 0;
+		}
+	}
+	pthread_mutex_unlock(&sh->mu);
+	for (unsigned i = 0; i < NSHARD; i++)
+		if ((l = shard_pop(st, t, &t->shard[(me + i) % NSHARD])) != 0)
+			return l;
+	return 0;
+}
+
+/* Return an in-use slot (the record was removed from the index). */
+static void slot_free(store_t *st, struct table *t, store_loc_t loc)
+{
+	struct shard *sh = &t->shard[my_shard()];
+	struct store_rec *r = slot_rec(t, loc_page(loc), loc_slot(loc));
+	STORE_REL(&r->gen, LOAD(&r->gen) + 1);          /* odd: free */
+	store_loc_t l = loc_make(loc_page(loc), loc_slot(loc), 0);
+	pthread_mutex_lock(&sh->mu);
+	STORE(rec_link(r), sh->free);
+	sh->free = l;
+	pthread_mutex_unlock(&sh->mu);
+	mark_rec_dirty(st, t, r);
+}
+
+/* ---- store ---- */
+
+static void *map_lazy(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+int store_create(size_t memory_bytes, uint32_t page_size, store_t **out)
+{
+	if (page_size == 0)
+		page_size = STORE_DEFAULT_PAGE;
+	if (page_size < 4096 || page_size > (1u << 20) || (page_size & (page_size - 1)))
+		return -EINVAL;
+	uint64_t npages = memory_bytes / page_size;
+	if (npages < 2 || npages > PAGE_MAX)
+		return -EINVAL;
+	store_t *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->page_size = page_size;
+	st->page_shift = (unsigned)__builtin_ctz(page_size);
+	st->npages = npages;
+	st->next_page = 1;
+	st->pool_bytes = npages * page_size;
+	st->meta_bytes = ALIGN_UP(npages * sizeof(uint16_t), 4096);
+	st->pool = map_lazy(st->pool_bytes);
+	st->page_owner = map_lazy(st->meta_bytes);
+	st->dirty = map_lazy(st->meta_bytes);
+	pthread_mutex_init(&st->tables_mu, NULL);
+	if (!st->pool || !st->page_owner || !st->dirty) {
+		store_destroy(st);
+		return -ENOMEM;
+	}
+	*out = st;
+	return 0;
+}
+
+void store_destroy(store_t *st)
+{
+	if (!st)
+		return;
+	for (unsigned i = 0; i < st->ntables; i++) {
+		struct table *t = st->tables[i];
+		index_destroy(t->ix);
+		for (unsigned s = 0; s < NSHARD; s++)
+			pthread_mutex_destroy(&t->shard[s].mu);
+		free(t);
+	}
+	if (st->pool)
+		munmap(st->pool, st->pool_bytes);
+	if (st->page_owner)
+		munmap(st->page_owner, st->meta_bytes);
+	if (st->dirty)
+		munmap(st->dirty, st->meta_bytes);
+	pthread_mutex_destroy(&st->tables_mu);
+	free(st);
+}
+
+/* Pick the extent size: the fewest pages wasting < 1/32, else the least waste. */
+static void table_geometry(struct table *t, uint32_t page_size)
+{
+	uint64_t best_waste_ppm = UINT64_MAX;
+	for (uint32_t k = 1; k <= EXT_MAX_PAGES; k++) {
+		uint64_t bytes = (uint64_t)k * page_size;
+		uint64_t n = (bytes - sizeof(struct extent_hdr)) / t->slot_size;
+		if (n == 0)
+			continue;
+		if (n > SLOTS_MAX)
+			n = SLOTS_MAX;
+		uint64_t waste_ppm = (bytes - n * t->slot_size) * 1000000 / bytes;
+		if (waste_ppm < best_waste_ppm) {
+			best_waste_ppm = waste_ppm;
+			t->ext_pages = k;
+			t->nslots = (uint32_t)n;
+		}
+		if (waste_ppm * 32 < 1000000)
+			break;
+	}
+}
+
+static struct table *table_by_name(store_t *st, const char *name)
+{
+	unsigned n = LOAD_ACQ(&st->ntables);
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(st->tables[i]->name, name) == 0)
+			return st->tables[i];
+	return NULL;
+}
+
+static int table_new(store_t *st, const char *name, uint32_t max_value, struct table **out)
+{
+	struct table *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->st = st;
+	t->id = (uint16_t)st->ntables;
+	t->max_value = max_value;
+	t->slot_size = ALIGN_UP((uint32_t)sizeof(struct store_rec) + STORE_KEY_MAX + max_value, 8u);
+	strcpy(t->name, name);
+	table_geometry(t, st->page_size);
+	for (unsigned s = 0; s < NSHARD; s++)
+		pthread_mutex_init(&t->shard[s].mu, NULL);
+	int rc = index_create(table_key_fn, t, &t->ix);
+	if (rc < 0) {
+		free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id)
+{
+	struct table *t;
+	int rc = 0;
+
+	if (!name || !*name)
+		return -EINVAL;
+	if (strlen(name) > STORE_TABLE_NAME_MAX)
+		return LOTUS_ETOOBIG;
+	if (max_value == 0)
+		max_value = 1024;
+	if (max_value > STORE_VALUE_MAX)
+		return LOTUS_ETOOBIG;
+	pthread_mutex_lock(&st->tables_mu);
+	if ((t = table_by_name(st, name)) != NULL) {
+		rc = t->max_value == max_value ? 0 : LOTUS_EEXISTS;
+	} else if (st->ntables == STORE_MAX_TABLES) {
+		rc = LOTUS_ENOSPACE;
+	} else if ((rc = table_new(st, name, max_value, &t)) == 0) {
+		STORE_REL(&st->tables[st->ntables], t);
+		STORE_REL(&st->ntables, st->ntables + 1);
+	}
+	pthread_mutex_unlock(&st->tables_mu);
+	if (rc == 0 && table_id)
+		*table_id = t->id;
+	return rc;
+}
+
+int store_table_find(store_t *st, const char *name, uint16_t *table_id, uint32_t *max_value)
+{
+	struct table *t = name ? table_by_name(st, name) : NULL;
+	if (!t)
+		return LOTUS_ENOTABLE;
+	if (table_id)
+		*table_id = t->id;
+	if (max_value)
+		*max_value = t->max_value;
+	return 0;
+}
+
+uint32_t store_table_max_value(store_t *st, uint16_t table)
+{
+	struct table *t = table_get(st, table);
+	return t ? t->max_value : 0;
+}
+
+/* ---- records ---- */
+
+static int check_key(const void *key, uint16_t klen)
+{
+	if (!key || klen == 0)
+		return -EINVAL;
+	return klen > STORE_KEY_MAX ? LOTUS_ETOOBIG : 0;
+}
+
+int store_get(store_t *st, uint16_t table, const void *key, uint16_t klen, store_loc_t *loc)
+{
+	struct table *t = table_get(st, table);
+	if (!t)
+		return LOTUS_ENOTABLE;
+	int rc = check_key(key, klen);
+	if (rc)
+		return rc;
+	uint64_t v;
+	rc = index_get(t->ix, key, klen, &v);
+	if (rc == 0 && loc)
+		*loc = v;
+	return rc;
+}
+
+int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
+		 const void *val, uint32_t vlen, store_loc_t *loc)
+{
+	struct table *t = table_get(st, table);
+	if (!t)
+		return LOTUS_ENOTABLE;
+	int rc = check_key(key, klen);
+	if (rc)
+		return rc;
+	if (vlen > t->max_value)
+		return LOTUS_ETOOBIG;
+	store_loc_t l = slot_alloc(st, t);
+	if (!l)
+		return LOTUS_ENOSPACE;
+	struct store_rec *r = slot_rec(t, loc_page(l), loc_slot(l));
+	uint32_t gen = LOAD(&r->gen) + 1;                  /* even: in use */
+	l |= gen_tag(gen);
+	r->table = t->id;
+	r->reserved = 0;
+	rec_key_store(r, key, klen);
+	rec_value_store(r, val, vlen);
+	STORE_REL(&r->gen, gen);
+	uint64_t old = 0;
+	rc = index_insert(t->ix, key, klen, l, &old);
+	if (rc) {
+		slot_free(st, t, l);
+		if (rc == LOTUS_EEXISTS && loc)
+			*loc = old;
+		return rc;
+	}
+	mark_rec_dirty(st, t, r);
+	__atomic_fetch_add(&t->shard[my_shard()].records, 1, __ATOMIC_RELAXED);
+	if (loc)
+		*loc = l;
+	return 0;
+}
+
+int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen)
+{
+	struct table *t;
+	struct store_rec *r = loc_rec(st, loc, &t);
+	if (!r)
+		return LOTUS_ENOTFOUND;
+	uint32_t gen = LOAD_ACQ(&r->gen);
+	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
+		return LOTUS_ENOTFOUND;
+	if (vlen > t->max_value)
+		return LOTUS_ETOOBIG;
+	rec_value_store(r, val, vlen);
+	mark_rec_dirty(st, t, r);
+	return 0;
+}
+
+int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen)
+{
+	struct table *t = table_get(st, table);
+	if (!t)
+		return LOTUS_ENOTABLE;
+	int rc = check_key(key, klen);
+	if (rc)
+		return rc;
+	uint64_t old;
+	rc = index_delete(t->ix, key, klen, &old);
+	if (rc)
+		return rc;
+	slot_free(st, t, old);
+	__atomic_fetch_sub(&t->shard[my_shard()].records, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
+			       const void *key, uint16_t klen)
+{
+	struct table *t;
+	struct store_rec *r = loc_rec(st, loc, &t);
+	if (!r || t->id != table)
+		return NULL;
+	uint32_t gen = LOAD_ACQ(&r->gen);
+	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
+		return NULL;
+	if (key) {
+		unsigned char buf[STORE_KEY_MAX];
+		if (klen != rec_key_load(r, buf) || memcmp(buf, key, klen) != 0)
+			return NULL;
+	}
+	return r;
+}
+
+/* ---- scan and stats ---- */
+
+struct scan_ctx {
+	store_scan_cb cb;
+	void *arg;
+};
+
+static int scan_thunk(void *arg, const unsigned char *key, unsigned klen, uint64_t val)
+{
+	struct scan_ctx *c = arg;
+	return c->cb(c->arg, key, (uint16_t)klen, val);
+}
+
+int store_scan(store_t *st, uint16_t table, const void *start, uint16_t slen,
+	       unsigned limit, store_scan_cb cb, void *arg)
+{
+	struct table *t = table_get(st, table);
+	if (!t)
+		return LOTUS_ENOTABLE;
+	if (slen > STORE_KEY_MAX)
+		return LOTUS_ETOOBIG;
+	struct scan_ctx c = { cb, arg };
+	return index_scan(t->ix, start, start ? slen : 0, limit, scan_thunk, &c);
+}
+
+void store_stats(store_t *st, struct store_stats *out)
+{
+	unsigned n = LOAD_ACQ(&st->ntables);
+	int64_t records = 0;
+	uint64_t ibytes = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct table *t = LOAD_ACQ(&st->tables[i]);
+		for (unsigned s = 0; s < NSHARD; s++)
+			records += LOAD(&t->shard[s].records);
+		ibytes += index_bytes(t->ix);
+	}
+	out->records = records > 0 ? (uint64_t)records : 0;
+	out->pages_used = LOAD(&st->next_page) - 1;
+	out->pool_bytes = st->pool_bytes;
+	out->index_bytes = ibytes;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Bad command-line arguments exit with status 2 and one line naming the
+# problem; a config error names the file and the line.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+L=${LOTUS_BIN:?}
+expect2() {
+  local out rc
+  out=$("$L" "$@" 2>&1 >/dev/null); rc=$?
+  [ $rc -eq 2 ] || fail "lotus $* exited $rc, want 2"
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "lotus $*: want one line, got: $out"
+  echo "ok: lotus $* -> $out"
+}
+expect2 nosuchcommand
+expect2 ycsb --records abc
+expect2 ycsb --workload Z
+expect2 ycsb --zipf
+expect2 ycsb --bogus 1
+expect2 ycsb --ops-per-txn 0
+expect2 memserver --listen nocolon
+expect2 memserver
+expect2 netbench --outstanding x
+expect2 iobench --nope
+"$L" ycsb --help | grep -q -- '--records' || fail "ycsb --help lacks --records"
+"$L" memserver --help | grep -q -- '--listen' || fail "memserver --help lacks --listen"
+
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+cat >"$dir/bad.ini" <<'INI'
+[cluster]
+transport = tcp
+
+[memserver 0]
+listen = 127.0.0.1:7000
+threads = many
+INI
+out=$("$L" memserver --config "$dir/bad.ini" --id 0 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] || fail "bad config exited $rc"
+echo "$out" | grep -q "bad.ini:6" || fail "config error does not name file:line: $out"
+echo "ok: $out"
+out=$("$L" ycsb --config "$dir/missing.ini" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] || fail "missing config exited $rc"
+echo "$out" | grep -q "missing.ini" || fail "missing config not named: $out"
+echo "ok: $out"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# timeout: 240
+# `lotus ycsb --local 2` runs every workload over tcp and shared memory,
+# commits transactions, prints the JSON fields the README promises, leaves no
+# server behind, and writes a key trace on request.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+L=${LOTUS_BIN:?}
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+for tr in tcp sm; do
+  for w in A B C D E F; do
+    out=$("$L" ycsb --local 2 --transport $tr --workload $w --records 2000 --seconds 1 \
+          --warmup 0.2 --threads 2 --ops-per-txn 8 --server-threads 1 --json --quiet \
+          --trace-keys "$dir/keys") || fail "ycsb $w over $tr failed"
+    echo "$tr $w: $out" | cut -c1-200
+    for f in workload cc threads ops_per_txn records transport txns_committed txns_aborted \
+             abort_rate txn_per_s ops_per_s lat_us p50 p99 p999 net msgs_sent bytes_sent \
+             msgs_per_txn bytes_per_txn reqs_per_msg; do
+      echo "$out" | grep -q "\"$f\"" || fail "field $f missing"
+    done
+    c=$(echo "$out" | sed 's/.*"txns_committed":\([0-9]*\).*/\1/')
+    [ "$c" -gt 0 ] || fail "no transaction committed ($tr $w)"
+  done
+done
+[ -s "$dir/keys" ] || fail "no key trace"
+head -n 3 "$dir/keys" | grep -qE '^[0-9]+$' || fail "key trace is not one id per line"
+out=$("$L" ycsb --local 2 --records 1000 --seconds 1 --warmup 0 --quiet) || fail "table output"
+echo "$out" | grep -q "txn/s" || fail "human table lacks txn/s"
+sleep 0.5
+pgrep -f "$L memserver" && fail "memory servers left running"
+echo ok

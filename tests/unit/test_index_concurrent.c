@@ -1,0 +1,279 @@
+/*
+ * test_index_concurrent.c - the B+tree under 4 threads of mixed operations.
+ *
+ * Key ids are split by id % 8:
+ *   0      stable: inserted before the threads start, never deleted (values
+ *          are updated) - every scan must return those in its range;
+ *   1..4   owned by one thread, which checks every result against its model;
+ *   5..7   shared: every thread inserts/deletes/updates them at random.
+ * Keys are 8-byte big-endian integers or 22-byte keys sharing a 14-byte
+ * prefix (longer than the leaf prefix, so leaf ties read the full key).
+ * Every scan checks: keys strictly ascending, each value names its key, and
+ * no stable key in the covered range is missing.  At the end the whole
+ * contents are checked against the owners' models and the stable set.
+ * LOTUS_TEST_OPS overrides the operations per thread.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/common.h"
+#include "store/index.h"
+
+#define NKEYS    40000
+#define NTHREADS 4
+#define SCAN_MAX 300
+
+struct key {
+	unsigned char b[24];
+	unsigned len;
+};
+
+static struct key keys[NKEYS];
+static unsigned order[NKEYS], rank_of[NKEYS];
+static index_t *ix;
+static unsigned ops_per_thread = 400000;
+static int failed;
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
+	__FILE__, __LINE__, #c); __atomic_store_n(&failed, 1, __ATOMIC_RELAXED); \
+	return; } } while (0)
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static int kcmp(const unsigned char *a, unsigned al, const unsigned char *b, unsigned bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+static int order_cmp(const void *x, const void *y)
+{
+	const struct key *a = &keys[*(const unsigned *)x], *b = &keys[*(const unsigned *)y];
+	return kcmp(a->b, a->len, b->b, b->len);
+}
+
+static unsigned key_fn(void *ctx, uint64_t val, unsigned char *buf)
+{
+	const struct key *k = &keys[(uint32_t)val % NKEYS];
+	memcpy(buf, k->b, k->len);
+	return k->len;
+}
+
+static void make_keys(void)
+{
+	for (unsigned i = 0; i < NKEYS; i++) {
+		struct key *k = &keys[i];
+		if (i % 3 == 0) {
+			key_from_u64((uint64_t)i * 7919, k->b);
+			k->len = 8;
+		} else {
+			memcpy(k->b, "shared-prefix-", 14);
+			key_from_u64((uint64_t)i * 104729 % 1000003, k->b + 14);
+			k->len = 22;
+		}
+		order[i] = i;
+	}
+	qsort(order, NKEYS, sizeof(order[0]), order_cmp);
+	for (unsigned i = 0; i < NKEYS; i++)
+		rank_of[order[i]] = i;
+}
+
+static unsigned lower_bound(const unsigned char *b, unsigned len)
+{
+	unsigned lo = 0, hi = NKEYS;
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (kcmp(keys[order[mid]].b, keys[order[mid]].len, b, len) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct scan_res {
+	unsigned n;
+	unsigned rank[SCAN_MAX];
+	int bad;
+};
+
+static int scan_cb(void *arg, const unsigned char *key, unsigned klen, uint64_t val)
+{
+	struct scan_res *r = arg;
+	unsigned id = (uint32_t)val % NKEYS;
+	if (kcmp(key, klen, keys[id].b, keys[id].len) != 0 ||
+	    (r->n && rank_of[id] <= r->rank[r->n - 1]) || r->n == SCAN_MAX) {
+		r->bad = 1;
+		return 1;
+	}
+	r->rank[r->n++] = rank_of[id];
+	return 0;
+}
+
+static void do_scan(uint64_t *seed)
+{
+	const struct key *s = &keys[rnd(seed) % NKEYS];
+	unsigned slen = s->len - (unsigned)(rnd(seed) % 2);   /* present or not */
+	unsigned limit = 1 + rnd(seed) % SCAN_MAX;
+	struct scan_res r = { 0 };
+	int got = index_scan(ix, s->b, slen, limit, scan_cb, &r);
+	CHECK(!r.bad && got == (int)r.n && r.n <= limit);
+	unsigned from = lower_bound(s->b, slen);
+	unsigned to = r.n == limit ? r.rank[r.n - 1] : NKEYS - 1;
+	CHECK(r.n == 0 || r.rank[0] >= from);
+	unsigned j = 0;
+	for (unsigned rk = from; rk <= to && rk < NKEYS; rk++) {
+		if (order[rk] % 8 != 0)
+			continue;
+		while (j < r.n && r.rank[j] < rk)
+			j++;
+		CHECK(j < r.n && r.rank[j] == rk);          /* stable key missing */
+	}
+}
+
+struct worker {
+	pthread_t tid;
+	unsigned me;
+	unsigned char present[NKEYS];   /* owned keys only */
+	uint64_t val[NKEYS];
+};
+
+static void owned_op(struct worker *w, uint64_t *seed, unsigned i)
+{
+	unsigned id = (unsigned)(rnd(seed) % (NKEYS / 8)) * 8 + 1 + w->me;
+	const struct key *k = &keys[id];
+	uint64_t v = id | (uint64_t)(i + 1) << 32, got = 0;
+	int rc;
+	switch (rnd(seed) % 4) {
+	case 0:
+		rc = index_insert(ix, k->b, k->len, v, &got);
+		CHECK(rc == (w->present[id] ? LOTUS_EEXISTS : 0));
+		if (!rc) {
+			w->present[id] = 1;
+			w->val[id] = v;
+		}
+		break;
+	case 1:
+		rc = index_delete(ix, k->b, k->len, &got);
+		CHECK(rc == (w->present[id] ? 0 : LOTUS_ENOTFOUND));
+		CHECK(rc || got == w->val[id]);
+		w->present[id] = 0;
+		break;
+	case 2:
+		rc = index_update(ix, k->b, k->len, v, &got);
+		CHECK(rc == (w->present[id] ? 0 : LOTUS_ENOTFOUND));
+		if (!rc)
+			w->val[id] = v;
+		break;
+	default:
+		rc = index_get(ix, k->b, k->len, &got);
+		CHECK(rc == (w->present[id] ? 0 : LOTUS_ENOTFOUND));
+		CHECK(rc || got == w->val[id]);
+	}
+}
+
+static void shared_op(uint64_t *seed, unsigned i)
+{
+	unsigned id = (unsigned)(rnd(seed) % (NKEYS / 8)) * 8 + 5 + (unsigned)(rnd(seed) % 3);
+	if (rnd(seed) % 4 == 0)
+		id = (unsigned)(rnd(seed) % (NKEYS / 8)) * 8;          /* stable */
+	const struct key *k = &keys[id];
+	uint64_t v = id | (uint64_t)(i + 1) << 32, got;
+	int rc;
+	switch (id % 8 ? rnd(seed) % 4 : 2 + rnd(seed) % 2) {
+	case 0:
+		rc = index_insert(ix, k->b, k->len, v, NULL);
+		CHECK(rc == 0 || rc == LOTUS_EEXISTS);
+		break;
+	case 1:
+		rc = index_delete(ix, k->b, k->len, NULL);
+		CHECK(rc == 0 || rc == LOTUS_ENOTFOUND);
+		break;
+	case 2:
+		rc = index_update(ix, k->b, k->len, v, NULL);
+		CHECK(rc == 0 || (rc == LOTUS_ENOTFOUND && id % 8));
+		break;
+	default:
+		rc = index_get(ix, k->b, k->len, &got);
+		CHECK((rc == 0 && (uint32_t)got == id) || (rc == LOTUS_ENOTFOUND && id % 8));
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t seed = 0x9e3779b97f4a7c15ull * (w->me + 1);
+	for (unsigned i = 0; i < ops_per_thread && !__atomic_load_n(&failed, __ATOMIC_RELAXED); i++) {
+		unsigned r = rnd(&seed) % 100;
+		if (r < 45)
+			owned_op(w, &seed, i);
+		else if (r < 95)
+			shared_op(&seed, i);
+		else
+			do_scan(&seed);
+	}
+	return NULL;
+}
+
+static unsigned final_seen[NKEYS];
+
+static int final_cb(void *arg, const unsigned char *key, unsigned klen, uint64_t val)
+{
+	unsigned *prev = arg, id = (uint32_t)val % NKEYS;
+	if (kcmp(key, klen, keys[id].b, keys[id].len) || (*prev != ~0u && rank_of[id] <= *prev))
+		__atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+	*prev = rank_of[id];
+	final_seen[id] = 1;
+	return 0;
+}
+
+static void final_check(struct worker *w)
+{
+	unsigned prev = ~0u;
+	index_scan(ix, NULL, 0, NKEYS + 1, final_cb, &prev);
+	for (unsigned id = 0; id < NKEYS; id++) {
+		uint64_t v;
+		int rc = index_get(ix, keys[id].b, keys[id].len, &v);
+		unsigned cls = id % 8;
+		CHECK(rc == (final_seen[id] ? 0 : LOTUS_ENOTFOUND));
+		if (cls == 0)
+			CHECK(rc == 0);
+		else if (cls <= 4)
+			CHECK(rc == (w[cls - 1].present[id] ? 0 : LOTUS_ENOTFOUND) &&
+			      (rc || v == w[cls - 1].val[id]));
+	}
+}
+
+int main(void)
+{
+	static struct worker w[NTHREADS];
+	const char *e = getenv("LOTUS_TEST_OPS");
+	if (e)
+		ops_per_thread = (unsigned)atoi(e);
+	make_keys();
+	if (index_create(key_fn, NULL, &ix))
+		return 1;
+	for (unsigned id = 0; id < NKEYS; id += 8)
+		if (index_insert(ix, keys[id].b, keys[id].len, id, NULL))
+			return 1;
+	for (unsigned t = 0; t < NTHREADS; t++) {
+		w[t].me = t;
+		pthread_create(&w[t].tid, NULL, worker_main, &w[t]);
+	}
+	for (unsigned t = 0; t < NTHREADS; t++)
+		pthread_join(w[t].tid, NULL);
+	if (!failed)
+		final_check(w);
+	printf("index bytes %zu\n", index_bytes(ix));
+	index_destroy(ix);
+	printf(failed ? "FAILED\n" : "ok\n");
+	return failed ? 1 : 0;
+}
