@@ -114,7 +114,7 @@ static void kv_text(const struct iob_kv *kv, char *buf, size_t len)
 
 static int col_width(const struct iob_kv *kv)
 {
-	int w = (int)strlen(kv->key), min = kv->is_num ? 8 : 12;
+	int w = (int)strlen(kv->key), min = kv->is_num ? 8 : !strcmp(kv->key, "config") ? 22 : 12;
 	return w < min ? min : w;
 }
 

@@ -370,7 +370,7 @@ int exp_randread(void)
 	int rc = run_cell(&sp, &res);
 	row_init(&r, "randread");
 	row_cfg_s(&r, "backend", sp.sync_read ? "pread" : bname(sp.backend));
-	row_cfg_s(&r, "used", bname(res.backend));
+	row_cfg_s(&r, "used", sp.sync_read ? "pread" : bname(res.backend));
 	row_cfg_n(&r, "threads", sp.threads);
 	row_cfg_n(&r, "depth", sp.depth);
 	row_batch(&r, &sp);

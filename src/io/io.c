@@ -122,12 +122,16 @@ static int io_ctx_start_backend(struct io_ctx *ctx, enum io_backend b)
 		int ret = ctx->ops->init(ctx);
 		if (ret == 0)
 			return 0;
-		if (ctx->forced || b == IO_BACKEND_SYNC)
+		if (ctx->forced || b == IO_BACKEND_SYNC) {
+			log_error("io: %s backend unavailable: %s", io_backend_name(b),
+				  b == IO_BACKEND_URING && ctx->setup_why ? ctx->setup_why
+									  : strerror(-ret));
 			return ret;
+		}
 		if (b == IO_BACKEND_URING) {
 			ctx->st.setup_fallback = 1;
-			log_warn("io: io_uring unavailable (%s); this context uses libaio",
-				 strerror(-ret));
+			log_warn("io: io_uring setup failed: %s; this context uses libaio",
+				 ctx->setup_why ? ctx->setup_why : strerror(-ret));
 			b = IO_BACKEND_AIO;
 		} else {
 			log_warn("io: libaio unavailable (%s); this context uses pread/pwrite",
@@ -193,8 +197,6 @@ int io_ctx_create(const struct io_opts *opts, io_ctx_t **out)
 		ret = io_ctx_start_backend(ctx, b);
 out:
 	if (ret < 0 && ctx) {
-		log_error("io: cannot create a %s context: %s", io_backend_name(o.backend),
-			  strerror(-ret));
 		io_ctx_free(ctx);
 		ctx = NULL;
 	}
@@ -417,12 +419,12 @@ void io_mark_resubmit(struct io_ctx *ctx, uint32_t id)
 /* A backend finished slot id.  On io_uring a non-I/O error arms level 2. */
 void io_complete(struct io_ctx *ctx, uint32_t id, int64_t res)
 {
-	struct io_slot *s = &ctx->slots[id];
-	if (id >= ctx->depth || s->state != SLOT_ISSUED) {
+	if (id >= ctx->depth || ctx->slots[id].state != SLOT_ISSUED) {
 		log_error("io: completion for slot %u in state %d ignored", id,
-			  id < ctx->depth ? s->state : -1);
+			  id < ctx->depth ? ctx->slots[id].state : -1);
 		return;
 	}
+	struct io_slot *s = &ctx->slots[id];
 	io_fault_cqe(ctx, &res);
 	if (ctx->backend == IO_BACKEND_URING && res < 0 && io_err_is_systemic((int)res)) {
 		if (!ctx->fallback_err)
@@ -555,6 +557,8 @@ static int reap_locked(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigne
 			n += deliver(ctx, cqes + n, max - n);
 			return n ? (int)n : ret;
 		}
+		if (!ctx->issued && !ctx->doneq.count && n < min)
+			break; /* nothing can complete (resubmission refused): don't spin */
 	}
 	return (int)n;
 }

@@ -120,6 +120,7 @@ struct io_ctx {
 	int disabled;           /* IO_F_R_DISABLED and io_ctx_enable() not called yet */
 	int fallback_err;       /* level-2 trigger pending (set by the uring backend) */
 	int in_fallback;
+	const char *setup_why;  /* why io_uring setup failed (static string) */
 
 	struct io_slot *slots;
 	uint32_t *free_ids;

@@ -75,8 +75,8 @@ static int seccomp_mode(void)
 	return mode;
 }
 
-/* One line saying why io_uring_setup failed and what would fix it. */
-static void uring_explain_setup_error(int err)
+/* Why io_uring_setup failed and what would fix it (io.c logs it, one line). */
+static const char *uring_setup_why(int err)
 {
 	int sysctl = read_int_file("/proc/sys/kernel/io_uring_disabled", 0);
 	int sec = seccomp_mode();
@@ -96,7 +96,7 @@ static void uring_explain_setup_error(int err)
 		why = "not enough memory for the ring (raise RLIMIT_MEMLOCK on kernels < 5.12)";
 	else
 		why = strerror(-err);
-	log_warn("io: io_uring setup failed: %s", why);
+	return why;
 }
 
 static unsigned uring_wanted_flags(const struct io_ctx *ctx)
@@ -136,7 +136,7 @@ static int uring_setup_ring(struct io_ctx *ctx)
 			if (want & droppable[i])
 				drop = droppable[i];
 		if (!drop) {
-			uring_explain_setup_error(ret);
+			ctx->setup_why = uring_setup_why(ret);
 			return ret;
 		}
 		log_info("io: io_uring setup refused flag 0x%x (%s); retrying without it", drop,
@@ -347,8 +347,8 @@ static void explain_clone_error(int err)
 	case ENXIO: why = "the donor has no registered buffers"; break;
 	default: why = strerror(-err); break;
 	}
-	log_warn("io: cloning registered buffers failed (%s): %s; using plain buffers",
-		 io_err_name(err), why);
+	log_warn("io: cloning registered buffers failed (%s): %s; %s", io_err_name(err), why,
+		 err == -EBUSY ? "keeping the current buffers" : "using plain buffers");
 }
 
 int io_uring_ctx_clone(struct io_ctx *ctx, struct io_ctx *donor, unsigned flags)

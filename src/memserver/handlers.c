@@ -191,6 +191,10 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		lockop_complete(wk, &wk->rep, r, key);
 	else
 		rep_status(&wk->rep, r, rc, 0);
+	if (rc && log_enabled(LOG_DEBUG))
+		log_debug("txn %llx prio %llx cc %u: %s on key %02x%02x..: %s",
+			  (unsigned long long)r->txn_id, (unsigned long long)r->priority, r->cc,
+			  wire_op_name(r->op), key[0], key[r->key_len - 1], lotus_strerror(rc));
 	ms_pending_free(p);
 }
 

@@ -97,7 +97,15 @@ static int net_check_resources(net_ctx_t *ctx, const struct net_tl *tl)
 		return -ENOMEM;
 	ucp_context_print_info(ctx->ucp, f);
 	fclose(f);
-	int found = text && strstr(text, tl->needs) != NULL;
+	/* Only the "resource N : md M dev D flags -- rc_verbs/mlx5_0:1" lines count. */
+	int found = 0;
+	for (char *line = text; line && *line && !found;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		found = strstr(line, "resource") && strstr(line, tl->needs);
+		line = nl ? nl + 1 : NULL;
+	}
 	free(text);
 	if (found)
 		return 0;
@@ -317,7 +325,8 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
 		rx->kind = RX_RNDV_WAIT;
 		rx->data = data;
 		ret = UCS_INPROGRESS;
-	} else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+	} else if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) && ((uintptr_t)data & 7) == 0) {
+		/* Held only when 8-aligned: handlers read wire structs in place. */
 		rx->kind = RX_HELD;
 		rx->data = data;
 		ret = UCS_INPROGRESS;
@@ -464,9 +473,10 @@ void net_worker_destroy(net_worker_t *w)
 	if (!w)
 		return;
 	if (w->ucp) {
-		/* Let pending rendezvous receives finish or fail before closing. */
+		/* Say goodbye so peers notice at once, then let closes and pending
+		 * rendezvous receives finish (bounded) before destroying the worker. */
 		while (w->conns)
-			net_conn_close_ep(w->conns, 1);
+			net_conn_close(w->conns);
 		uint64_t deadline = clock_now_ns() + 2000000000ULL;
 		for (;;) {
 			int busy = w->nclosing > 0;

@@ -54,7 +54,9 @@ struct net_handlers {
 	/* A server-side connection was established on this worker. */
 	void (*on_accept)(void *arg, net_conn_t *c);
 	/* c is closed or its peer is lost (reason: 0 or -errno/LOTUS_E*).  c is
-	 * freed after this returns. */
+	 * freed after this returns.  reason 0: the peer closed it (net_conn_close
+	 * or net_worker_destroy on its side); LOTUS_EUNAVAIL: the peer was lost.
+	 * Not called for a local net_conn_close() or net_worker_destroy(). */
 	void (*on_close)(void *arg, net_conn_t *c, int reason);
 	/* An item passed to net_post() by another thread. */
 	void (*on_post)(void *arg, void *item);
@@ -81,9 +83,14 @@ uint16_t net_listener_port(const net_listener_t *l);
 void net_listener_destroy(net_listener_t *l);
 
 /* Connect from worker w; returns when the connection is usable or after
- * timeout_ms (LOTUS_ETIMEOUT / LOTUS_EUNAVAIL). */
+ * timeout_ms (LOTUS_ETIMEOUT / LOTUS_EUNAVAIL).  "Usable" means the peer's net
+ * answered a PING, so its on_accept has run.  Progresses only UCX (no handlers
+ * run; messages for other connections stay queued), so it may be called from
+ * a handler, though it blocks that worker meanwhile. */
 int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms,
 		net_conn_t **out);
+/* Close c (the peer sees on_close with reason 0); queued messages from c are
+ * dropped and c must not be used afterwards. */
 void net_conn_close(net_conn_t *c);
 void net_conn_set_user(net_conn_t *c, void *user);
 void *net_conn_user(const net_conn_t *c);
@@ -113,7 +120,12 @@ struct net_stats {
 void net_worker_stats(const net_worker_t *w, struct net_stats *out);
 void net_stats_add(struct net_stats *dst, const struct net_stats *src);
 
-/* Fault injection for tests (the thin wrapper every send goes through):
+/* Environment (read by net_ctx_create):
+ *   UCX_TLS             kept if it names the same kind of transport as
+ *                       opts->transport (docs/net.md has the mapping)
+ *   LOTUS_NET_SPIN_US   overrides opts->spin_us (benchmark tuning)
+ *
+ * Fault injection for tests (the thin wrapper every send goes through):
  * LOTUS_NET_FAULT="drop:N" drops every Nth sent message, "corrupt:N" flips a
  * byte in every Nth. */
 

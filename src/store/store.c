@@ -29,9 +29,11 @@
  * Free lists.  Each table has NSHARD shards {mutex, free list, extent being
  * carved}; a thread uses the shard of its thread number, so threads rarely
  * share a mutex.  Free slots are linked through the 8 bytes after gen
- * (value_len/reserved) as locations without generation.  When the pool is
- * exhausted, a thread takes free slots from the other shards before failing
- * with LOTUS_ENOSPACE.
+ * (value_len/reserved) as locations without generation.  A thread whose shard
+ * is empty takes free slots from the other shards before it carves a new
+ * extent, so deletes on one thread and inserts on another do not grow the
+ * table; with the pool exhausted it also takes the others' partly carved
+ * extents before failing with LOTUS_ENOSPACE.
  *
  * Thread rules: store_create/store_destroy from one thread with no other
  * users; everything else from any thread.  Table creation takes one mutex;
@@ -309,7 +311,7 @@ static store_loc_t shard_pop(store_t *st, struct table *t, struct shard *sh)
 	pthread_mutex_lock(&sh->mu);
 	if (sh->free) {
 		l = sh->free;
-		sh->free = LOAD(rec_link(slot_rec(t, loc_page(l), loc_slot(l))));
+		STORE(&sh->free, LOAD(rec_link(slot_rec(t, loc_page(l), loc_slot(l)))));
 	} else if (sh->carve_page) {
 		l = loc_make(sh->carve_page, sh->carve_next++, 0);
 		if (sh->carve_next == t->nslots)
@@ -319,7 +321,10 @@ static store_loc_t shard_pop(store_t *st, struct table *t, struct shard *sh)
 	return l;
 }
 
-/* Allocate a slot; returns its location (tag not yet set) or 0 (no space). */
+/* Allocate a slot; returns its location (tag not yet set) or 0 (no space).
+ * Order: own shard; free slots of other shards (so that slots freed by one
+ * thread are reused by another before the table grows); a new extent; any
+ * shard's partly carved extent. */
 static store_loc_t slot_alloc(store_t *st, struct table *t)
 {
 	unsigned me = my_shard();
@@ -327,6 +332,11 @@ static store_loc_t slot_alloc(store_t *st, struct table *t)
 	store_loc_t l = shard_pop(st, t, sh);
 	if (l)
 		return l;
+	for (unsigned i = 1; i < NSHARD; i++) {
+		struct shard *o = &t->shard[(me + i) % NSHARD];
+		if (LOAD(&o->free) && (l = shard_pop(st, t, o)) != 0)
+			return l;
+	}
 	pthread_mutex_lock(&sh->mu);
 	if (!sh->carve_page && !sh->free) {
 		uint64_t p = extent_alloc(st, t);
@@ -351,7 +361,7 @@ static void slot_free(store_t *st, struct table *t, store_loc_t loc)
 	store_loc_t l = loc_make(loc_page(loc), loc_slot(loc), 0);
 	pthread_mutex_lock(&sh->mu);
 	STORE(rec_link(r), sh->free);
-	sh->free = l;
+	STORE(&sh->free, l);
 	pthread_mutex_unlock(&sh->mu);
 	mark_rec_dirty(st, t, r);
 }
@@ -625,6 +635,56 @@ struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
 			return NULL;
 	}
 	return r;
+}
+
+/* ---- recovery ---- */
+
+/* Take over one extent found at page p during store_rebuild(). */
+static int rebuild_extent(store_t *st, uint64_t p, struct table *t, unsigned *rr)
+{
+	for (unsigned i = 0; i < t->nslots; i++) {
+		struct store_rec *r = slot_rec(t, p, i);
+		store_loc_t l = loc_make(p, i, 0);
+		if (r->gen & 1) {
+			struct shard *sh = &t->shard[(*rr)++ % NSHARD];
+			*rec_link(r) = sh->free;
+			STORE(&sh->free, l);
+			continue;
+		}
+		if (r->key_len == 0 || r->key_len > STORE_KEY_MAX || r->value_len > t->max_value)
+			return -EINVAL;
+		int rc = index_insert(t->ix, r->data, r->key_len, l | gen_tag(r->gen), NULL);
+		if (rc)
+			return rc == LOTUS_EEXISTS ? -EINVAL : rc;
+		t->shard[0].records++;
+	}
+	st->page_owner[p] = (uint16_t)(t->id + 1);
+	return 0;
+}
+
+int store_rebuild(store_t *st, uint64_t pages_used)
+{
+	unsigned rr = 0;
+	uint64_t p = 1;
+	if (pages_used >= st->npages || st->next_page != 1)
+		return -EINVAL;
+	while (p <= pages_used) {
+		const struct extent_hdr *h = (const void *)(st->pool + (p << st->page_shift));
+		struct table *t = h->magic == EXTENT_MAGIC ? table_get(st, h->table) : NULL;
+		if (!t) {
+			p++;             /* never written back: its records are in the log */
+			continue;
+		}
+		if (h->npages != t->ext_pages || h->slot_size != t->slot_size ||
+		    (h->nslots ? h->nslots : SLOTS_MAX) != t->nslots || p + h->npages - 1 > pages_used)
+			return -EINVAL;
+		int rc = rebuild_extent(st, p, t, &rr);
+		if (rc)
+			return rc;
+		p += h->npages;
+	}
+	st->next_page = p;
+	return 0;
 }
 
 /* ---- scan and stats ---- */

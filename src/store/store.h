@@ -94,4 +94,13 @@ void store_mark_dirty(store_t *st, store_loc_t loc);
  * after it was collected is marked again (fuzzy checkpoints). */
 size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_t max);
 
+/* Recovery.  On a fresh store: re-create the tables in their original order
+ * (same ids, same max_value), read pool pages 1..pages_used (store_stats'
+ * pages_used at checkpoint time) back into store_pool(), then call this.  It
+ * walks the extent headers, adopts every extent, indexes the in-use slots and
+ * puts the free ones on free lists.  An all-zero page (never written back) is
+ * skipped.  Single thread, before any other use.  Returns 0, -EINVAL (a header
+ * that does not match its table, a corrupt slot, a duplicate key) or -ENOMEM. */
+int store_rebuild(store_t *st, uint64_t pages_used);
+
 #endif

@@ -3,7 +3,7 @@
  * (and once mixing NO_WAIT with WOUND_WAIT, which stays deadlock-free).
  *
  * NTHREADS workers run transactions that lock 2-4 random keys of a hot set of
- * NKEYS (mostly X, some S) in random order, retrying on abort with the same
+ * NKEYS (mostly X, some S, some S upgraded to X) in random order, retrying on abort with the same
  * priority, and increment plain counters protected by the X locks.  A "ghost"
  * client meanwhile grabs and parks on hot keys and is dropped with
  * lock_release_owner(), as when a compute server is lost.  Checks:
@@ -39,7 +39,7 @@ static int g_cc;
 static long counter[NKEYS];             /* protected by the X locks */
 static atomic_ullong next_prio = 1, next_id = 1;
 static atomic_int stop_ghost;
-static int txns_per_thread = 2000;
+static int txns_per_thread = 3000;
 
 struct worker {
 	pthread_mutex_t mu;
@@ -107,16 +107,20 @@ static int lock_one(struct worker *me, lock_txn_t *t, unsigned k, enum lock_mode
 
 /* One attempt; 0 = committed. */
 static int attempt(struct worker *me, uint64_t prio, const unsigned *keys,
-		   const enum lock_mode *modes, int n, enum cc_proto cc)
+		   const enum lock_mode *modes, const bool *upgrade, int n, enum cc_proto cc)
 {
 	lock_txn_t *t = lock_txn_get(lt, atomic_fetch_add(&next_id, 1), prio, me);
 	CHECK(t);
 	int rc = 0;
 	for (int i = 0; i < n && rc == 0; i++) {
-		rc = lock_one(me, t, keys[i], modes[i], cc);
+		/* read-modify-write: S first, upgraded below */
+		rc = lock_one(me, t, keys[i], upgrade[i] ? LOCK_S : modes[i], cc);
 		if (rc == 0 && rand_r(&me->seed) % 4 == 0)
 			sched_yield();                /* hold locks a little longer */
 	}
+	for (int i = 0; i < n && rc == 0; i++)
+		if (upgrade[i])
+			rc = lock_one(me, t, keys[i], LOCK_X, cc);
 	if (rc == 0)
 		rc = lock_txn_begin_commit(lt, t);
 	if (rc == 0) {
@@ -143,6 +147,7 @@ static void run_txn(struct worker *me, uint64_t prio, bool oldest)
 {
 	unsigned keys[4];
 	enum lock_mode modes[4];
+	bool upgrade[4];
 	int n = 2 + (int)(rand_r(&me->seed) % 3);
 	for (int i = 0; i < n; i++) {
 		unsigned k;
@@ -155,15 +160,21 @@ static void run_txn(struct worker *me, uint64_t prio, bool oldest)
 		} while (dup);
 		keys[i] = k;
 		modes[i] = rand_r(&me->seed) % 4 ? LOCK_X : LOCK_S;
+		upgrade[i] = modes[i] == LOCK_X && rand_r(&me->seed) % 4 == 0;
 	}
 	enum cc_proto cc = pick_cc(&me->seed);
 	unsigned attempts = 0;
 	for (;;) {
 		attempts++;
-		if (attempt(me, prio, keys, modes, n, cc) == 0)
+		if (attempt(me, prio, keys, modes, upgrade, n, cc) == 0)
 			break;
 		me->aborts++;
-		CHECK(attempts < 1000000);
+		/* NO_WAIT has no starvation freedom: back off like a real client */
+		sched_yield();
+		if (attempts > 8) {
+			struct timespec ts = { 0, (long)(rand_r(&me->seed) % 20000) };
+			nanosleep(&ts, NULL);
+		}
 	}
 	me->commits++;
 	if (attempts > me->max_attempts)
