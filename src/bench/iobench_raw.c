@@ -758,7 +758,7 @@ static int t6_one_n(unsigned n, int donor_fd, char *buf, size_t len)
 
 int exp_table6(void)
 {
-	static const uint64_t def[] = { 1, 2, 4, 8, 16, 32, 64, 128, 200 };
+	static const uint64_t def[] = { 1, 4, 16, 64, 200 };
 	uint64_t ns[IOB_MAX_LIST];
 	int nn = iob_list_or(&iob_cfg->rings, def, ARRAY_SIZE(def), ns), failed = 0;
 	size_t len = iob_cfg->reg_size ? iob_cfg->reg_size : 1ULL << 30;

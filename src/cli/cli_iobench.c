@@ -130,8 +130,7 @@ int cmd_iobench(int argc, char **argv)
 		  "(default $TMPDIR or /tmp, else the current directory)" },
 		{ "data-file", OPT_STR, &c.data_file, "PATH", "randread: read this existing file "
 		  "(at least --file-size bytes, kept) instead of creating one" },
-		{ "rings", OPT_STR, &lists[3], "LIST", "table6: ring counts (default "
-		  "1,2,4,8,16,32,64,128,200)" },
+		{ "rings", OPT_STR, &lists[3], "LIST", "table6: ring counts (default 1,4,16,64,200)" },
 		{ "reg-size", OPT_SIZE, &c.reg_size, "SIZE", "table6: buffer size (default 1G)" },
 		{ "reg-max", OPT_SIZE, &c.reg_max, "SIZE", "table5: largest buffer (default 4G, "
 		  "capped at 70% of MemAvailable)" },

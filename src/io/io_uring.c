@@ -15,6 +15,15 @@
  *      FILES_UPDATE), and cap io-wq at one bounded worker.  Each is level 3:
  *      failure only drops that optimisation.
  *
+ * Where the fallback levels start (io.c carries them out):
+ *
+ *   uring_setup_ring() fails ---------------------------> level 1 (io_ctx_start_backend)
+ *   [ring up] -- uring_enter_failed(): systemic errno --+
+ *       |     -- io_complete(): CQE -EOPNOTSUPP/ENOSYS --+-> ctx->fallback_err
+ *       |                                                     -> io_fallback()
+ *       |                                                     -> io_uring_ctx_detach()
+ *       +-- uring_register_*() / clone fails ------------> level 3: logged, ring stays
+ *
  * Invariants:
  *   - SQE user_data is the slot index; SQ slot i holds SQE i (array[i] = i).
  *   - A slot is ISSUED from the moment its SQE is written; the kernel owns it

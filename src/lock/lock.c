@@ -33,20 +33,23 @@
  *
  * Transaction status (atomic; the function behind each transition):
  *
- *              lock_txn_get
- *                   |
- *                   v         park (lock_acquire -> 1)
- *   +---------> RUNNING ----------------------------> WAITING
- *   |               |   <--------------------------      |
- *   |               |     finish_waiter (last one         |
- *   |               |      granted / culled)              |
- *   |  lock_txn_begin_commit (CAS)     wound_owners (CAS) |
- *   |               v                  from RUNNING or    v
- *   |          COMMITTING              WAITING ------> PREEMPTED
- *   |               |                                     |
- *   |               +-------> lock_txn_release <----------+
- *   |                          (removed from the table)
- * (lock_txn_get of the same id after release makes a new entry)
+ *        lock_txn_get
+ *             |
+ *             v        park (lock_acquire returned 1)
+ *         RUNNING ------------------------------------> WAITING
+ *          |   |   <-----------------------------------    |
+ *          |   |     finish_waiter: its last parked         |
+ *          |   |     request was granted or culled          |
+ *          |   |                                            |
+ *          |   +-------------------+    +-------------------+
+ *          |                       v    v
+ *          | lock_txn_begin_commit  PREEMPTED   <- wound_owners or
+ *          v (CAS)                    |            lock_release_owner (CAS)
+ *      COMMITTING                     |
+ *          |                          |
+ *          +---> lock_txn_release <---+   (from any status; the txn leaves
+ *                                           the table, a later lock_txn_get
+ *                                           of the same id makes a new one)
  *
  * Latch order (deadlock-free):
  *   1. at most ONE lock-table bucket latch at a time;

@@ -55,6 +55,8 @@ static inline void tio_skip(const char *fmt, ...)
 /* A fresh O_DIRECT file of `size` bytes in a temp dir; skips without O_DIRECT. */
 static inline int tio_open_file(size_t size)
 {
+	unsetenv("LOTUS_IO");
+	unsetenv("LOTUS_IO_FAULT");
 	if (!tio_dir[0]) {
 		const char *t = getenv("TMPDIR");
 		snprintf(tio_dir, sizeof(tio_dir), "%s/lotus-io-test.XXXXXX", t && *t ? t : "/tmp");
@@ -199,6 +201,9 @@ static inline int tio_captured(const char *needle)
 /* 1 if a forced io_uring context can be created here. */
 static inline int tio_have_uring(void)
 {
+	/* the tests pick backends and faults themselves */
+	unsetenv("LOTUS_IO");
+	unsetenv("LOTUS_IO_FAULT");
 	io_ctx_t *c = NULL;
 	struct io_opts o = { .backend = IO_BACKEND_URING, .depth = 8 };
 	if (io_ctx_create(&o, &c) < 0)
