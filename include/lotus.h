@@ -60,6 +60,10 @@ typedef uint32_t lotus_table_t;
 
 enum lotus_cc { LOTUS_NO_WAIT = 0, LOTUS_WAIT_DIE = 1, LOTUS_WOUND_WAIT = 2 };
 enum lotus_batch { LOTUS_BATCH_NONE = 0, LOTUS_BATCH_INTRA = 1, LOTUS_BATCH_INTER = 2 };
+/* Compute partitioning: NONE, any compute server touches any key; CO, compute
+ * server c owns the keys with hash(key) % compute_count == c, caches their
+ * data and runs their concurrency control locally (see the README). */
+enum lotus_partitioning { LOTUS_PART_NONE = 0, LOTUS_PART_CO = 1 };
 
 struct lotus_options {
 	const char *config_path;  /* cluster INI file; NULL with local_servers > 0 */
@@ -68,6 +72,11 @@ struct lotus_options {
 	enum lotus_cc cc;         /* protocol of this process's transactions */
 	enum lotus_batch batch;   /* default LOTUS_BATCH_INTRA */
 	unsigned compute_id;      /* unique per compute process (0..4095) */
+	unsigned compute_count;   /* compute processes in the cluster (CO partitioning) */
+	enum lotus_partitioning partitioning;
+	uint64_t cache_bytes;     /* record cache capacity; 0 = no cache */
+	double cache_admit;       /* admission probability of a miss (default 1) */
+	unsigned group_size;      /* INTER batching: sessions per sending group (default 8) */
 	/* for local clusters: */
 	unsigned server_threads;  /* 0: follow the core count */
 	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */
@@ -154,6 +163,8 @@ int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg);
 /* Network counters of a session (messages, bytes, requests by type). */
 struct lotus_net_counters {
 	uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv, reqs_sent;
+	uint64_t hint_stale;      /* replies saying a cached location was stale */
+	uint64_t local_hits;      /* operations served by the co-partitioned cache */
 };
 void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out);
 
@@ -161,6 +172,12 @@ void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters 
  * the text is owned by the session and valid until the next call.  NULL if
  * the server does not answer. */
 const char *lotus_server_stats(lotus_session_t *s, unsigned sv);
+
+/* Record-cache counters of the whole compute process (zeros without a cache). */
+struct lotus_cache_counters {
+	uint64_t hits, misses, stale_hints, evictions, writebacks, entries, bytes;
+};
+void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out);
 
 #ifdef __cplusplus
 }

@@ -85,6 +85,7 @@ struct ycsb_thread {
 	struct keygen gen;
 	struct slot *slots;
 	unsigned active;
+	uint64_t started;             /* transactions begun (--txns) */
 	int stop_issuing;
 	struct ycsb_result res;
 	struct lotus_net_counters net_warm;
@@ -188,6 +189,7 @@ static int load_range(struct ycsb_thread *th, uint64_t from, uint64_t to)
 
 static void slot_start(struct slot *sl);
 static void on_exec(lotus_txn_t *t, int rc, void *arg);
+static int txns_done(struct ycsb_thread *th);
 
 static int key_taken(const struct slot *sl, unsigned n, uint64_t key)
 {
@@ -335,8 +337,14 @@ static void on_commit(lotus_txn_t *t, int rc, void *arg)
 	}
 	sl->busy = 0;
 	th->active--;
-	if (!th->stop_issuing && now < th->sh->t_end)
+	if (!th->stop_issuing && now < th->sh->t_end && !txns_done(th))
 		slot_start(sl);
+}
+
+/* --txns: this thread has begun all the transactions it should run. */
+static int txns_done(struct ycsb_thread *th)
+{
+	return th->sh->o->txns && th->started >= th->sh->o->txns;
 }
 
 static void on_exec(lotus_txn_t *t, int rc, void *arg)
@@ -370,6 +378,7 @@ static void slot_start(struct slot *sl)
 {
 	struct ycsb_thread *th = sl->th;
 	int rc = lotus_txn_recycle(sl->t);
+	th->started++;
 	slot_generate(sl);
 	sl->attempts = 0;
 	sl->start_ns = clock_now_ns();
@@ -398,7 +407,7 @@ static int run_txns(struct ycsb_thread *th)
 		th->slots[i].th = th;
 		rc = lotus_txn_begin(th->s, &th->slots[i].t);
 	}
-	for (unsigned i = 0; i < k && rc == 0; i++)
+	for (unsigned i = 0; i < k && rc == 0 && !txns_done(th); i++)
 		slot_start(&th->slots[i]);
 	while (rc == 0 && !th->error) {
 		uint64_t now = clock_now_ns();
@@ -406,7 +415,7 @@ static int run_txns(struct ycsb_thread *th)
 			lotus_session_counters(th->s, &th->net_warm);
 			warm_taken = 1;
 		}
-		if (now >= sh->t_end || atomic_load(&ycsb_stopping))
+		if (now >= sh->t_end || atomic_load(&ycsb_stopping) || txns_done(th))
 			th->stop_issuing = 1;
 		if (th->stop_issuing && (th->active == 0 || now > sh->t_end + 10000000000ULL))
 			break;
@@ -418,6 +427,7 @@ static int run_txns(struct ycsb_thread *th)
 	th->res.net.msgs_recv -= th->net_warm.msgs_recv;
 	th->res.net.bytes_recv -= th->net_warm.bytes_recv;
 	th->res.net.reqs_sent -= th->net_warm.reqs_sent;
+	th->res.net.local_hits -= th->net_warm.local_hits;
 	for (unsigned i = 0; i < k; i++)
 		if (th->slots[i].t && !th->slots[i].busy)
 			lotus_txn_free(th->slots[i].t);
@@ -476,6 +486,50 @@ static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), i
 
 static void sum_cc_stats(lotus_session_t *s, unsigned nservers, char *out, size_t len);
 
+/* --digest: read the whole table in key order (after the run, with the
+ * co-partitioned cache's dirty records written back) and hash it, so two runs
+ * can be compared for the same final table. */
+static int table_digest(struct ycsb_shared *sh, lotus_session_t *s, struct ycsb_result *res)
+{
+	lotus_txn_t *t;
+	uint64_t h = 0xcbf29ce484222325ULL, next = 0, rows = 0;
+	uint64_t end = atomic_load(&sh->insert_count);
+	int rc = lotus_txn_begin(s, &t);
+	while (rc == 0 && next < end) {
+		unsigned char k[8];
+		unsigned n = (unsigned)MIN(256, end - next);
+		lotus_txn_recycle(t);
+		for (unsigned i = 0; i < n; i++) {
+			key_from_u64(next + i, k);
+			lotus_txn_read(t, sh->table, k, 8);
+		}
+		rc = lotus_txn_execute(t);
+		for (unsigned i = 0; rc == 0 && i < n; i++) {
+			const void *v;
+			size_t vlen;
+			if (lotus_txn_result(t, (int)i, &v, &vlen) != 0)
+				continue;
+			key_from_u64(next + i, k);
+			h = (h ^ fnv1a64(k, 8)) * 0x100000001b3ULL;
+			h = (h ^ fnv1a64(v, vlen)) * 0x100000001b3ULL;
+			rows++;
+		}
+		if (rc == 0)
+			rc = lotus_txn_commit(t);
+		else
+			lotus_txn_abort(t);
+		if (lotus_err_retryable(rc)) {
+			rc = 0;
+			continue;
+		}
+		next += n;
+	}
+	lotus_txn_free(t);
+	res->digest = h;
+	res->digest_rows = rows;
+	return rc;
+}
+
 static int threads_setup(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned n)
 {
 	const struct ycsb_opts *o = sh->o;
@@ -525,6 +579,8 @@ static void merge_results(struct ycsb_result *res, struct ycsb_thread *ths, unsi
 		res->net.msgs_recv += r->net.msgs_recv;
 		res->net.bytes_recv += r->net.bytes_recv;
 		res->net.reqs_sent += r->net.reqs_sent;
+		res->net.hint_stale += r->net.hint_stale;
+		res->net.local_hits += r->net.local_hits;
 		res->retries_max = MAX(res->retries_max, r->retries_max);
 		hist_merge(&res->lat, &r->lat);
 		if (ths[i].error && !res->error)
@@ -554,8 +610,8 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 	}
 	res->loaded = atomic_load(&sh->loaded);
 	sh->t_start = clock_now_ns();
-	sh->t_warm = sh->t_start + (uint64_t)(o->warmup * 1e9);
-	sh->t_end = sh->t_warm + (uint64_t)(o->seconds * 1e9);
+	sh->t_warm = sh->t_start + (uint64_t)(o->txns ? 0 : o->warmup * 1e9);
+	sh->t_end = o->txns ? UINT64_MAX / 2 : sh->t_warm + (uint64_t)(o->seconds * 1e9);
 	if (!o->quiet)
 		fprintf(stderr, "ycsb: running workload %c for %.0f s (+%.0f s warm-up)\n",
 			o->workload, o->seconds, o->warmup);
@@ -563,8 +619,11 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 	uint64_t end = MIN(clock_now_ns(), sh->t_end);
 	res->seconds = end > sh->t_warm ? (double)(end - sh->t_warm) / 1e9 : 0;
 	merge_results(res, ths, n);
-	sum_cc_stats(ths[0].s, lotus_cluster_servers(sh->cl), res->cc_stats,
-		     sizeof(res->cc_stats));
+	res->servers = lotus_cluster_servers(sh->cl);
+	sum_cc_stats(ths[0].s, res->servers, res->cc_stats, sizeof(res->cc_stats));
+	lotus_cluster_cache_counters(sh->cl, &res->cache);
+	if (o->digest && !res->error)
+		return table_digest(sh, ths[0].s, res);
 	return res->error == LOTUS_EUNAVAIL ? res->error : 0;
 }
 
@@ -648,8 +707,9 @@ static const char *batch_name(enum lotus_batch b)
 }
 
 void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r, bool json,
-		const char *transport, unsigned servers)
+		const char *transport, unsigned servers_unused)
 {
+	unsigned servers = r->servers;
 	double secs = r->seconds > 0 ? r->seconds : 1;
 	double c = r->committed ? (double)r->committed : 1;
 	double attempts = (double)(r->committed + r->aborted);
@@ -657,6 +717,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	double us = 1e-3;
 	double reqs_per_msg = r->net.msgs_sent ? (double)r->net.reqs_sent / (double)r->net.msgs_sent : 0;
 	unsigned threads = o->threads ? o->threads : (unsigned)cpu_count();
+	uint64_t lookups = r->cache.hits + r->cache.misses;
+	double hit_rate = lookups ? (double)r->cache.hits / (double)lookups : 0;
 	if (json) {
 		fprintf(f, "{\"workload\":\"%c\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
@@ -667,7 +729,10 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"lat_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f},"
 			"\"net\":{\"msgs_sent\":%llu,\"bytes_sent\":%llu,\"msgs_recv\":%llu,"
 			"\"bytes_recv\":%llu,\"msgs_per_txn\":%.2f,\"bytes_per_txn\":%.1f,"
-			"\"reqs_per_msg\":%.2f},\"cc_stats\":%s}\n",
+			"\"reqs_per_msg\":%.2f},\"cc_stats\":%s,"
+			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
+			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
+			"\"local_hits\":%llu},\"digest\":\"%016llx\",\"digest_rows\":%llu}\n",
 			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
 			batch_name(o->lo.batch), r->seconds, (unsigned long long)r->committed,
@@ -681,7 +746,11 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			(unsigned long long)r->net.bytes_recv,
 			(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
 			(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg,
-			r->cc_stats[0] ? r->cc_stats : "{}");
+			r->cc_stats[0] ? r->cc_stats : "{}", (unsigned long long)r->cache.hits,
+			(unsigned long long)r->cache.misses, hit_rate,
+			(unsigned long long)r->cache.stale_hints, (unsigned long long)r->cache.evictions,
+			(unsigned long long)r->cache.writebacks, (unsigned long long)r->net.local_hits,
+			(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
 		return;
 	}
 	fprintf(f, "lotus ycsb: workload %c, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
@@ -701,5 +770,13 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	fprintf(f, "  %-12s %.2f msgs/txn  %.0f bytes/txn  %.2f requests/msg\n", "network",
 		(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
 		(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
+	if (o->lo.cache_bytes)
+		fprintf(f, "  %-12s %.1f %% hits (%llu of %llu), %llu stale hints, %llu evictions, %llu write-backs\n",
+			"cache", 100 * hit_rate, (unsigned long long)r->cache.hits,
+			(unsigned long long)lookups, (unsigned long long)r->cache.stale_hints,
+			(unsigned long long)r->cache.evictions, (unsigned long long)r->cache.writebacks);
+	if (o->digest)
+		fprintf(f, "  %-12s %016llx over %llu rows\n", "digest", (unsigned long long)r->digest,
+			(unsigned long long)r->digest_rows);
 	fprintf(f, "  %-12s %s\n", "servers", r->cc_stats);
 }

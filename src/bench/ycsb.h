@@ -23,7 +23,8 @@ struct ycsb_opts {
 	double seconds, warmup;
 	uint64_t seed;
 	const char *trace_keys;   /* file for generated key ids, or NULL */
-	bool no_load, quiet;
+	uint64_t txns;            /* per thread: run exactly this many, not for a time */
+	bool no_load, quiet, digest;
 };
 
 struct ycsb_result {
@@ -34,6 +35,9 @@ struct ycsb_result {
 	struct lotus_net_counters net;
 	uint64_t retries_max;     /* most attempts one transaction needed */
 	char cc_stats[512];       /* JSON object summed over memory servers */
+	struct lotus_cache_counters cache;
+	uint64_t digest, digest_rows;  /* FNV-1a over every (key, value) in key order */
+	unsigned servers;
 	int error;
 };
 

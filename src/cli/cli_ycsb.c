@@ -3,6 +3,7 @@
  * from --config or on an embedded --local cluster (the default: 2 servers).
  */
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include "bench/ycsb.h"
@@ -17,6 +18,7 @@ static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
 static const char *const batches[] = { "none", "intra", "inter", NULL };
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
+static const char *const parts[] = { "none", "co", NULL };
 
 static void on_signal(int sig)
 {
@@ -28,8 +30,11 @@ int cmd_ycsb(int argc, char **argv)
 {
 	struct ycsb_opts o;
 	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
-	uint64_t smem = 0, compute_id = 0, max_scan;
-	int wl = 0, cc = 0, batch = 1, tr = 0, dist = 1;
+	uint64_t smem = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
+	uint64_t group = 8, spin = 0;
+	int wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0;
+	double admit = 1.0;
+	bool digest = false;
 	const char *config = NULL, *trace = NULL;
 	bool json = false, no_load = false, quiet = false;
 	ycsb_opts_init(&o);
@@ -55,6 +60,14 @@ int cmd_ycsb(int argc, char **argv)
 		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default: fits the data)" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
+		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default 1)", .min = 1, .max = 4096 },
+		{ "partitioning", OPT_CHOICE, &part, "P", "compute partitioning (default none)", parts },
+		{ "cache", OPT_SIZE, &cache, "SIZE", "record cache capacity, e.g. 64M (default 0: off)" },
+		{ "cache-admit", OPT_DOUBLE, &admit, "P", "probability that a cache miss is admitted (default 1)", .min = 0, .max = 1 },
+		{ "group-size", OPT_U64, &group, "N", "threads per sending group under --batch inter (default 8)", .min = 1, .max = 64 },
+		{ "spin-us", OPT_U64, &spin, "US", "busy-poll before sleeping (default: 100, or 0 when threads outnumber cores)", .max = 1000000 },
+		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds" },
+		{ "digest", OPT_FLAG, &digest, NULL, "read the whole table at the end and print its digest" },
 		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading (the table is already there)" },
 		{ "seed", OPT_U64, &seed, "N", "random seed (default 1)" },
 		{ "trace-keys", OPT_STR, &trace, "FILE", "write every generated key id, one per line" },
@@ -89,6 +102,27 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.local_servers = config ? 0 : (int)local;
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
 	o.lo.server_threads = (unsigned)sthreads;
+	o.lo.partitioning = (enum lotus_partitioning)part;
+	o.lo.compute_count = (unsigned)compute_count;
+	o.lo.cache_bytes = cache;
+	o.lo.cache_admit = admit;
+	o.lo.group_size = (unsigned)group;
+	o.txns = txns;
+	o.digest = digest;
+	if (compute_id >= compute_count)
+		return cli_fail("ycsb", "--compute-id %llu must be below --compute-count %llu",
+				(unsigned long long)compute_id, (unsigned long long)compute_count);
+	/* Busy polling only pays when every polling thread has a core.  A local
+	 * cluster's servers poll on this host too. */
+	unsigned cores = (unsigned)cpu_count();
+	unsigned pollers = (threads ? (unsigned)threads : cores) +
+			   (config ? 0 : (unsigned)local * (sthreads ? (unsigned)sthreads : cores));
+	if (cli_find(opts, "spin-us")->seen || (!getenv("LOTUS_NET_SPIN_US") && pollers > cores)) {
+		char buf[24];
+		snprintf(buf, sizeof(buf), "%llu", cli_find(opts, "spin-us")->seen
+			 ? (unsigned long long)spin : 0ULL);
+		setenv("LOTUS_NET_SPIN_US", buf, 1);
+	}
 	/* default pool: the data set twice over, spread across servers, at least 256 MiB */
 	o.lo.server_memory = smem ? smem
 			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);

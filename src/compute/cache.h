@@ -73,4 +73,8 @@ struct rcache_stats {
 };
 void rcache_stats(rcache_t *c, struct rcache_stats *out);
 
+/* The bytes an entry charges against capacity: klen + vlen + a fixed
+ * overhead (vlen 0 for a hint).  For sizing a cache in entries. */
+uint64_t rcache_entry_charge(uint16_t klen, uint32_t vlen);
+
 #endif

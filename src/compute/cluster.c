@@ -31,6 +31,9 @@ void lotus_options_init(struct lotus_options *o)
 	memset(o, 0, sizeof(*o));
 	o->batch = LOTUS_BATCH_INTRA;
 	o->cc = LOTUS_NO_WAIT;
+	o->compute_count = 1;
+	o->cache_admit = 1.0;
+	o->group_size = 8;
 }
 
 unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen)
@@ -198,6 +201,8 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	}
 	if (rc == 0 && !o->config_path)
 		rc = cluster_start_local(c);
+	if (rc == 0)
+		rc = cluster_cache_create(c);
 	if (rc) {
 		lotus_disconnect(c);
 		return rc;
@@ -210,6 +215,7 @@ void lotus_disconnect(lotus_cluster_t *c)
 {
 	if (!c)
 		return;
+	cluster_cache_destroy(c);
 	cluster_stop_local(c);
 	if (c->net)
 		net_ctx_destroy(c->net);

@@ -17,6 +17,12 @@
  *          flushes them, so the ready requests of every transaction in flight
  *          on the thread share one message per server
  *
+ * Completion: a reply that finishes a step only marks its transaction ready;
+ * lotus_session_poll() completes ready transactions (cache work, the next
+ * step, user callbacks) after the network dispatch has returned, so no user
+ * code and no synchronous call (a cache write-back) runs inside a message
+ * handler.
+ *
  * Transaction states (lotus_txn_*):
  *
  *   IDLE --stage ops--> IDLE --execute--> EXEC --all replies--> IDLE
@@ -36,6 +42,8 @@
 #include <sys/types.h>
 #include "lotus.h"
 #include "common/config.h"
+#include "compute/cache.h"
+#include "lock/lock.h"
 #include "net/net.h"
 #include "net/wire.h"
 
@@ -65,6 +73,9 @@ struct lotus_cluster {
 	pthread_mutex_t tables_mu;
 	unsigned ntables;
 	struct table_ent tables[LOTUS_MAX_TABLES];
+	rcache_t *cache;                /* NULL without --cache */
+	lock_table_t *local_locks;      /* CO partitioning: locks of owned keys */
+	_Atomic uint64_t stale_hints;
 };
 
 struct txn_op {
@@ -75,6 +86,8 @@ struct txn_op {
 	uint16_t klen;
 	uint16_t server;
 	uint16_t replies_due;
+	uint8_t local;       /* CO: an owned key, locked in this process */
+	uint8_t fill;        /* CO: fill the cache with the value read */
 	unsigned count;      /* SCAN: rows wanted */
 	int status;
 	uint64_t loc;
@@ -85,6 +98,8 @@ struct txn_op {
 	uint32_t rlen, rcap;
 	unsigned rows;
 	const unsigned char **row_ptrs; /* SCAN: merged, sorted */
+	struct lock_waiter lw;          /* CO: parked on a local lock */
+	int local_rc;                   /* CO: the local lock's answer */
 };
 
 enum txn_state { TXN_IDLE, TXN_EXEC, TXN_PREPARE, TXN_COMMIT, TXN_ABORT, TXN_FAILED, TXN_DONE };
@@ -107,6 +122,9 @@ struct lotus_txn {
 	int commit_after_exec;       /* commit requested with unsent ops */
 	int prepared;                /* PREPARE step done for this commit */
 	int abort_result;            /* what the abort step reports */
+	lock_txn_t *local;           /* CO: this txn in the local lock table */
+	int ready;                   /* on the session's ready list */
+	lotus_txn_t *ready_next;
 };
 
 struct lotus_session {
@@ -123,6 +141,8 @@ struct lotus_session {
 	unsigned *free_slots, nfree;
 	int lost;                    /* a server connection was lost */
 	struct lotus_net_counters ctr;
+	/* transactions whose step finished, to complete from lotus_session_poll */
+	lotus_txn_t *ready_head, *ready_tail;
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
 	uint64_t admin_arg[LOTUS_MAX_SERVERS];
@@ -137,7 +157,27 @@ void session_flush(lotus_session_t *s);
 void session_flush_server(lotus_session_t *s, unsigned server);
 int session_admin(lotus_session_t *s, unsigned server, struct wire_req *r, const void *key,
 		  const void *value, int timeout_ms);
+/* Write key=value to its memory server outside any transaction (OP_WRITEBACK)
+ * and wait for the answer. */
+int session_writeback(lotus_session_t *s, unsigned server, uint16_t table, const void *key,
+		      uint16_t klen, const void *value, uint32_t vlen);
 /* txn.c */
+int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val);
+int txn_op_send_remote(lotus_txn_t *t, unsigned idx);
+void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status);
+void txn_step_ready(lotus_txn_t *t);
+void txn_drain_ready(lotus_session_t *s);
+/* txn_cache.c: the record cache and CO partitioning on the transaction path */
+uint64_t txn_cache_hint(lotus_txn_t *t, const struct txn_op *o);
+void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep *r);
+void txn_cache_after_exec(lotus_txn_t *t);
+int txn_cache_after_commit(lotus_txn_t *t);
+int txn_write_is_cached(const lotus_txn_t *t, const struct txn_op *o);
+int txn_op_local(lotus_txn_t *t, unsigned idx);
+void txn_local_release(lotus_txn_t *t);
+int cluster_cache_create(lotus_cluster_t *c);
+void cluster_cache_destroy(lotus_cluster_t *c);
+void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w);
 void txn_on_reply(lotus_txn_t *t, unsigned server, const struct wire_rep *r,
 		  const unsigned char *value);
 void txn_on_server_lost(lotus_txn_t *t, unsigned server);
@@ -145,5 +185,9 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned server);
 int cluster_start_local(lotus_cluster_t *c);
 void cluster_stop_local(lotus_cluster_t *c);
 unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen);
+/* CO partitioning: does this compute server own the key? */
+int cluster_owns(const lotus_cluster_t *c, const void *key, size_t klen);
+/* The session of the calling thread while it is inside a lotus call. */
+extern __thread lotus_session_t *session_current;
 
 #endif

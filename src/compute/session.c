@@ -15,11 +15,18 @@
 #include "common/log.h"
 #include "compute/compute_int.h"
 
+__thread lotus_session_t *session_current;
+
 static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len);
 static void sess_on_close(void *arg, net_conn_t *nc, int reason);
 
+static void sess_on_post(void *arg, void *item)
+{
+	txn_on_local_grant(arg, item);
+}
+
 static const struct net_handlers sess_handlers = {
-	.on_msg = sess_on_msg, .on_close = sess_on_close,
+	.on_msg = sess_on_msg, .on_close = sess_on_close, .on_post = sess_on_post,
 };
 
 static unsigned sess_server_of(lotus_session_t *s, net_conn_t *nc)
@@ -223,10 +230,15 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 
 int lotus_session_poll(lotus_session_t *s, int timeout_ms)
 {
+	lotus_session_t *outer = session_current;
+	session_current = s;
 	session_flush(s);
 	int n = net_progress(s->net);
-	if (n == 0 && timeout_ms != 0)
+	if (n == 0 && timeout_ms != 0 && !s->ready_head)
 		n = net_wait(s->net, timeout_ms);
+	txn_drain_ready(s);
+	session_flush(s);
+	session_current = outer;
 	return n;
 }
 
@@ -241,14 +253,25 @@ int session_admin(lotus_session_t *s, unsigned sv, struct wire_req *r, const voi
 	if (rc)
 		return rc;
 	session_flush_server(s, sv);
+	/* progress the network only: completed transactions wait on the ready
+	 * list, so no callback runs inside this (possibly nested) call */
 	uint64_t deadline = clock_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
 	while (s->admin_due > 0 && clock_now_ns() < deadline)
-		lotus_session_poll(s, 50);
+		if (net_progress(s->net) == 0)
+			net_wait(s->net, 50);
 	if (s->admin_due > 0) {
 		s->admin_due = 0;
 		return LOTUS_ETIMEOUT;
 	}
 	return s->admin_status;
+}
+
+int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const void *key,
+		      uint16_t klen, const void *value, uint32_t vlen)
+{
+	struct wire_req r = { .op = OP_WRITEBACK, .table = table, .key_len = klen,
+			      .value_len = vlen };
+	return session_admin(s, sv, &r, key, value, 10000);
 }
 
 /* Counters of one memory server as JSON text (OP_STATS); the string is owned by

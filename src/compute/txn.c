@@ -119,6 +119,7 @@ void lotus_txn_free(lotus_txn_t *t)
 	if (!t)
 		return;
 	lotus_session_t *s = t->s;
+	txn_local_release(t);
 	txn_clear_ops(t);
 	for (unsigned i = 0; i < t->cap; i++) {
 		free(t->ops[i].wval);
@@ -341,8 +342,7 @@ static void txn_step_done(lotus_txn_t *t);
 static int txn_commit_start(lotus_txn_t *t);
 static int txn_abort_start(lotus_txn_t *t);
 
-static int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key,
-		    const void *val)
+int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val)
 {
 	r->txn_id = t->id;
 	r->priority = t->prio;
@@ -356,7 +356,8 @@ static int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void 
 	return 0;
 }
 
-static int op_send(lotus_txn_t *t, unsigned idx)
+/* Send op idx to its memory server(s); a scan goes to every server. */
+int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 {
 	lotus_cluster_t *c = t->s->cl;
 	struct txn_op *o = &t->ops[idx];
@@ -365,6 +366,7 @@ static int op_send(lotus_txn_t *t, unsigned idx)
 	o->sent = 1;
 	if (o->op != OP_SCAN) {
 		r.table = c->tables[o->table].ids[o->server];
+		r.hint = txn_cache_hint(t, o);
 		o->replies_due = 1;
 		return txn_send(t, o->server, &r, o->key, NULL);
 	}
@@ -378,13 +380,52 @@ static int op_send(lotus_txn_t *t, unsigned idx)
 	return 0;
 }
 
+static int op_send(lotus_txn_t *t, unsigned idx)
+{
+	struct txn_op *o = &t->ops[idx];
+	if (t->s->cl->local_locks && o->op != OP_SCAN && cluster_owns(t->s->cl, o->key, o->klen))
+		return txn_op_local(t, idx);
+	return txn_op_send_remote(t, idx);
+}
+
+/* A step's last outstanding reply or local grant arrived: complete it from
+ * lotus_session_poll, outside the message handler. */
+void txn_step_ready(lotus_txn_t *t)
+{
+	lotus_session_t *s = t->s;
+	if (t->ready)
+		return;
+	t->ready = 1;
+	t->ready_next = NULL;
+	if (s->ready_tail)
+		s->ready_tail->ready_next = t;
+	else
+		s->ready_head = t;
+	s->ready_tail = t;
+}
+
+void txn_drain_ready(lotus_session_t *s)
+{
+	lotus_txn_t *t;
+	while ((t = s->ready_head)) {
+		s->ready_head = t->ready_next;
+		if (!s->ready_head)
+			s->ready_tail = NULL;
+		t->ready = 0;
+		if (t->outstanding == 0)
+			txn_step_done(t);
+	}
+	if (s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(s);
+}
+
 /* Finish a step that could not even be sent. */
 static int txn_fail_now(lotus_txn_t *t, int rc)
 {
 	if (!t->err)
 		t->err = rc;
 	if (t->outstanding == 0)
-		txn_step_done(t);
+		txn_step_ready(t);
 	return 0;
 }
 
@@ -407,7 +448,7 @@ int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
 		session_flush(t->s);
 	if (t->outstanding == 0)
-		txn_step_done(t);
+		txn_step_ready(t);
 	return 0;
 }
 
@@ -421,27 +462,36 @@ static void txn_finish(lotus_txn_t *t, int result)
 		cb(t, result, t->cb_arg);
 }
 
+static void txn_exec_done(lotus_txn_t *t, int err)
+{
+	for (unsigned i = 0; i < t->nops; i++) {
+		struct txn_op *o = &t->ops[i];
+		if (o->op == OP_SCAN && o->status == 0 && o->sent)
+			scan_finish(o);
+	}
+	if (!err)
+		txn_cache_after_exec(t);
+	if (err) {
+		t->state = TXN_FAILED;
+		t->sticky = err;
+		t->commit_after_exec = 0;
+	} else {
+		t->state = TXN_IDLE;
+	}
+	if (!err && t->commit_after_exec) {
+		t->commit_after_exec = 0;
+		txn_commit_start(t);
+		return;
+	}
+	txn_finish(t, err);
+}
+
 static void txn_step_done(lotus_txn_t *t)
 {
 	int err = t->err;
 	switch (t->state) {
 	case TXN_EXEC:
-		for (unsigned i = 0; i < t->nops; i++)
-			if (t->ops[i].op == OP_SCAN && t->ops[i].status == 0 && t->ops[i].sent)
-				scan_finish(&t->ops[i]);
-		if (err) {
-			t->state = TXN_FAILED;
-			t->sticky = err;
-			t->commit_after_exec = 0;
-		} else {
-			t->state = TXN_IDLE;
-		}
-		if (!err && t->commit_after_exec) {
-			t->commit_after_exec = 0;
-			txn_commit_start(t);
-			return;
-		}
-		txn_finish(t, err);
+		txn_exec_done(t, err);
 		return;
 	case TXN_PREPARE:
 		if (err) {
@@ -455,11 +505,15 @@ static void txn_step_done(lotus_txn_t *t)
 		txn_commit_start(t);
 		return;
 	case TXN_COMMIT:
+		if (!err)
+			err = txn_cache_after_commit(t);
+		txn_local_release(t);
 		t->state = TXN_DONE;
 		t->participants = 0;
 		txn_finish(t, err);
 		return;
 	case TXN_ABORT:
+		txn_local_release(t);
 		t->state = TXN_DONE;
 		t->participants = 0;
 		txn_finish(t, t->abort_result);
@@ -492,6 +546,15 @@ static int status_is_benign(int st)
 	return st == 0 || st == LOTUS_ENOTFOUND || st == LOTUS_EEXISTS;
 }
 
+/* Record one op's outcome (remote reply or local completion). */
+void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status)
+{
+	if (status && (o->status == 0 || o->op != OP_SCAN))
+		o->status = status;
+	if (!status_is_benign(status) && !t->err)
+		t->err = status;
+}
+
 void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *v)
 {
 	unsigned idx = r->tag & 0xffff;
@@ -501,8 +564,7 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 	t->outstanding--;
 	if (idx != TAG_TXN_OP && idx < t->nops) {
 		struct txn_op *o = &t->ops[idx];
-		if (r->status && (o->status == 0 || o->op != OP_SCAN))
-			o->status = r->status;
+		txn_op_result(t, o, r->status);
 		if (o->op == OP_SCAN) {
 			op_store_value(o, v, r->value_len, 1);
 			o->rows += (unsigned)r->arg;
@@ -510,12 +572,13 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 			o->loc = r->loc;
 			if (r->value_len || o->op == OP_READ || o->op == OP_READ_X)
 				op_store_value(o, v, r->value_len, 0);
+			txn_cache_on_reply(t, o, r);
 		}
-	}
-	if (!status_is_benign(r->status) && !t->err)
+	} else if (!status_is_benign(r->status) && !t->err) {
 		t->err = r->status;
+	}
 	if (t->outstanding == 0)
-		txn_step_done(t);
+		txn_step_ready(t);
 }
 
 void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
@@ -527,7 +590,7 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
 	if (!t->err)
 		t->err = LOTUS_EUNAVAIL;
 	if (t->outstanding == 0)
-		txn_step_done(t);
+		txn_step_ready(t);
 }
 
 /* ---- commit and abort ------------------------------------------------------ */
@@ -540,11 +603,10 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb)
 	wb->count = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (o->server != sv || !o->write || o->status != 0)
+		if (o->server != sv || !o->write || o->status != 0 || txn_write_is_cached(t, o))
 			continue;
 		struct wire_write w = {
-			.op = o->write == OP_LOCK_X ? OP_LOCK_X : o->write,
-			.table = c->tables[o->table].ids[sv], .key_len = o->klen,
+			.op = o->write, .table = c->tables[o->table].ids[sv], .key_len = o->klen,
 			.value_len = o->write == OP_DELETE ? 0 : o->wlen, .hint = o->loc,
 		};
 		int rc = wire_buf_append_write(wb, &w, o->key, o->wval);
@@ -567,10 +629,12 @@ static int txn_commit_start(lotus_txn_t *t)
 	t->err = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
-	if (!parts) {
-		t->state = TXN_DONE;
-		txn_finish(t, 0);
-		return 0;
+	if (t->local && !t->prepared) {
+		rc = lock_txn_begin_commit(t->s->cl->local_locks, t->local);
+		if (rc) {  /* wounded locally: abort everywhere */
+			t->sticky = t->abort_result = rc;
+			return txn_abort_start(t);
+		}
 	}
 	t->state = prepare ? TXN_PREPARE : TXN_COMMIT;
 	wire_buf_init(&wb);
@@ -590,6 +654,8 @@ static int txn_commit_start(lotus_txn_t *t)
 		session_flush(t->s);
 	if (rc)
 		return txn_fail_now(t, rc);
+	if (t->outstanding == 0)
+		txn_step_ready(t);
 	return 0;
 }
 
@@ -611,24 +677,22 @@ int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 static int txn_abort_start(lotus_txn_t *t)
 {
 	uint64_t parts = t->participants;
-	int rc = 0;
 	t->err = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
 	t->state = TXN_ABORT;
+	txn_local_release(t);
 	for (unsigned sv = 0; parts; sv++, parts >>= 1) {
 		if (!(parts & 1) || !t->s->conns[sv])
 			continue;
 		struct wire_req r = { .op = OP_ABORT, .tag = t->slot << 16 | TAG_TXN_OP };
-		if (txn_send(t, sv, &r, NULL, NULL) != 0)
-			rc = LOTUS_EUNAVAIL;
+		if (txn_send(t, sv, &r, NULL, NULL) != 0 && !t->abort_result)
+			t->abort_result = LOTUS_EUNAVAIL;
 	}
 	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
 		session_flush(t->s);
-	if (rc && !t->abort_result)
-		t->abort_result = rc;
 	if (t->outstanding == 0)
-		txn_step_done(t);
+		txn_step_ready(t);
 	return 0;
 }
 
@@ -637,16 +701,15 @@ int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	if (t->state == TXN_EXEC || t->state == TXN_PREPARE || t->state == TXN_COMMIT ||
 	    t->state == TXN_ABORT)
 		return LOTUS_ESTATE; /* a step is in flight: wait for it */
-	if (t->state == TXN_DONE) {
-		t->step_done = 1;
-		if (cb)
-			cb(t, 0, arg);
-		return 0;
-	}
 	t->cb = cb;
 	t->cb_arg = arg;
 	t->step_done = 0;
 	t->abort_result = 0;
+	if (t->state == TXN_DONE) {
+		t->state = TXN_ABORT;  /* nothing to release: complete from the poll */
+		txn_step_ready(t);
+		return 0;
+	}
 	return txn_abort_start(t);
 }
 

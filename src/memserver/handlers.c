@@ -441,11 +441,23 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	wire_buf_add_rep(&wk->rep, &rep, NULL, buf);
 }
 
+static void h_writeback(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
+			uint64_t seq, const struct wire_req *r, const unsigned char *key,
+			const unsigned char *val)
+{
+	struct wire_write w = { .op = OP_LOCK_X, .table = r->table, .key_len = r->key_len,
+				.value_len = r->value_len, .hint = r->hint };
+	uint32_t maxv = store_table_max_value(wk->srv->store, r->table);
+	int rc = !maxv ? LOTUS_ENOTABLE : r->value_len > maxv ? LOTUS_ETOOBIG
+		 : commit_apply_one(wk->srv, &w, key, val);
+	rep_status(&wk->rep, r, rc, 0);
+}
+
 static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_READ] = h_lockop,   [OP_READ_X] = h_lockop, [OP_LOCK_X] = h_lockop,
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
 	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
-	[OP_STATS] = h_stats,
+	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback,
 };
 
 void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,

@@ -320,6 +320,7 @@ const char *wire_type_name(unsigned type)
 const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
-				       "scan", "commit", "abort", "create_table", "stats" };
+				       "scan", "commit", "abort", "create_table", "stats",
+				       "writeback" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }

@@ -51,6 +51,9 @@ enum wire_op {
 	OP_ABORT,         /* release all locks */
 	OP_CREATE_TABLE,  /* key = name, arg = max value size; reply arg = table id */
 	OP_STATS,         /* reply value = JSON text of server counters */
+	OP_WRITEBACK,     /* upsert key=value outside any transaction: a
+			     co-partitioned compute server's evicted dirty
+			     record (it owns the key, its own locks cover it) */
 	OP_MAX
 };
 

@@ -1,0 +1,287 @@
+/*
+ * txn_cache.c - the record cache and co-partitioning on the transaction path
+ * (papers/lotus-two-sided-rdma.txt, "record-level caching"; DESIGN.md).
+ *
+ * Non-partitioned (--partitioning none): the cache holds location hints.  A
+ * request carries the cached location; the memory server checks it against
+ * the record header and skips its index when it holds, or falls back to the
+ * index and says the hint was stale.  Every reply's location refreshes the
+ * hint; a key that is gone drops it.  A hint is never trusted for data.
+ *
+ * Co-partitioned (--partitioning co): this compute server owns the keys with
+ * cluster_owns() true.  For them it runs concurrency control itself, in a
+ * local lock table with the same protocols, and caches the record data:
+ *   read       local S/X lock; a cache hit needs no message; a miss reads
+ *              from the memory server and fills the cache when the step ends
+ *   update     local X lock; at commit the value goes into the cache, dirty,
+ *              and reaches the memory server only when evicted (written back
+ *              under the entry latch) or at a clean shutdown (rcache_flush)
+ *   insert/delete  local X lock, then as usual remotely (write-through), so
+ *              scans on the memory servers see every key
+ * Keys it does not own behave as in non-partitioned mode (without hints).
+ *
+ * A local lock that must wait parks an op; the lock manager's notify (any
+ * thread) posts it to the session's worker, and txn_on_local_grant() resumes
+ * the op on the owning thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/common.h"
+#include "common/log.h"
+#include "compute/compute_int.h"
+
+static int co_mode(const lotus_cluster_t *c)
+{
+	return c->local_locks != NULL;
+}
+
+int cluster_owns(const lotus_cluster_t *c, const void *key, size_t klen)
+{
+	unsigned n = c->opts.compute_count ? c->opts.compute_count : 1;
+	return (unsigned)((fnv1a64(key, klen) >> 32) % n) == c->opts.compute_id;
+}
+
+/* ---- hints (non-partitioned) ---------------------------------------------- */
+
+static int op_uses_hint(unsigned op)
+{
+	return op == OP_READ || op == OP_READ_X || op == OP_LOCK_X || op == OP_DELETE;
+}
+
+uint64_t txn_cache_hint(lotus_txn_t *t, const struct txn_op *o)
+{
+	lotus_cluster_t *c = t->s->cl;
+	uint64_t loc = 0;
+	if (!c->cache || co_mode(c) || !op_uses_hint(o->op))
+		return 0;
+	return rcache_hint_get(c->cache, o->table, o->key, o->klen, &loc) ? loc : 0;
+}
+
+void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep *r)
+{
+	lotus_cluster_t *c = t->s->cl;
+	if (!c->cache || co_mode(c) || !op_uses_hint(o->op))
+		return;
+	if (r->flags & WIRE_REP_F_HINT_STALE) {
+		t->s->ctr.hint_stale++;
+		atomic_fetch_add(&c->stale_hints, 1);
+	}
+	if (r->status == LOTUS_ENOTFOUND)
+		rcache_drop(c->cache, o->table, o->key, o->klen);
+	else if (r->loc)
+		rcache_hint_put(c->cache, o->table, o->key, o->klen, r->loc);
+}
+
+/* ---- data (co-partitioned) ------------------------------------------------ */
+
+int txn_write_is_cached(const lotus_txn_t *t, const struct txn_op *o)
+{
+	return o->local && o->write == OP_LOCK_X && t->s->cl->cache;
+}
+
+void txn_cache_after_exec(lotus_txn_t *t)
+{
+	lotus_cluster_t *c = t->s->cl;
+	if (!c->cache || !co_mode(c))
+		return;
+	for (unsigned i = 0; i < t->nops; i++) {
+		struct txn_op *o = &t->ops[i];
+		if (o->fill && o->status == 0)
+			rcache_data_fill(c->cache, o->table, o->key, o->klen, o->rval, o->rlen);
+		o->fill = 0;
+	}
+}
+
+/* A dirty value the cache could not take goes straight to its server. */
+static int write_through(lotus_txn_t *t, struct txn_op *o)
+{
+	lotus_cluster_t *c = t->s->cl;
+	return session_writeback(t->s, o->server, c->tables[o->table].ids[o->server], o->key,
+				 o->klen, o->wval, o->wlen);
+}
+
+int txn_cache_after_commit(lotus_txn_t *t)
+{
+	lotus_cluster_t *c = t->s->cl;
+	int err = 0;
+	if (!c->cache)
+		return 0;
+	for (unsigned i = 0; i < t->nops; i++) {
+		struct txn_op *o = &t->ops[i];
+		if (!o->write || o->status != 0)
+			continue;
+		if (!co_mode(c)) {
+			if (o->write == OP_DELETE)
+				rcache_drop(c->cache, o->table, o->key, o->klen);
+			continue;
+		}
+		if (!o->local)
+			continue;
+		int rc = 0;
+		if (o->write == OP_LOCK_X) {
+			rc = rcache_data_write(c->cache, o->table, o->key, o->klen, o->wval, o->wlen);
+			if (rc)
+				rc = write_through(t, o);
+		} else if (o->write == OP_INSERT) {
+			rcache_data_fill(c->cache, o->table, o->key, o->klen, o->wval, o->wlen);
+		} else {
+			rcache_data_drop(c->cache, o->table, o->key, o->klen);
+		}
+		if (rc && !err) {
+			log_error("co-partitioned write of a committed value failed: %s",
+				  lotus_strerror(rc));
+			err = rc;
+		}
+	}
+	return err;
+}
+
+/* The local lock is settled (rc 0: held): serve the op from the cache, or
+ * send it to its memory server. */
+static void local_continue(lotus_txn_t *t, struct txn_op *o, int rc)
+{
+	lotus_cluster_t *c = t->s->cl;
+	unsigned idx = (unsigned)(o - t->ops);
+	uint32_t vlen;
+	t->outstanding--;
+	if (rc) {
+		txn_op_result(t, o, rc);
+		goto out;
+	}
+	int hit = 0;
+	if (c->cache && o->op != OP_DELETE && o->op != OP_LOCK_X) {
+		uint32_t need = c->tables[o->table].max_value;
+		if (o->rcap < need) {
+			unsigned char *p = realloc(o->rval, need);
+			if (p) {
+				o->rval = p;
+				o->rcap = need;
+			}
+		}
+		hit = o->rcap >= need &&
+		      rcache_data_read(c->cache, o->table, o->key, o->klen, o->rval, o->rcap, &vlen);
+	}
+	if (o->op == OP_LOCK_X || hit) {
+		if (hit)
+			o->rlen = vlen;
+		txn_op_result(t, o, hit && o->op == OP_INSERT ? LOTUS_EEXISTS : 0);
+		t->s->ctr.local_hits++;
+		goto out;
+	}
+	o->fill = o->op == OP_READ || o->op == OP_READ_X;
+	rc = txn_op_send_remote(t, idx);
+	if (rc)
+		txn_op_result(t, o, rc);
+out:
+	if (t->outstanding == 0)
+		txn_step_ready(t);
+}
+
+int txn_op_local(lotus_txn_t *t, unsigned idx)
+{
+	lotus_cluster_t *c = t->s->cl;
+	struct txn_op *o = &t->ops[idx];
+	o->local = 1;
+	o->sent = 1;
+	t->outstanding++;
+	if (!t->local && !(t->local = lock_txn_get(c->local_locks, t->id, t->prio, t->s))) {
+		local_continue(t, o, -ENOMEM);
+		return 0;
+	}
+	o->lw.owner = t;
+	int rc = lock_acquire(c->local_locks, t->local, (uint16_t)o->table, o->key, o->klen,
+			      o->op == OP_READ ? LOCK_S : LOCK_X, (enum cc_proto)c->opts.cc, &o->lw);
+	if (rc != 1)
+		local_continue(t, o, rc);
+	return 0;
+}
+
+/* Owner thread: a parked local lock was granted or refused. */
+void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w)
+{
+	struct txn_op *o = container_of(w, struct txn_op, lw);
+	local_continue(w->owner, o, o->local_rc);
+	if (s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(s);
+}
+
+/* Lock manager callback, any thread: hand the grant to the op's session. */
+static void local_notify(void *arg, struct lock_waiter *w, int result)
+{
+	struct txn_op *o = container_of(w, struct txn_op, lw);
+	lotus_txn_t *t = w->owner;
+	o->local_rc = result;
+	net_post(t->s->net, w);
+}
+
+void txn_local_release(lotus_txn_t *t)
+{
+	if (!t->local)
+		return;
+	lock_txn_release(t->s->cl->local_locks, t->local);
+	t->local = NULL;
+}
+
+/* ---- the cluster's cache ---------------------------------------------------- */
+
+/* Evicting a dirty record: write it back through the evicting thread's
+ * session (every eviction happens inside a lotus call on a session). */
+static int cache_writeback(void *arg, uint32_t table, const void *key, uint16_t klen,
+			   const void *value, uint32_t vlen)
+{
+	lotus_cluster_t *c = arg;
+	lotus_session_t *s = session_current;
+	if (!s || table >= c->ntables)
+		return -ESRCH;
+	unsigned sv = cluster_route(c, key, klen);
+	return session_writeback(s, sv, c->tables[table].ids[sv], key, klen, value, vlen);
+}
+
+int cluster_cache_create(lotus_cluster_t *c)
+{
+	int rc = 0;
+	double admit = c->opts.cache_admit > 0 ? c->opts.cache_admit : 1.0;
+	if (c->opts.cache_bytes)
+		rc = rcache_create(c->opts.cache_bytes, admit, 0x10705 + c->opts.compute_id,
+				   cache_writeback, c, &c->cache);
+	if (rc == 0 && c->opts.partitioning == LOTUS_PART_CO)
+		rc = lock_table_create(12, local_notify, c, &c->local_locks);
+	return rc;
+}
+
+/* Write back what is dirty (clean shutdown), then free the cache. */
+void cluster_cache_destroy(lotus_cluster_t *c)
+{
+	lotus_session_t *s = NULL;
+	if (c->cache && c->local_locks && lotus_session_open(c, &s) == 0) {
+		session_current = s;
+		int n = rcache_flush(c->cache);
+		if (n < 0)
+			log_error("writing back the cache at shutdown failed: %s", lotus_strerror(n));
+		session_current = NULL;
+		lotus_session_close(s);
+	}
+	if (c->cache)
+		rcache_destroy(c->cache);
+	if (c->local_locks)
+		lock_table_destroy(c->local_locks);
+	c->cache = NULL;
+	c->local_locks = NULL;
+}
+
+void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
+{
+	struct rcache_stats st;
+	memset(out, 0, sizeof(*out));
+	if (!c->cache)
+		return;
+	rcache_stats(c->cache, &st);
+	out->hits = st.hits;
+	out->misses = st.misses;
+	out->evictions = st.evictions;
+	out->writebacks = st.writebacks;
+	out->entries = st.entries;
+	out->bytes = st.bytes;
+	out->stale_hints = atomic_load(&c->stale_hints);
+}
