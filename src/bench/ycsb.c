@@ -615,7 +615,8 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 	if (!o->quiet)
 		fprintf(stderr, "ycsb: running workload %c for %.0f s (+%.0f s warm-up)\n",
 			o->workload, o->seconds, o->warmup);
-	spawn_all(ths, n, run_main, 0, sh);
+	if (!o->no_run)
+		spawn_all(ths, n, run_main, 0, sh);
 	uint64_t end = MIN(clock_now_ns(), sh->t_end);
 	res->seconds = end > sh->t_warm ? (double)(end - sh->t_warm) / 1e9 : 0;
 	merge_results(res, ths, n);

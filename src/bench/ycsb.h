@@ -24,7 +24,7 @@ struct ycsb_opts {
 	uint64_t seed;
 	const char *trace_keys;   /* file for generated key ids, or NULL */
 	uint64_t txns;            /* per thread: run exactly this many, not for a time */
-	bool no_load, quiet, digest;
+	bool no_load, no_run, quiet, digest;
 };
 
 struct ycsb_result {

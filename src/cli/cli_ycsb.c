@@ -36,7 +36,7 @@ int cmd_ycsb(int argc, char **argv)
 	double admit = 1.0;
 	bool digest = false;
 	const char *config = NULL, *trace = NULL;
-	bool json = false, no_load = false, quiet = false;
+	bool json = false, no_load = false, quiet = false, no_run = false;
 	ycsb_opts_init(&o);
 	records = o.records; rsize = o.record_size; ops = o.ops_per_txn; seed = o.seed;
 	max_scan = o.max_scan;
@@ -69,6 +69,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds" },
 		{ "digest", OPT_FLAG, &digest, NULL, "read the whole table at the end and print its digest" },
 		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading (the table is already there)" },
+		{ "no-run", OPT_FLAG, &no_run, NULL, "skip the transactions (load and/or --digest only)" },
 		{ "seed", OPT_U64, &seed, "N", "random seed (default 1)" },
 		{ "trace-keys", OPT_STR, &trace, "FILE", "write every generated key id, one per line" },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON object instead of the table" },
@@ -109,6 +110,7 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.group_size = (unsigned)group;
 	o.txns = txns;
 	o.digest = digest;
+	o.no_run = no_run;
 	if (compute_id >= compute_count)
 		return cli_fail("ycsb", "--compute-id %llu must be below --compute-count %llu",
 				(unsigned long long)compute_id, (unsigned long long)compute_count);

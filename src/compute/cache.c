@@ -41,8 +41,14 @@
  * (count >> (epoch_now - epoch_entry)).  So popularity fades with a half-life
  * of about AGE_MULT accesses per cached entry, with no sweep.
  *
- * Per-thread state (RNG for admission and sampling, batched access count) is
- * thread-local, in TLS_SLOTS slots keyed by cache id.
+ * Semantics beyond cache.h: a hint never replaces a data entry, a data
+ * write or fill replaces a hint; rcache_drop forgets hints only.  Admits and
+ * rejects count admission decisions on misses (a miss that finds no room is
+ * a reject).  A failed rcache_data_write leaves the key uncached: an older
+ * value, even dirty, is dropped unwritten, since the caller writes the new
+ * one through (a write-back of the old one in flight finishes first, under
+ * E, so it cannot land after the write-through).  Per-thread state (RNG for admission and sampling,
+ * batched access count) is thread-local, TLS_SLOTS slots keyed by cache id.
  */
 #include <errno.h>
 #include <math.h>
@@ -103,15 +109,16 @@ struct stripe {
 
 struct rcache {
 	struct stripe stripes[STRIPES];
-	uint64_t capacity, seed, id;
+	uint64_t capacity, seed, id;         /* read-mostly line: these and epoch */
 	double admit;
 	rcache_writeback_fn wb;
 	void *wb_arg;
-	_Atomic uint64_t bytes, entries;
-	_Atomic uint64_t evictions, writebacks, wb_errors;
-	_Atomic uint64_t threads;            /* per-thread RNG streams handed out */
-	_Atomic uint64_t ops, age_mark;      /* accesses, and their count at the last tick */
 	_Atomic uint32_t epoch;
+	/* Written on every admission and eviction. */
+	_Atomic uint64_t bytes __attribute__((aligned(CACHELINE))), entries;
+	_Atomic uint64_t evictions, writebacks, wb_errors;
+	/* Written every TLS_FLUSH accesses of a thread, and once per thread. */
+	_Atomic uint64_t ops __attribute__((aligned(CACHELINE))), age_mark, threads;
 };
 
 struct tls_slot {
@@ -240,10 +247,16 @@ static void entry_pin(struct centry *e)
 	atomic_fetch_add_explicit(&e->refs, 1, RLX);
 }
 
+/* Drop n references at once (a pin and the table's, say). */
+static void entry_put_n(struct centry *e, uint32_t n)
+{
+	if (atomic_fetch_sub_explicit(&e->refs, n, memory_order_acq_rel) == n)
+		entry_free(e);
+}
+
 static void entry_put(struct centry *e)
 {
-	if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
-		entry_free(e);
+	entry_put_n(e, 1);
 }
 
 /* ---- stripe chains (S held) -------------------------------------------- */
@@ -364,19 +377,30 @@ static int sample(struct rcache *c, struct cand *out)
 	return n;
 }
 
-/* Write back a dirty victim (E held, S not, pinned), then unlink it if it is
- * still clean.  Returns 1 evicted, 0 written back but kept, or the error. */
-static int evict_dirty(struct rcache *c, struct stripe *s, struct centry *e)
+/* Call the write-back callback for a dirty entry, E held: 0 (now clean) or
+ * the error (still dirty). */
+static int write_back(struct rcache *c, struct centry *e)
 {
 	int rc = c->wb ? c->wb(c->wb_arg, e->table, e->key, e->klen, e->val, e->vlen) : -ENOTSUP;
 	if (rc) {
 		stat_inc(&c->wb_errors);
-		pthread_mutex_unlock(&e->latch);
-		entry_put(e);
 		return rc < 0 ? rc : -EIO;
 	}
 	stat_inc(&c->writebacks);
 	atomic_store_explicit(&e->dirty, false, RLX);
+	return 0;
+}
+
+/* Write back a dirty victim (E held, S not, pinned), then unlink it if it is
+ * still clean.  Returns 1 evicted, 0 written back but kept, or the error. */
+static int evict_dirty(struct rcache *c, struct stripe *s, struct centry *e)
+{
+	int rc = write_back(c, e);
+	if (rc) {
+		pthread_mutex_unlock(&e->latch);
+		entry_put(e);
+		return rc;
+	}
 	if (pthread_mutex_trylock(&s->latch)) {
 		/* S is busy: let go of E to take the latches in order. */
 		pthread_mutex_unlock(&e->latch);
@@ -392,12 +416,10 @@ static int evict_dirty(struct rcache *c, struct stripe *s, struct centry *e)
 		unlink_entry(c, s, e);
 	pthread_mutex_unlock(&e->latch);
 	pthread_mutex_unlock(&s->latch);
-	entry_put(e);                           /* our pin */
-	if (!gone)
-		return 0;
-	entry_put(e);                           /* the table's */
-	stat_inc(&c->evictions);
-	return 1;
+	entry_put_n(e, gone ? 2 : 1);           /* our pin, and the table's if gone */
+	if (gone)
+		stat_inc(&c->evictions);
+	return gone;
 }
 
 /* 1 evicted, 0 gone or busy, <0 its write-back failed. */
@@ -654,7 +676,8 @@ int rcache_data_read(rcache_t *c, uint32_t table, const void *key, uint16_t klen
 		stat_inc(&s->misses);
 		return 0;
 	}
-	memcpy(buf, e->val, MIN(cap, e->vlen));
+	if (MIN(cap, e->vlen))
+		memcpy(buf, e->val, MIN(cap, e->vlen));
 	*vlen = e->vlen;
 	touch(c, e);
 	data_release(e, pinned);
@@ -670,12 +693,14 @@ static int data_update(struct rcache *c, struct centry *e, const void *value, ui
 {
 	if (!write && atomic_load_explicit(&e->dirty, RLX))
 		return 0;
-	if (vlen > e->vcap) {
-		unsigned char *v = realloc(e->val, vlen);
-		if (!v)
+	if (vlen > e->vcap || (e->vcap > 256 && vlen < e->vcap / 4)) {
+		unsigned char *v = realloc(e->val, MAX(vlen, 1));   /* grow, or shrink a lot */
+		if (v) {
+			e->val = v;
+			e->vcap = MAX(vlen, 1);
+		} else if (vlen > e->vcap) {
 			return -ENOMEM;
-		e->val = v;
-		e->vcap = vlen;
+		}
 	}
 	uint64_t charge = rcache_entry_charge(e->klen, vlen);
 	if (charge > e->charge) {
@@ -689,7 +714,8 @@ static int data_update(struct rcache *c, struct centry *e, const void *value, ui
 		bytes_release(c, e->charge - charge);
 	}
 	e->charge = charge;
-	memcpy(e->val, value, vlen);
+	if (vlen)
+		memcpy(e->val, value, vlen);
 	e->vlen = vlen;
 	if (write)
 		atomic_store_explicit(&e->dirty, true, RLX);
@@ -724,9 +750,9 @@ static int data_insert(struct rcache *c, struct stripe *s, uint64_t h, uint32_t 
 	}
 	if (old)
 		unlink_entry(c, s, old);
+	*credit -= n->charge;                   /* n may be evicted once S is dropped */
 	link_entry(c, s, n);
 	pthread_mutex_unlock(&s->latch);
-	*credit -= n->charge;
 	if (old)
 		entry_put(old);
 	return 0;
@@ -739,6 +765,11 @@ static int data_store(struct rcache *c, uint32_t table, const void *key, uint16_
 	struct stripe *s = stripe_of(c, h);
 	bool drawn = false, pinned;
 	int rc = -EAGAIN;
+	if (rcache_entry_charge(klen, vlen) > c->capacity) {
+		if (!write)                     /* never fits: evict nothing for it */
+			stat_inc(&s->rejects);
+		return -ENOMEM;
+	}
 	for (int tries = 0; tries < STORE_TRIES && rc == -EAGAIN; tries++) {
 		struct centry *e = data_acquire(s, h, table, key, klen, &pinned);
 		if (e) {
@@ -776,32 +807,28 @@ int rcache_data_fill(rcache_t *c, uint32_t table, const void *key, uint16_t klen
 int rcache_data_write(rcache_t *c, uint32_t table, const void *key, uint16_t klen,
 		      const void *value, uint32_t vlen)
 {
-	return data_store(c, table, key, klen, value, vlen, true);
+	int rc = data_store(c, table, key, klen, value, vlen, true);
+	if (rc)         /* the caller writes the value through: an older one is stale */
+		rcache_data_drop(c, table, key, klen);
+	return rc;
 }
 
 void rcache_data_drop(rcache_t *c, uint32_t table, const void *key, uint16_t klen)
 {
 	uint64_t h = key_hash(table, key, klen);
 	struct stripe *s = stripe_of(c, h);
-	for (;;) {
-		pthread_mutex_lock(&s->latch);
-		struct centry *e = lookup(s, h, table, key, klen);
-		if (!e || e->kind != KIND_DATA) {
-			pthread_mutex_unlock(&s->latch);
-			return;
-		}
-		if (!pthread_mutex_trylock(&e->latch)) {
+	struct centry *e;
+	bool pinned;
+	while ((e = data_acquire(s, h, table, key, klen, &pinned))) {
+		if (!pthread_mutex_trylock(&s->latch)) {          /* E held: S by trylock */
 			unlink_entry(c, s, e);
-			pthread_mutex_unlock(&e->latch);
 			pthread_mutex_unlock(&s->latch);
-			entry_put(e);
+			pthread_mutex_unlock(&e->latch);
+			entry_put_n(e, pinned ? 2 : 1);   /* any pin, and the table's */
 			return;
 		}
-		entry_pin(e);                   /* busy: wait for its holder off S, retry */
-		pthread_mutex_unlock(&s->latch);
-		pthread_mutex_lock(&e->latch);
-		pthread_mutex_unlock(&e->latch);
-		entry_put(e);
+		data_release(e, pinned);
+		sched_yield();
 	}
 }
 
@@ -811,17 +838,8 @@ static int flush_entry(struct rcache *c, struct centry *e)
 {
 	int rc = 0;
 	pthread_mutex_lock(&e->latch);
-	if (!e->dead && atomic_load_explicit(&e->dirty, RLX)) {
-		rc = c->wb ? c->wb(c->wb_arg, e->table, e->key, e->klen, e->val, e->vlen) : -ENOTSUP;
-		if (rc == 0) {
-			atomic_store_explicit(&e->dirty, false, RLX);
-			stat_inc(&c->writebacks);
-			rc = 1;
-		} else {
-			stat_inc(&c->wb_errors);
-			rc = rc < 0 ? rc : -EIO;
-		}
-	}
+	if (!e->dead && atomic_load_explicit(&e->dirty, RLX))
+		rc = write_back(c, e) ?: 1;
 	pthread_mutex_unlock(&e->latch);
 	entry_put(e);
 	return rc;

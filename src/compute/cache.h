@@ -53,7 +53,9 @@ void rcache_drop(rcache_t *c, uint32_t table, const void *key, uint16_t klen);
  * memory server (admission probability applies; never replaces a dirty
  * entry).  write: store a value and mark it dirty (always admitted: a dirty
  * value must not be lost; may evict others, writing them back).  Returns 0 or
- * -ENOMEM / the writeback error when no room can be made. */
+ * -ENOMEM / the writeback error when no room can be made.  After a failed
+ * write the key is not cached (an older value for it, even dirty, is dropped
+ * unwritten): the caller must write the value through. */
 int rcache_data_read(rcache_t *c, uint32_t table, const void *key, uint16_t klen, void *buf,
 		     uint32_t cap, uint32_t *vlen);
 int rcache_data_fill(rcache_t *c, uint32_t table, const void *key, uint16_t klen,

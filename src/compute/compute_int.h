@@ -100,6 +100,7 @@ struct txn_op {
 	const unsigned char **row_ptrs; /* SCAN: merged, sorted */
 	struct lock_waiter lw;          /* CO: parked on a local lock */
 	int local_rc;                   /* CO: the local lock's answer */
+	struct txn_op *grant_next;      /* CO: on the session's grant list */
 };
 
 enum txn_state { TXN_IDLE, TXN_EXEC, TXN_PREPARE, TXN_COMMIT, TXN_ABORT, TXN_FAILED, TXN_DONE };
@@ -143,6 +144,8 @@ struct lotus_session {
 	struct lotus_net_counters ctr;
 	/* transactions whose step finished, to complete from lotus_session_poll */
 	lotus_txn_t *ready_head, *ready_tail;
+	/* CO: local lock grants posted by other threads, handled from the poll */
+	struct txn_op *grants;
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
 	uint64_t admin_arg[LOTUS_MAX_SERVERS];
@@ -178,6 +181,7 @@ void txn_local_release(lotus_txn_t *t);
 int cluster_cache_create(lotus_cluster_t *c);
 void cluster_cache_destroy(lotus_cluster_t *c);
 void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w);
+void txn_drain_grants(lotus_session_t *s);
 void txn_on_reply(lotus_txn_t *t, unsigned server, const struct wire_rep *r,
 		  const unsigned char *value);
 void txn_on_server_lost(lotus_txn_t *t, unsigned server);

@@ -234,8 +234,9 @@ int lotus_session_poll(lotus_session_t *s, int timeout_ms)
 	session_current = s;
 	session_flush(s);
 	int n = net_progress(s->net);
-	if (n == 0 && timeout_ms != 0 && !s->ready_head)
+	if (n == 0 && timeout_ms != 0 && !s->ready_head && !s->grants)
 		n = net_wait(s->net, timeout_ms);
+	txn_drain_grants(s);
 	txn_drain_ready(s);
 	session_flush(s);
 	session_current = outer;

@@ -406,11 +406,13 @@ void txn_step_ready(lotus_txn_t *t)
 
 void txn_drain_ready(lotus_session_t *s)
 {
-	lotus_txn_t *t;
-	while ((t = s->ready_head)) {
-		s->ready_head = t->ready_next;
-		if (!s->ready_head)
-			s->ready_tail = NULL;
+	/* Complete only what was ready when the drain began: a step that a
+	 * completion starts and that finishes at once (a retry refused by a local
+	 * lock) waits for the next poll, after the network has been progressed. */
+	lotus_txn_t *t = s->ready_head, *next;
+	s->ready_head = s->ready_tail = NULL;
+	for (; t; t = next) {
+		next = t->ready_next;
 		t->ready = 0;
 		if (t->outstanding == 0)
 			txn_step_done(t);

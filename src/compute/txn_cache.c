@@ -197,13 +197,24 @@ int txn_op_local(lotus_txn_t *t, unsigned idx)
 	return 0;
 }
 
-/* Owner thread: a parked local lock was granted or refused. */
+/* Owner thread, inside the network dispatch: a parked local lock was granted
+ * or refused.  Only note it; txn_drain_grants() resumes the op from the poll
+ * loop, so no cache latch is taken inside a (possibly nested) dispatch. */
 void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w)
 {
 	struct txn_op *o = container_of(w, struct txn_op, lw);
-	local_continue(w->owner, o, o->local_rc);
-	if (s->cl->opts.batch == LOTUS_BATCH_INTRA)
-		session_flush(s);
+	o->grant_next = s->grants;
+	s->grants = o;
+}
+
+void txn_drain_grants(lotus_session_t *s)
+{
+	struct txn_op *o = s->grants, *next;
+	s->grants = NULL;
+	for (; o; o = next) {
+		next = o->grant_next;
+		local_continue(o->lw.owner, o, o->local_rc);
+	}
 }
 
 /* Lock manager callback, any thread: hand the grant to the op's session. */

@@ -48,6 +48,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -514,6 +515,23 @@ int store_table_find(store_t *st, const char *name, uint16_t *table_id, uint32_t
 		return LOTUS_ENOTABLE;
 	if (table_id)
 		*table_id = t->id;
+	if (max_value)
+		*max_value = t->max_value;
+	return 0;
+}
+
+unsigned store_table_count(store_t *st)
+{
+	return LOAD_ACQ(&st->ntables);
+}
+
+int store_table_info(store_t *st, uint16_t id, char *name, size_t len, uint32_t *max_value)
+{
+	struct table *t = table_get(st, id);
+	if (!t)
+		return LOTUS_ENOTABLE;
+	if (name && len)
+		snprintf(name, len, "%s", t->name);
 	if (max_value)
 		*max_value = t->max_value;
 	return 0;

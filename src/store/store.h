@@ -103,4 +103,10 @@ size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_
  * that does not match its table, a corrupt slot, a duplicate key) or -ENOMEM. */
 int store_rebuild(store_t *st, uint64_t pages_used);
 
+/* Addition for the checkpoint manifest (any thread): the number of tables
+ * (their ids are 0..n-1, in creation order), and one table's name (copied,
+ * NUL-terminated, truncated to len) and max_value.  0 or LOTUS_ENOTABLE. */
+unsigned store_table_count(store_t *st);
+int store_table_info(store_t *st, uint16_t id, char *name, size_t len, uint32_t *max_value);
+
 #endif

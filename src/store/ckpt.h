@@ -1,0 +1,90 @@
+/*
+ * ckpt.h - checkpoints (the page writer) and page recovery for the memory
+ * server (DESIGN.md "Storage engine").
+ *
+ * A fuzzy checkpoint:
+ *   1. begin = redo_next_lsn(): every change made before it is in the log.
+ *   2. Collect dirty pages (store_dirty_collect) and write them to the page
+ *      file DIR/pages.dat at offset page * page_size, in large batches (up
+ *      to max_inflight I/Os in flight) through the hybrid I/O layer, using
+ *      the buffer pool registered with io_uring where possible.
+ *      Write-ahead rule without page LSNs: a batch is first copied out of the
+ *      pool, then the log is made durable up to redo_next_lsn(), then the
+ *      copies are written.  Workers append a change's log record before they
+ *      apply it, so every change in a copy is durable before the copy is.
+ *      (Implementation: two images, DIR/pages-a.dat and pages-b.dat, alternate
+ *      so that a crash or a damaged page falls back to the previous one; see
+ *      ckpt.c and docs/durability.md.)
+ *   3. Per-page CRC32Cs go to DIR/pages.crc; then the manifest
+ *      DIR/MANIFEST (begin LSN, pages used, tables) is written atomically:
+ *      write a temporary file, fsync it, rename it, fsync the directory.
+ *   4. Log segments wholly below min(begin, keep_lsn) are deleted.
+ *
+ * Recovery: read the manifest, read the page file with large batched direct
+ * reads (1 MiB each, up to 256 outstanding), check every page's CRC (a
+ * damaged page is reported by number and file, and recovery fails with
+ * -EIO rather than load bad data), re-create the tables, store_rebuild(),
+ * and return the LSN the log must be replayed from.
+ *
+ * Threads: one page writer thread (ckpt_start) or explicit ckpt_run calls
+ * from one thread at a time.  Recovery runs before any other use.
+ */
+#ifndef LOTUS_CKPT_H
+#define LOTUS_CKPT_H
+#include <stdint.h>
+#include "io/io.h"
+#include "store/redo.h"
+#include "store/store.h"
+
+struct ckpt_opts {
+	const char *dir;
+	unsigned max_inflight;     /* default 4096 */
+	enum io_backend backend;   /* AUTO */
+	uint64_t log_trigger;      /* checkpoint when the log grew this much (default 256 MiB) */
+	unsigned interval_ms;      /* and at least this often (0: no timer) */
+	/* Added: 1 = ckpt_close() takes a final checkpoint first (clean shutdown). */
+	int checkpoint_on_close;
+};
+
+typedef struct ckpt ckpt_t;
+
+int ckpt_open(store_t *st, redo_t *log, const struct ckpt_opts *o, ckpt_t **out);
+void ckpt_close(ckpt_t *c);     /* stops the page writer thread if running */
+
+/* The oldest LSN that must survive truncation (e.g. an undecided PREPARE);
+ * UINT64_MAX for none.  Any thread. */
+void ckpt_set_keep_lsn(ckpt_t *c, uint64_t lsn);
+
+struct ckpt_stats {
+	uint64_t begin_lsn, pages, bytes, ios, elapsed_ns, cpu_ns, syscalls;
+	const char *backend;
+};
+/* Added: the change gate.  A worker brackets "append a change's redo record,
+ * then apply it to the store" with these two calls (any thread, no nesting,
+ * nothing that waits on the log in between; c may be NULL: no-op).  The
+ * checkpointer briefly closes the gate to take its begin LSN and to copy a
+ * batch of pages, so that every change logged below begin is applied before
+ * any page is copied and no copy holds half a change. */
+unsigned ckpt_change_begin(ckpt_t *c);
+void ckpt_change_end(ckpt_t *c, unsigned token);
+
+/* Take one checkpoint now. */
+int ckpt_run(ckpt_t *c, struct ckpt_stats *out);
+/* Start the page writer thread (checkpoints on log growth and the timer). */
+int ckpt_start(ckpt_t *c);
+
+struct ckpt_recover_stats {
+	uint64_t begin_lsn, pages, bytes, records, elapsed_ns;
+	const char *backend;
+	/* Added: the log is kept from this LSN (min of the previous checkpoint's
+	 * begin and the keep LSN at checkpoint time): scan from here for the
+	 * PREPAREs of undecided transactions. */
+	uint64_t log_from;
+};
+/* On a fresh store: load the last checkpoint from dir (nothing there: a new
+ * database, *replay_from = 0).  0, -EIO (damaged page or manifest, with a
+ * log line), or another -errno. */
+int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t *replay_from,
+		 struct ckpt_recover_stats *out);
+
+#endif

@@ -1,0 +1,1179 @@
+/*
+ * redo.c - the redo log: group commit through one log writer thread, segment
+ * files, CRC32C-checked records, replay with torn-tail cutting.
+ *
+ * The stream.  An LSN is a byte offset in the log stream; a record's LSN is
+ * the offset just past its (8-byte aligned) end.  Every record is
+ *
+ *   | len u32 | crc u32 | lsn u64 | txn_id u64 | type u8 | 0 0 0 | magic u32 | payload | pad |
+ *
+ * crc = crc32c(crc32c(0, payload), header with crc = 0).  A record is valid at
+ * stream position pos iff magic matches, type != 0, len <= REDO_MAX_PAYLOAD,
+ * lsn == pos + size and the CRC matches; so zeroes, stale bytes of an older
+ * lap of the buffer and half-copied records are all invalid.
+ *
+ * Segments.  DIR/redo-<first lsn, 16 hex>.log holds the stream from its first
+ * LSN (always a multiple of 4 KiB) on; file offset = lsn - first.  Records
+ * never span segments.  When the current segment has grown past
+ * segment_bytes, the next append first appends a SEGEND record (internal
+ * type) and moves the tail to ALIGN_UP(that record's LSN, 4 KiB), which is
+ * the next segment's first LSN; the bytes in between belong to no segment.
+ * Replay follows SEGEND to the next file; a stream that ends without SEGEND
+ * ends the log.
+ *
+ * Buffer and invariants (all LSNs are stream offsets; B = ring size):
+ *   floor <= durable <= tail,  floor = ALIGN_DOWN(durable, 4 KiB)
+ *   ring[lsn % B] holds the stream for lsn in [floor, tail)
+ *   tail + size - floor <= B  before an append may copy (else it waits)
+ * Appends take r->mu, write header and payload into the ring and bump tail;
+ * the payload CRC is computed before taking the lock.  The writer takes
+ * r->mu only to read tail (and to sleep), never during I/O.
+ *
+ * The writer (one thread, owns its io_ctx):
+ *
+ *   idle --append signals work_cv--> write [floor, ALIGN_UP(tail, 4K)) as
+ *     ^                              <= max_write pieces (split at ring wrap
+ *     |                              and segment boundaries), RWF_DSYNC
+ *     |                                   |                 |
+ *     +--- durable = tail, callbacks <----+ ok              | error
+ *          in LSN order (notify heap)                       v
+ *                                   FAILED: pending callbacks get
+ *                                   LOTUS_EDURABLE, appends LOTUS_EREADONLY
+ *
+ * The partial last block is rewritten by the next write (it starts at floor).
+ * Nothing is acknowledged before the write that covers it completes: durable
+ * only moves after a whole batch completed, and a failure is sticky.
+ *
+ * Threads: see redo.h.  r->mu guards the append state (tail, boundaries,
+ * failed flag); r->nmu guards durable, the notify heap and waiters.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "common/clock.h"
+#include "common/common.h"
+#include "common/log.h"
+#include "store/redo.h"
+
+#define REDO_BLOCK        4096u
+#define REDO_MAX_PAYLOAD  (16u << 20)
+#define REDO_MAGIC        0x4f44524cu  /* "LRDO" */
+#define REDO_SEGEND       0xfe         /* internal: the segment ends here */
+#define REDO_DEF_SEGMENT  (64ull << 20)
+#define REDO_DEF_WRITE    (1u << 20)
+#define REDO_MAX_BOUNDS   64
+#define REDO_CTX_FILES    16           /* recreate the writer's ring after this many files */
+#define ALIGN_DOWN_BLOCK(x) ((x) & ~(uint64_t)(REDO_BLOCK - 1))
+
+struct redo_hdr {
+	uint32_t len;
+	uint32_t crc;
+	uint64_t lsn;
+	uint64_t txn_id;
+	uint8_t type;
+	uint8_t zero[3];
+	uint32_t magic;
+};
+_Static_assert(sizeof(struct redo_hdr) == 32, "record header is 32 bytes");
+_Static_assert(offsetof(struct redo_hdr, lsn) == 8, "lsn at 8");
+_Static_assert(offsetof(struct redo_hdr, magic) == 28, "magic at 28");
+
+static inline uint64_t rec_size(uint32_t len)
+{
+	return ALIGN_UP((uint64_t)sizeof(struct redo_hdr) + len, 8);
+}
+
+/* ---- CRC32C (Castagnoli): SSE4.2 where the CPU has it, else slicing-by-8 ---- */
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static int crc_hw;
+
+static void crc_init(void)
+{
+	for (unsigned i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc_tab[0][i] = c;
+	}
+	for (unsigned i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc_sw(uint32_t c, const unsigned char *p, size_t n)
+{
+	while (n && ((uintptr_t)p & 7)) {
+		c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+		n--;
+	}
+	for (; n >= 8; n -= 8, p += 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		v ^= c;
+		c = crc_tab[7][v & 0xff] ^ crc_tab[6][(v >> 8) & 0xff] ^
+		    crc_tab[5][(v >> 16) & 0xff] ^ crc_tab[4][(v >> 24) & 0xff] ^
+		    crc_tab[3][(v >> 32) & 0xff] ^ crc_tab[2][(v >> 40) & 0xff] ^
+		    crc_tab[1][(v >> 48) & 0xff] ^ crc_tab[0][v >> 56];
+	}
+	while (n--)
+		c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+	return c;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw_run(uint32_t c, const unsigned char *p,
+							      size_t n)
+{
+	uint64_t c64 = c;
+	while (n && ((uintptr_t)p & 7)) {
+		c64 = __builtin_ia32_crc32qi((uint32_t)c64, *p++);
+		n--;
+	}
+	for (; n >= 8; n -= 8, p += 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		c64 = __builtin_ia32_crc32di(c64, v);
+	}
+	while (n--)
+		c64 = __builtin_ia32_crc32qi((uint32_t)c64, *p++);
+	return (uint32_t)c64;
+}
+#endif
+
+uint32_t crc32c(uint32_t crc, const void *data, size_t len)
+{
+	pthread_once(&crc_once, crc_init);
+	uint32_t c = ~crc;
+#if defined(__x86_64__)
+	if (crc_hw)
+		return ~crc_hw_run(c, data, len);
+#endif
+	return ~crc_sw(c, data, len);
+}
+
+/* ---- segment names ---- */
+
+static void seg_path(char *out, size_t n, const char *dir, uint64_t first)
+{
+	snprintf(out, n, "%s/redo-%016" PRIx64 ".log", dir, first);
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The first LSNs of the segments in dir, sorted.  *out is malloc'ed. */
+static int seg_list(const char *dir, uint64_t **out, size_t *n)
+{
+	DIR *d = opendir(dir);
+	size_t cap = 16, cnt = 0;
+	uint64_t *v = malloc(cap * sizeof(*v));
+	if (!d || !v) {
+		int err = d ? -ENOMEM : -errno;
+		if (d)
+			closedir(d);
+		free(v);
+		return err;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char hex[17];
+		if (strlen(e->d_name) != 25 || strncmp(e->d_name, "redo-", 5) ||
+		    strcmp(e->d_name + 21, ".log"))
+			continue;
+		memcpy(hex, e->d_name + 5, 16);
+		hex[16] = '\0';
+		char *end;
+		uint64_t first = strtoull(hex, &end, 16);
+		if (*end)
+			continue;
+		if (cnt == cap) {
+			uint64_t *nv = realloc(v, (cap *= 2) * sizeof(*v));
+			if (!nv) {
+				closedir(d);
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[cnt++] = first;
+	}
+	closedir(d);
+	qsort(v, cnt, sizeof(*v), seg_cmp);
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = fsync(fd) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* ---- the log object ---- */
+
+struct notify_ent {
+	uint64_t lsn, seq;
+	void (*cb)(void *arg, int status);
+	void *arg;
+};
+
+struct seg_bound {
+	uint64_t old_end;   /* LSN after the SEGEND record */
+	uint64_t new_first; /* ALIGN_UP(old_end, 4 KiB) */
+};
+
+struct redo {
+	char dir[4096];
+	uint64_t segment_bytes;
+	uint32_t max_write;
+	int use_odsync;
+	enum io_backend backend;
+
+	unsigned char *ring;
+	size_t ring_bytes;
+
+	/* append state, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t work_cv, space_cv;
+	uint64_t tail;            /* next LSN to hand out (atomic reads elsewhere) */
+	uint64_t seg_first;       /* first LSN of the segment the tail is in */
+	uint64_t records_appended;
+	uint64_t floor;           /* ALIGN_DOWN(durable, 4K), as appenders see it */
+	struct seg_bound bounds[REDO_MAX_BOUNDS];
+	unsigned nbounds;         /* boundaries the writer has not passed yet */
+	unsigned space_waiters;
+	int writer_idle, stop, failed;
+
+	/* durability, under nmu */
+	pthread_mutex_t nmu;
+	pthread_cond_t durable_cv;
+	uint64_t durable;         /* atomic reads elsewhere */
+	struct notify_ent *heap;
+	size_t nheap, heap_cap;
+	uint64_t notify_seq;
+	unsigned waiters;
+	int error;                /* 0 or LOTUS_EDURABLE */
+
+	/* segment list, under seg_mu (writer adds, truncate removes) */
+	pthread_mutex_t seg_mu;
+	uint64_t *segs;
+	size_t nsegs, segs_cap;
+
+	/* writer thread */
+	pthread_t thread;
+	int thread_started;
+	io_ctx_t *ctx;
+	int open_rc, open_done;
+	int cur_fd, cur_file;
+	uint64_t cur_first;
+	unsigned ctx_files;
+
+	/* stats (atomic) */
+	uint64_t st_writes, st_batches, st_records, st_bytes, st_cpu_ns, st_notified;
+	uint64_t st_seg_created, st_seg_deleted, st_syscalls_done, st_syscalls_now;
+	const char *backend_name;
+};
+
+#define LOAD(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+
+/* ---- notify heap (min by lsn, then registration order), under nmu ---- */
+
+static int ent_less(const struct notify_ent *a, const struct notify_ent *b)
+{
+	return a->lsn < b->lsn || (a->lsn == b->lsn && a->seq < b->seq);
+}
+
+static int heap_push(struct redo *r, struct notify_ent e)
+{
+	if (r->nheap == r->heap_cap) {
+		size_t cap = r->heap_cap ? r->heap_cap * 2 : 256;
+		struct notify_ent *h = realloc(r->heap, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		r->heap = h;
+		r->heap_cap = cap;
+	}
+	size_t i = r->nheap++;
+	while (i > 0 && ent_less(&e, &r->heap[(i - 1) / 2])) {
+		r->heap[i] = r->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	r->heap[i] = e;
+	return 0;
+}
+
+static struct notify_ent heap_pop(struct redo *r)
+{
+	struct notify_ent top = r->heap[0], last = r->heap[--r->nheap];
+	size_t i = 0, n = r->nheap;
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= n)
+			break;
+		if (c + 1 < n && ent_less(&r->heap[c + 1], &r->heap[c]))
+			c++;
+		if (!ent_less(&r->heap[c], &last))
+			break;
+		r->heap[i] = r->heap[c];
+		i = c;
+	}
+	if (n)
+		r->heap[i] = last;
+	return top;
+}
+
+/* Run callbacks for everything <= upto (status 0), or everything (status < 0). */
+static void notify_run(struct redo *r, uint64_t upto, int status)
+{
+	struct notify_ent batch[64];
+	for (;;) {
+		size_t n = 0;
+		pthread_mutex_lock(&r->nmu);
+		while (n < ARRAY_SIZE(batch) && r->nheap && (status || r->heap[0].lsn <= upto))
+			batch[n++] = heap_pop(r);
+		pthread_mutex_unlock(&r->nmu);
+		for (size_t i = 0; i < n; i++)
+			batch[i].cb(batch[i].arg, status);
+		ADD(&r->st_notified, n);
+		if (n < ARRAY_SIZE(batch))
+			return;
+	}
+}
+
+/* ---- appends ---- */
+
+static void ring_copy(struct redo *r, uint64_t lsn, const void *src, size_t len)
+{
+	size_t off = lsn % r->ring_bytes, first = MIN(len, r->ring_bytes - off);
+	memcpy(r->ring + off, src, first);
+	if (first < len)
+		memcpy(r->ring, (const char *)src + first, len - first);
+}
+
+/* Wait (mu held) until [floor, tail + need) fits in the ring.  0 or EREADONLY. */
+static int wait_space(struct redo *r, uint64_t need)
+{
+	while (!r->failed && r->tail + need - r->floor > r->ring_bytes) {
+		if (r->writer_idle)
+			pthread_cond_signal(&r->work_cv);
+		r->space_waiters++;
+		pthread_cond_wait(&r->space_cv, &r->mu);
+		r->space_waiters--;
+	}
+	return r->failed ? LOTUS_EREADONLY : 0;
+}
+
+/* Copy one record at the tail (mu held, space checked). */
+static uint64_t put_record(struct redo *r, uint8_t type, uint64_t txn_id, const void *payload,
+			   uint32_t len, uint32_t pcrc)
+{
+	struct redo_hdr h = { .len = len, .lsn = r->tail + rec_size(len), .txn_id = txn_id,
+			      .type = type, .magic = REDO_MAGIC };
+	h.crc = crc32c(pcrc, &h, sizeof(h));
+	ring_copy(r, r->tail, &h, sizeof(h));
+	if (len)
+		ring_copy(r, r->tail + sizeof(h), payload, len);
+	uint64_t pad = rec_size(len) - sizeof(h) - len;
+	if (pad) {
+		static const unsigned char zero[8];
+		ring_copy(r, r->tail + sizeof(h) + len, zero, pad);
+	}
+	STORE(&r->tail, h.lsn);
+	return h.lsn;
+}
+
+/* The current segment is full: end it with SEGEND and start the next one at
+ * the next 4 KiB boundary (mu held). */
+static int roll_segment(struct redo *r)
+{
+	uint64_t need = rec_size(0) + REDO_BLOCK;
+	while (r->nbounds == REDO_MAX_BOUNDS && !r->failed) {
+		r->space_waiters++;
+		pthread_cond_wait(&r->space_cv, &r->mu);
+		r->space_waiters--;
+	}
+	int rc = wait_space(r, need);
+	if (rc)
+		return rc;
+	uint64_t end = put_record(r, REDO_SEGEND, 0, NULL, 0, 0);
+	struct seg_bound b = { end, ALIGN_UP(end, REDO_BLOCK) };
+	r->bounds[r->nbounds++] = b;
+	STORE(&r->tail, b.new_first);
+	r->seg_first = b.new_first;
+	return 0;
+}
+
+int redo_append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
+		uint64_t *lsn)
+{
+	if (len > REDO_MAX_PAYLOAD)
+		return -E2BIG;
+	if (type == 0 || type == REDO_SEGEND || (len && !payload))
+		return -EINVAL;
+	uint32_t pcrc = len ? crc32c(0, payload, len) : 0;
+	uint64_t size = rec_size(len);
+	pthread_mutex_lock(&r->mu);
+	int rc = r->failed ? LOTUS_EREADONLY : 0;
+	if (!rc && r->tail - r->seg_first >= r->segment_bytes)
+		rc = roll_segment(r);
+	if (!rc)
+		rc = wait_space(r, size);
+	if (!rc) {
+		uint64_t end = put_record(r, type, txn_id, payload, len, pcrc);
+		r->records_appended++;
+		if (lsn)
+			*lsn = end;
+		if (r->writer_idle) {
+			r->writer_idle = 0;
+			pthread_cond_signal(&r->work_cv);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int redo_notify(redo_t *r, uint64_t lsn, void (*cb)(void *arg, int status), void *arg)
+{
+	pthread_mutex_lock(&r->nmu);
+	int status = lsn <= r->durable ? 0 : r->error;
+	if (lsn <= r->durable || r->error) {
+		pthread_mutex_unlock(&r->nmu);
+		cb(arg, status);
+		ADD(&r->st_notified, 1);
+		return 0;
+	}
+	struct notify_ent e = { lsn, r->notify_seq++, cb, arg };
+	int rc = heap_push(r, e);
+	pthread_mutex_unlock(&r->nmu);
+	return rc;
+}
+
+int redo_wait(redo_t *r, uint64_t lsn)
+{
+	pthread_mutex_lock(&r->nmu);
+	while (r->durable < lsn && !r->error) {
+		r->waiters++;
+		pthread_cond_wait(&r->durable_cv, &r->nmu);
+		r->waiters--;
+	}
+	int rc = r->durable >= lsn ? 0 : r->error;
+	pthread_mutex_unlock(&r->nmu);
+	return rc;
+}
+
+uint64_t redo_durable_lsn(redo_t *r) { return LOAD(&r->durable); }
+uint64_t redo_next_lsn(redo_t *r) { return LOAD(&r->tail); }
+
+int redo_status(redo_t *r)
+{
+	return LOAD(&r->failed) ? LOTUS_EREADONLY : 0;
+}
+
+/* ---- the writer ---- */
+
+static int writer_ctx_create(struct redo *r)
+{
+	struct io_opts o = { .backend = r->backend, .depth = 64, .flags = IO_F_NO_CPU_STATS };
+	int rc = io_ctx_create(&o, &r->ctx);
+	if (rc < 0) {
+		log_error("redo: cannot create the log writer's I/O context: %s", strerror(-rc));
+		return rc;
+	}
+	io_ctx_register_buffer(r->ctx, r->ring, r->ring_bytes); /* level 3 on failure */
+	r->backend_name = io_backend_name(io_ctx_backend(r->ctx));
+	r->ctx_files = 0;
+	return 0;
+}
+
+static int writer_add_file(struct redo *r, int fd)
+{
+	int idx = io_ctx_add_file(r->ctx, fd);
+	if (idx >= 0)
+		r->ctx_files++;
+	return idx;
+}
+
+static void seg_list_add(struct redo *r, uint64_t first)
+{
+	pthread_mutex_lock(&r->seg_mu);
+	if (r->nsegs == r->segs_cap) {
+		size_t cap = r->segs_cap ? r->segs_cap * 2 : 16;
+		uint64_t *v = realloc(r->segs, cap * sizeof(*v));
+		if (v) {
+			r->segs = v;
+			r->segs_cap = cap;
+		}
+	}
+	if (r->nsegs < r->segs_cap)
+		r->segs[r->nsegs++] = first;
+	pthread_mutex_unlock(&r->seg_mu);
+}
+
+static int seg_open(struct redo *r, uint64_t first, int create)
+{
+	char path[4200];
+	seg_path(path, sizeof(path), r->dir, first);
+	int flags = O_RDWR | (create ? O_CREAT | O_EXCL : 0) | (r->use_odsync ? O_DSYNC : 0);
+	int fd = io_open_direct(path, flags, 0644);
+	if (fd < 0)
+		return fd;
+	if (create) {
+		int rc = fsync_dir(r->dir);
+		if (rc) {
+			log_error("redo: fsync of directory %s: %s", r->dir, strerror(-rc));
+			close(fd);
+			unlink(path);
+			return rc;
+		}
+		ADD(&r->st_seg_created, 1);
+		seg_list_add(r, first);
+	}
+	return fd;
+}
+
+static void writer_publish_stats(struct redo *r);
+
+/* Move the writer to the segment starting at first (creating it). */
+static int writer_next_segment(struct redo *r, uint64_t first)
+{
+	int fd = seg_open(r, first, 1);
+	if (fd < 0)
+		return fd;
+	if (r->ctx_files >= REDO_CTX_FILES) {
+		/* The ring keeps old segments' files registered (and their blocks
+		 * allocated after truncation): start a fresh ring now and then. */
+		writer_publish_stats(r);
+		ADD(&r->st_syscalls_done, LOAD(&r->st_syscalls_now));
+		STORE(&r->st_syscalls_now, 0);
+		io_ctx_destroy(r->ctx);
+		r->ctx = NULL;
+		int rc = writer_ctx_create(r);
+		if (rc) {
+			close(fd);
+			return rc;
+		}
+	}
+	int idx = writer_add_file(r, fd);
+	if (idx < 0) {
+		close(fd);
+		return idx;
+	}
+	close(r->cur_fd);
+	r->cur_fd = fd;
+	r->cur_file = idx;
+	r->cur_first = first;
+	return 0;
+}
+
+/* Write the stream range [start, end) (4K aligned) as <= max_write pieces,
+ * moving to the next segment at a boundary.  0 or -errno. */
+static int write_range(struct redo *r, uint64_t start, uint64_t end,
+		       const struct seg_bound *bounds, unsigned nb)
+{
+	struct io_cqe cqes[64];
+	uint64_t pos = start;
+	unsigned b = 0;
+	while (pos < end) {
+		unsigned n = 0;
+		while (pos < end && n < 32) {
+			while (b < nb && pos >= bounds[b].new_first) {
+				if (r->cur_first < bounds[b].new_first) {
+					int rc = writer_next_segment(r, bounds[b].new_first);
+					if (rc)
+						return rc;
+				}
+				b++;
+			}
+			uint64_t stop = end;
+			if (b < nb && bounds[b].new_first < stop)
+				stop = bounds[b].new_first;
+			size_t roff = pos % r->ring_bytes;
+			uint64_t len = MIN(stop - pos, (uint64_t)r->max_write);
+			len = MIN(len, (uint64_t)(r->ring_bytes - roff));
+			off_t foff = (off_t)(pos - r->cur_first);
+			int rc = r->use_odsync
+				? io_prep_write(r->ctx, r->cur_file, r->ring + roff, len, foff, len)
+				: io_prep_write_dsync(r->ctx, r->cur_file, r->ring + roff, len, foff,
+						      len);
+			if (rc < 0)
+				return rc;
+			pos += len;
+			n++;
+			if (b < nb && pos >= bounds[b].new_first)
+				break; /* switch files only with nothing in flight */
+		}
+		/* one system call per batch where the backend allows it */
+		int rc = io_submit_and_reap(r->ctx, cqes, ARRAY_SIZE(cqes), n);
+		if (rc < 0)
+			return rc;
+		unsigned done = 0;
+		int err = 0;
+		for (int first = 1; done < n; first = 0) {
+			if (!first)
+				rc = io_reap(r->ctx, cqes, ARRAY_SIZE(cqes), 1);
+			if (rc < 0)
+				return rc;
+			for (int i = 0; i < rc; i++) {
+				if (cqes[i].res < 0 && !err)
+					err = (int)cqes[i].res;
+				else if ((uint64_t)cqes[i].res != cqes[i].user_data && !err)
+					err = -ENOSPC; /* short write: the device is full */
+			}
+			done += (unsigned)rc;
+		}
+		if (err)
+			return err;
+		ADD(&r->st_writes, n);
+	}
+	/* A write that ends exactly at a boundary still moves to the next file:
+	 * the next write starts there. */
+	for (; b < nb && pos >= bounds[b].new_first; b++) {
+		if (r->cur_first < bounds[b].new_first) {
+			int rc = writer_next_segment(r, bounds[b].new_first);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static void writer_fail(struct redo *r, int err, uint64_t start, uint64_t end)
+{
+	log_error("redo: log write of LSN %" PRIu64 "..%" PRIu64 " in %s failed: %s; the log is "
+		  "read-only from now on (commits waiting for it fail with LOTUS_EDURABLE)",
+		  start, end, r->dir, strerror(-err));
+	pthread_mutex_lock(&r->mu);
+	STORE(&r->failed, 1);
+	pthread_cond_broadcast(&r->space_cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_lock(&r->nmu);
+	r->error = LOTUS_EDURABLE;
+	pthread_cond_broadcast(&r->durable_cv);
+	pthread_mutex_unlock(&r->nmu);
+	notify_run(r, 0, LOTUS_EDURABLE);
+}
+
+/* Zero the ring bytes of [from, to) (whole blocks now below the floor), so
+ * that the bytes past the tail of a later write are zero: a clean log end on
+ * disk is a run of zeroes, and a torn tail is anything else.  Appenders cannot
+ * touch these bytes until the new floor is published. */
+static void ring_zero(struct redo *r, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		size_t off = from % r->ring_bytes;
+		size_t n = (size_t)MIN(to - from, (uint64_t)(r->ring_bytes - off));
+		memset(r->ring + off, 0, n);
+		from += n;
+	}
+}
+
+static void writer_done(struct redo *r, uint64_t start, uint64_t end, uint64_t records,
+			unsigned nb)
+{
+	ring_zero(r, start, ALIGN_DOWN_BLOCK(end));
+	ADD(&r->st_records, records);
+	pthread_mutex_lock(&r->mu);
+	r->floor = ALIGN_DOWN_BLOCK(end);
+	memmove(r->bounds, r->bounds + nb, (r->nbounds - nb) * sizeof(r->bounds[0]));
+	r->nbounds -= nb;
+	if (r->space_waiters)
+		pthread_cond_broadcast(&r->space_cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_lock(&r->nmu);
+	STORE(&r->durable, end);
+	if (r->waiters)
+		pthread_cond_broadcast(&r->durable_cv);
+	pthread_mutex_unlock(&r->nmu);
+	notify_run(r, end, 0);
+}
+
+static void writer_publish_stats(struct redo *r)
+{
+	struct io_stats io;
+	io_ctx_stats(r->ctx, &io);
+	uint64_t sys = io.sys_enter + io.sys_submit + io.sys_getevents + io.sys_pwrite;
+	STORE(&r->st_syscalls_now, sys);
+}
+
+static void *writer_main(void *arg)
+{
+	struct redo *r = arg;
+	int rc = writer_ctx_create(r);
+	if (rc == 0) {
+		r->cur_file = writer_add_file(r, r->cur_fd);
+		if (r->cur_file < 0)
+			rc = r->cur_file;
+	}
+	pthread_mutex_lock(&r->mu);
+	r->open_rc = rc;
+	r->open_done = 1;
+	pthread_cond_broadcast(&r->work_cv);
+	pthread_mutex_unlock(&r->mu);
+	if (rc)
+		return NULL;
+	uint64_t recs_done = r->records_appended;
+	for (;;) {
+		struct seg_bound bounds[REDO_MAX_BOUNDS];
+		pthread_mutex_lock(&r->mu);
+		uint64_t durable = r->durable;
+		while (!r->failed && !r->stop && r->tail == durable) {
+			r->writer_idle = 1;
+			pthread_cond_wait(&r->work_cv, &r->mu);
+		}
+		r->writer_idle = 0;
+		if (r->failed || r->tail == durable) { /* stopped with nothing left */
+			pthread_mutex_unlock(&r->mu);
+			break;
+		}
+		uint64_t end = r->tail, recs = r->records_appended - recs_done;
+		unsigned nb = r->nbounds;
+		memcpy(bounds, r->bounds, nb * sizeof(bounds[0]));
+		recs_done = r->records_appended;
+		pthread_mutex_unlock(&r->mu);
+
+		uint64_t cpu0 = clock_thread_cpu_ns();
+		uint64_t start = ALIGN_DOWN_BLOCK(durable);
+		rc = write_range(r, start, ALIGN_UP(end, (uint64_t)REDO_BLOCK), bounds, nb);
+		if (rc) {
+			writer_fail(r, rc, durable, end);
+			break;
+		}
+		ADD(&r->st_batches, 1);
+		ADD(&r->st_bytes, end - durable);
+		writer_done(r, start, end, recs, nb);
+		writer_publish_stats(r);
+		ADD(&r->st_cpu_ns, clock_thread_cpu_ns() - cpu0);
+	}
+	writer_publish_stats(r);
+	return NULL;
+}
+
+/* ---- open / close ---- */
+
+static size_t ring_size(uint32_t max_write)
+{
+	return ALIGN_UP((size_t)rec_size(REDO_MAX_PAYLOAD) + 2 * REDO_BLOCK, (size_t)1 << 20) +
+	       4 * (size_t)max_write;
+}
+
+/* Find the segment holding next_lsn, open it and load its partial last block
+ * into the ring; or create a new segment.  Sets tail, durable, floor. */
+static int open_tail(struct redo *r, uint64_t next_lsn)
+{
+	uint64_t *segs = NULL;
+	size_t n = 0;
+	int rc = seg_list(r->dir, &segs, &n);
+	if (rc) {
+		log_error("redo: cannot list %s: %s", r->dir, strerror(-rc));
+		return rc;
+	}
+	r->segs = segs;
+	r->nsegs = r->segs_cap = n;
+	if (n && segs[n - 1] > next_lsn) {
+		log_error("redo: %s has a segment starting at LSN %" PRIu64 " past the append "
+			  "point %" PRIu64 " (run redo_replay first)", r->dir, segs[n - 1], next_lsn);
+		return -EINVAL;
+	}
+	if (n == 0) {
+		uint64_t first = ALIGN_UP(next_lsn, (uint64_t)REDO_BLOCK);
+		int fd = seg_open(r, first, 1);
+		if (fd < 0)
+			return fd;
+		r->cur_fd = fd;
+		r->cur_first = r->seg_first = first;
+		r->tail = r->durable = r->floor = first;
+		return 0;
+	}
+	uint64_t first = segs[n - 1];
+	if (first % REDO_BLOCK) {
+		log_error("redo: segment %016" PRIx64 " in %s does not start on a 4 KiB boundary",
+			  first, r->dir);
+		return -EINVAL;
+	}
+	int fd = seg_open(r, first, 0);
+	if (fd < 0)
+		return fd;
+	r->cur_fd = fd;
+	r->cur_first = r->seg_first = first;
+	r->tail = r->durable = next_lsn;
+	r->floor = ALIGN_DOWN_BLOCK(next_lsn);
+	if (next_lsn % REDO_BLOCK) {
+		unsigned char *blk = r->ring + r->floor % r->ring_bytes;
+		ssize_t got = pread(fd, blk, REDO_BLOCK, (off_t)(r->floor - first));
+		if (got < 0) {
+			rc = -errno;
+			log_error("redo: reading the last block of segment %016" PRIx64 ": %s",
+				  first, strerror(-rc));
+			return rc;
+		}
+		if ((size_t)got < REDO_BLOCK)
+			memset(blk + got, 0, REDO_BLOCK - (size_t)got);
+		/* bytes past the append point must read as a clean end */
+		memset(blk + next_lsn % REDO_BLOCK, 0, REDO_BLOCK - next_lsn % REDO_BLOCK);
+	}
+	return 0;
+}
+
+int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
+{
+	if (!o || !o->dir || !out || strlen(o->dir) >= sizeof(((struct redo *)0)->dir))
+		return -EINVAL;
+	*out = NULL;
+	struct redo *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	snprintf(r->dir, sizeof(r->dir), "%s", o->dir);
+	r->segment_bytes = o->segment_bytes ? o->segment_bytes : REDO_DEF_SEGMENT;
+	r->max_write = o->max_write ? ALIGN_UP(o->max_write, REDO_BLOCK) : REDO_DEF_WRITE;
+	r->segment_bytes = MAX(r->segment_bytes, (uint64_t)REDO_BLOCK);
+	r->use_odsync = o->use_odsync;
+	r->backend = o->backend;
+	r->cur_fd = -1;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_mutex_init(&r->nmu, NULL);
+	pthread_mutex_init(&r->seg_mu, NULL);
+	pthread_cond_init(&r->work_cv, NULL);
+	pthread_cond_init(&r->space_cv, NULL);
+	pthread_cond_init(&r->durable_cv, NULL);
+	int rc = 0;
+	r->ring_bytes = ring_size(r->max_write);
+	r->ring = mmap(NULL, r->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (r->ring == MAP_FAILED) {
+		r->ring = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (mkdir(r->dir, 0755) && errno != EEXIST) {
+		rc = -errno;
+		log_error("redo: mkdir %s: %s", r->dir, strerror(errno));
+		goto out;
+	}
+	rc = open_tail(r, next_lsn);
+	if (rc)
+		goto out;
+	rc = -pthread_create(&r->thread, NULL, writer_main, r);
+	if (rc)
+		goto out;
+	r->thread_started = 1;
+	pthread_mutex_lock(&r->mu);
+	while (!r->open_done)
+		pthread_cond_wait(&r->work_cv, &r->mu);
+	rc = r->open_rc;
+	pthread_mutex_unlock(&r->mu);
+out:
+	if (rc) {
+		redo_close(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+void redo_close(redo_t *r)
+{
+	if (!r)
+		return;
+	if (r->thread_started) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = 1;
+		pthread_cond_signal(&r->work_cv);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->thread, NULL);
+	}
+	notify_run(r, 0, LOTUS_EDURABLE); /* only if the writer could not start */
+	if (r->ctx)
+		io_ctx_destroy(r->ctx);
+	if (r->cur_fd >= 0)
+		close(r->cur_fd);
+	if (r->ring)
+		munmap(r->ring, r->ring_bytes);
+	pthread_mutex_destroy(&r->mu);
+	pthread_mutex_destroy(&r->nmu);
+	pthread_mutex_destroy(&r->seg_mu);
+	pthread_cond_destroy(&r->work_cv);
+	pthread_cond_destroy(&r->space_cv);
+	pthread_cond_destroy(&r->durable_cv);
+	free(r->heap);
+	free(r->segs);
+	free(r);
+}
+
+int redo_truncate(redo_t *r, uint64_t lsn)
+{
+	lsn = MIN(lsn, redo_durable_lsn(r));
+	int rc = 0;
+	pthread_mutex_lock(&r->seg_mu);
+	size_t keep = 0;
+	while (keep + 1 < r->nsegs && r->segs[keep + 1] <= lsn)
+		keep++;
+	for (size_t i = 0; i < keep; i++) {
+		char path[4200];
+		seg_path(path, sizeof(path), r->dir, r->segs[i]);
+		if (unlink(path) && errno != ENOENT) {
+			rc = -errno;
+			log_warn("redo: cannot delete %s: %s", path, strerror(errno));
+		}
+	}
+	memmove(r->segs, r->segs + keep, (r->nsegs - keep) * sizeof(r->segs[0]));
+	r->nsegs -= keep;
+	pthread_mutex_unlock(&r->seg_mu);
+	ADD(&r->st_seg_deleted, keep);
+	return rc;
+}
+
+void redo_stats(redo_t *r, struct redo_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->writes = LOAD(&r->st_batches);
+	out->ios = LOAD(&r->st_writes);
+	out->records = LOAD(&r->st_records);
+	out->bytes = LOAD(&r->st_bytes);
+	out->syscalls = LOAD(&r->st_syscalls_done) + LOAD(&r->st_syscalls_now);
+	out->cpu_ns = LOAD(&r->st_cpu_ns);
+	out->notified = LOAD(&r->st_notified);
+	out->segments_created = LOAD(&r->st_seg_created);
+	out->segments_deleted = LOAD(&r->st_seg_deleted);
+	out->backend = r->backend_name ? r->backend_name : "none";
+}
+
+/* ---- replay ---- */
+
+struct replay_seg {
+	uint64_t first;
+	int fd;
+	const unsigned char *map;
+	size_t size;
+};
+
+static int replay_map(const char *dir, uint64_t first, struct replay_seg *sg)
+{
+	char path[4200];
+	seg_path(path, sizeof(path), dir, first);
+	sg->first = first;
+	sg->map = NULL;
+	sg->size = 0;
+	sg->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (sg->fd < 0) {
+		int err = -errno;
+		log_error("redo: open %s: %s", path, strerror(errno));
+		return err;
+	}
+	struct stat stt;
+	if (fstat(sg->fd, &stt)) {
+		int err = -errno;
+		close(sg->fd);
+		return err;
+	}
+	sg->size = (size_t)stt.st_size;
+	if (sg->size) {
+		void *m = mmap(NULL, sg->size, PROT_READ, MAP_PRIVATE, sg->fd, 0);
+		if (m == MAP_FAILED) {
+			int err = -errno;
+			close(sg->fd);
+			return err;
+		}
+		madvise(m, sg->size, MADV_SEQUENTIAL);
+		sg->map = m;
+	}
+	return 0;
+}
+
+static void replay_unmap(struct replay_seg *sg)
+{
+	if (sg->map)
+		munmap((void *)sg->map, sg->size);
+	if (sg->fd >= 0)
+		close(sg->fd);
+	sg->fd = -1;
+	sg->map = NULL;
+}
+
+/* The record at stream position pos of sg, or NULL if there is no valid one. */
+static const struct redo_hdr *replay_record(const struct replay_seg *sg, uint64_t pos)
+{
+	uint64_t off = pos - sg->first;
+	if (off + sizeof(struct redo_hdr) > sg->size)
+		return NULL;
+	struct redo_hdr h;
+	memcpy(&h, sg->map + off, sizeof(h));
+	if (h.magic != REDO_MAGIC || h.type == 0 || h.len > REDO_MAX_PAYLOAD ||
+	    h.lsn != pos + rec_size(h.len) || off + sizeof(h) + h.len > sg->size)
+		return NULL;
+	uint32_t want = h.crc;
+	h.crc = 0;
+	uint32_t c = crc32c(0, sg->map + off + sizeof(h), h.len);
+	if (crc32c(c, &h, sizeof(h)) != want)
+		return NULL;
+	return (const struct redo_hdr *)(sg->map + off);
+}
+
+static int all_zero(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* The log ends at pos inside sg: cut the garbage after it and set aside any
+ * later segment (it can only hold records that were never acknowledged). */
+static int replay_cut(const char *dir, struct replay_seg *sg, uint64_t pos, const uint64_t *segs,
+		      size_t n, size_t idx, uint64_t *cut_bytes)
+{
+	uint64_t off = pos - sg->first;
+	char path[4200];
+	seg_path(path, sizeof(path), dir, sg->first);
+	size_t rest = sg->size > off ? sg->size - off : 0;
+	if (rest && !all_zero(sg->map + off, rest)) {
+		log_warn("redo: torn or corrupt log tail in %s at LSN %" PRIu64 " (file offset %"
+			 PRIu64 "): cut %zu bytes; the log resumes at LSN %" PRIu64, path, pos, off,
+			 rest, pos);
+		*cut_bytes += rest;
+		if (ftruncate(sg->fd, (off_t)off) || fsync(sg->fd)) {
+			int err = -errno;
+			log_error("redo: cannot cut %s at %" PRIu64 ": %s", path, off, strerror(errno));
+			return err;
+		}
+	}
+	for (size_t j = idx + 1; j < n; j++) {
+		char p2[4200], cut[4300];
+		struct stat stt;
+		seg_path(p2, sizeof(p2), dir, segs[j]);
+		snprintf(cut, sizeof(cut), "%s.cut", p2);
+		if (stat(p2, &stt) == 0)
+			*cut_bytes += (uint64_t)stt.st_size;
+		log_warn("redo: segment %s lies past the end of the log at LSN %" PRIu64
+			 " (its records were never acknowledged): renamed to %s", p2, pos, cut);
+		if (rename(p2, cut)) {
+			int err = -errno;
+			log_error("redo: rename %s: %s", p2, strerror(errno));
+			return err;
+		}
+	}
+	return fsync_dir(dir);
+}
+
+/* A SEGEND whose next segment was never created: create it (empty) so that
+ * redo_open continues in the right file. */
+static int replay_make_segment(const char *dir, uint64_t first)
+{
+	char path[4200];
+	seg_path(path, sizeof(path), dir, first);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return fsync_dir(dir);
+}
+
+int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg,
+		struct redo_replay_stats *st, uint64_t *next_lsn)
+{
+	struct redo_replay_stats s = { 0 };
+	uint64_t t0 = clock_now_ns(), *segs = NULL, pos = from_lsn;
+	size_t n = 0;
+	struct replay_seg sg = { .fd = -1 };
+	int rc = seg_list(dir, &segs, &n);
+	if (rc == -ENOENT) {
+		rc = 0;   /* no directory: an empty log */
+		n = 0;
+	} else if (rc) {
+		log_error("redo: cannot list %s: %s", dir, strerror(-rc));
+		goto out;
+	}
+	if (n == 0)
+		goto out;
+	size_t idx = 0;
+	while (idx + 1 < n && segs[idx + 1] <= from_lsn)
+		idx++;
+	if (segs[idx] > from_lsn && from_lsn > 0) {
+		log_error("redo: recovery needs the log from LSN %" PRIu64 " but the oldest "
+			  "segment in %s starts at %" PRIu64, from_lsn, dir, segs[idx]);
+		rc = -ENOENT;
+		goto out;
+	}
+	for (;;) {
+		rc = replay_map(dir, segs[idx], &sg);
+		if (rc)
+			goto out;
+		s.segments++;
+		pos = sg.first;
+		const struct redo_hdr *h;
+		while ((h = replay_record(&sg, pos))) {
+			pos = h->lsn;
+			if (h->type == REDO_SEGEND)
+				break;
+			if (pos > from_lsn) {
+				s.records++;
+				s.bytes += rec_size(h->len);
+				rc = cb(arg, pos, h->type, h->txn_id, h + 1, h->len);
+				if (rc)
+					goto out;
+			}
+		}
+		if (!h) {
+			if (pos < from_lsn) {
+				log_error("redo: the log in %s ends at LSN %" PRIu64 ", before the "
+					  "checkpoint's LSN %" PRIu64 ": records are missing", dir,
+					  pos, from_lsn);
+				rc = -EIO;
+				goto out;
+			}
+			rc = replay_cut(dir, &sg, pos, segs, n, idx, &s.cut_bytes);
+			goto out;
+		}
+		uint64_t next = ALIGN_UP(pos, (uint64_t)REDO_BLOCK);
+		replay_unmap(&sg);
+		if (idx + 1 < n && segs[idx + 1] == next) {
+			idx++;
+			continue;
+		}
+		pos = next;
+		if (idx + 1 < n) {
+			log_error("redo: segment %016" PRIx64 " ends with LSN %" PRIu64 " but the next "
+				  "one starts at %016" PRIx64, segs[idx], next, segs[idx + 1]);
+			rc = replay_map(dir, segs[idx], &sg);
+			if (!rc)
+				rc = replay_cut(dir, &sg, sg.first + sg.size, segs, n, idx,
+						&s.cut_bytes);
+			if (rc)
+				goto out;
+		}
+		rc = replay_make_segment(dir, next);
+		goto out;
+	}
+out:
+	replay_unmap(&sg);
+	free(segs);
+	s.elapsed_ns = clock_now_ns() - t0;
+	if (st)
+		*st = s;
+	if (next_lsn)
+		*next_lsn = MAX(pos, from_lsn);
+	return rc;
+}

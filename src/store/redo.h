@@ -1,0 +1,103 @@
+/*
+ * redo.h - the memory server's redo log (DESIGN.md "Storage engine", and the
+ * redo part of papers/io-uring-oracle.txt).
+ *
+ * The log is a byte stream cut into segment files (DIR/redo-<first-lsn>.log).
+ * An LSN is a byte offset in that stream; a record's LSN is the offset just
+ * past its end, so "lsn durable" means the record and everything before it
+ * are on disk.  Every record carries its length, LSN, transaction id, type
+ * and a CRC32C over header and payload; records are 8-byte aligned.
+ *
+ * Group commit: workers append records into a shared in-memory buffer; one
+ * log writer thread takes everything appended since its last write and
+ * writes it as one large aligned O_DIRECT write with RWF_DSYNC (or O_DSYNC),
+ * through the hybrid I/O layer (io_uring with a registered buffer where
+ * available, libaio otherwise).  A partly filled last block is rewritten by
+ * the next write.  When a write completes, the writer calls the notify
+ * callbacks of every LSN it made durable, in LSN order.
+ *
+ * Errors: a failed log write (EIO, ENOSPC, ...) makes the log read-only for
+ * good: the callbacks waiting for LSNs not yet durable get LOTUS_EDURABLE,
+ * and every later append fails with LOTUS_EREADONLY.  Nothing that was not
+ * durable is ever reported durable.
+ *
+ * Threads: redo_append/redo_notify/redo_wait/redo_*_lsn from any thread;
+ * callbacks run on the log writer thread and must not block or call
+ * redo_wait (they may call redo_append).  open/close/truncate/replay from
+ * the owner (the memory server's main thread or its page writer).
+ */
+#ifndef LOTUS_REDO_H
+#define LOTUS_REDO_H
+#include <stdint.h>
+#include "io/io.h"
+
+enum redo_type {
+	REDO_COMMIT = 1,   /* writes of a committed txn (payload: wire_write items) */
+	REDO_PREPARE = 2,  /* writes + participant list of a prepared txn */
+	REDO_DECIDE = 3,   /* commit/abort decision of a prepared txn */
+	REDO_REFUSE = 4,   /* this server never prepared the txn and never will */
+	REDO_TABLE = 5,    /* a table was created (name, max value, id) */
+	REDO_USER = 16,    /* first type free for other users */
+};
+
+struct redo_opts {
+	const char *dir;
+	uint64_t segment_bytes;   /* default 64 MiB */
+	uint32_t max_write;       /* largest single log write, default 1 MiB */
+	enum io_backend backend;  /* AUTO: io_uring, else libaio */
+	int use_odsync;           /* 1: open with O_DSYNC instead of RWF_DSYNC per write */
+};
+
+typedef struct redo redo_t;
+
+/* Open the log for appending at next_lsn (from redo_replay, or 0 for a new
+ * log) and start the log writer thread. */
+int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out);
+/* Stop the writer after writing everything appended; close the segment. */
+void redo_close(redo_t *r);
+
+/* Append one record (payload copied).  *lsn gets its LSN.
+ * LOTUS_EREADONLY after a log I/O error; -E2BIG for a payload over 16 MiB. */
+int redo_append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
+		uint64_t *lsn);
+/* Call cb(arg, status) on the log writer thread once lsn is durable (status
+ * 0) or can never be (LOTUS_EDURABLE).  If lsn is durable already, cb runs
+ * before this returns, on the calling thread. */
+int redo_notify(redo_t *r, uint64_t lsn, void (*cb)(void *arg, int status), void *arg);
+/* Block until lsn is durable: 0 or LOTUS_EDURABLE. */
+int redo_wait(redo_t *r, uint64_t lsn);
+uint64_t redo_durable_lsn(redo_t *r);
+uint64_t redo_next_lsn(redo_t *r);
+/* 0 while the log accepts appends; LOTUS_EREADONLY after an I/O error. */
+int redo_status(redo_t *r);
+
+/* Delete the segment files that lie wholly below lsn (after a checkpoint). */
+int redo_truncate(redo_t *r, uint64_t lsn);
+
+struct redo_stats {
+	uint64_t writes, records, bytes, syscalls, cpu_ns;
+	uint64_t notified, segments_created, segments_deleted;
+	const char *backend;
+	/* Added: writes counts group-commit batches (one per wake-up of the log
+	 * writer); ios counts the I/Os they were split into (max_write pieces). */
+	uint64_t ios;
+};
+void redo_stats(redo_t *r, struct redo_stats *out);
+
+/* Recovery: call cb for every valid record with LSN > from_lsn, in order.
+ * A torn or corrupt tail (bad CRC, bad length, a gap) is cut at the last
+ * valid record: the file is truncated there and one log line says so
+ * (where, and how many bytes were dropped).  *next_lsn is where appending
+ * resumes.  cb returns 0 to go on, or an error to stop the replay. */
+typedef int (*redo_replay_fn)(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
+			      const void *payload, uint32_t len);
+struct redo_replay_stats {
+	uint64_t records, bytes, cut_bytes, segments;
+	uint64_t elapsed_ns;
+};
+int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg,
+		struct redo_replay_stats *st, uint64_t *next_lsn);
+
+uint32_t crc32c(uint32_t crc, const void *data, size_t len);
+
+#endif
