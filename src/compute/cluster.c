@@ -184,6 +184,7 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 		return -ENOMEM;
 	c->opts = *o;
 	pthread_mutex_init(&c->tables_mu, NULL);
+	pthread_mutex_init(&c->groups_mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
 	if (o->config_path) {
 		rc = cluster_from_config(c, o->config_path);
@@ -220,6 +221,7 @@ void lotus_disconnect(lotus_cluster_t *c)
 	if (c->net)
 		net_ctx_destroy(c->net);
 	pthread_mutex_destroy(&c->tables_mu);
+	pthread_mutex_destroy(&c->groups_mu);
 	free(c);
 }
 
@@ -251,7 +253,7 @@ int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
 		struct wire_req r = { .op = OP_CREATE_TABLE, .key_len = (uint16_t)nlen,
 				      .arg = max_value };
 		rc = session_admin(s, sv, &r, name, NULL, 10000);
-		te.ids[sv] = (uint16_t)s->admin_arg[sv];
+		te.ids[sv] = (uint16_t)s->g->admin_arg[sv];
 	}
 	if (rc == 0) {
 		c->tables[i] = te;

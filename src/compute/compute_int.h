@@ -65,6 +65,8 @@ struct server_ent {
 
 struct lotus_cluster {
 	struct lotus_options opts;
+	pthread_mutex_t groups_mu;
+	struct sgroup *groups[256];      /* --batch inter: sessions idx/group_size */
 	char transport[16];
 	unsigned nservers;
 	struct server_ent servers[LOTUS_MAX_SERVERS];
@@ -128,24 +130,25 @@ struct lotus_txn {
 	lotus_txn_t *ready_next;
 };
 
-struct lotus_session {
-	lotus_cluster_t *cl;
+/*
+ * A sending group: the network side shared by the sessions of a group (one
+ * session alone outside --batch inter).  Whichever member holds mu sends and
+ * receives for all of them (flat combining), so the ready requests of every
+ * member's transactions share one message per memory server.  mu guards
+ * everything here and every transaction field a reply touches.
+ */
+struct sgroup {
+	pthread_mutex_t mu;              /* recursive: callbacks may re-enter */
+	unsigned members;                /* sessions attached (cluster mutex) */
 	net_worker_t *net;
 	net_conn_t *conns[LOTUS_MAX_SERVERS];
 	struct wire_buf out[LOTUS_MAX_SERVERS];
-	uint64_t dirty;              /* bit per server with a buffered message */
-	unsigned idx;
-	uint32_t txn_seq;
-	uint64_t msg_seq, last_prio;
-	lotus_txn_t **slots;
+	uint64_t dirty;                  /* bit per server with a buffered message */
+	uint64_t msg_seq;
+	lotus_txn_t **slots;             /* tag slot -> transaction */
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
-	int lost;                    /* a server connection was lost */
-	struct lotus_net_counters ctr;
-	/* transactions whose step finished, to complete from lotus_session_poll */
-	lotus_txn_t *ready_head, *ready_tail;
-	/* CO: local lock grants posted by other threads, handled from the poll */
-	struct txn_op *grants;
+	int lost;                        /* a server connection was lost */
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
 	uint64_t admin_arg[LOTUS_MAX_SERVERS];
@@ -153,7 +156,22 @@ struct lotus_session {
 	size_t admin_vlen;
 };
 
+struct lotus_session {
+	lotus_cluster_t *cl;
+	struct sgroup *g;
+	unsigned idx;
+	uint32_t txn_seq;
+	uint64_t last_prio;
+	struct lotus_net_counters ctr;
+	/* transactions whose step finished, to complete from lotus_session_poll */
+	lotus_txn_t *ready_head, *ready_tail;
+	/* CO: local lock grants posted by other threads, handled from the poll */
+	struct txn_op *grants;
+};
+
 /* session.c */
+void group_lock(struct sgroup *g);
+void group_unlock(struct sgroup *g);
 int session_queue(lotus_session_t *s, unsigned server, const struct wire_req *r,
 		  const void *key, const void *value);
 void session_flush(lotus_session_t *s);

@@ -1,13 +1,23 @@
 /*
- * session.c - a compute thread's session: its UCX worker and one connection
- * per memory server, per-server outgoing message buffers (the batching
- * point), and the dispatch of replies to transactions.
+ * session.c - a compute thread's session and its sending group: the UCX
+ * worker with one connection per memory server, the per-server outgoing
+ * message buffers (the batching point), and the dispatch of replies to
+ * transactions.
+ *
+ * Groups (--batch inter, --group-size G): sessions idx/G share one struct
+ * sgroup.  A member that enters lotus_session_poll() takes the group lock and
+ * then flushes every member's buffered requests as one message per server,
+ * progresses the worker and hands each reply to its transaction, whatever
+ * member owns it; completions land on the owner's ready list, which only the
+ * owner drains.  Outside inter batching every session is a group of one and
+ * the lock is never contended.
  *
  * Reply matching: a request's tag is (txn slot << 16 | op index); the slot
- * indexes s->slots, and the reply's txn_id must match the slot's current
+ * indexes g->slots, and the reply's txn_id must match the slot's current
  * transaction (so a reply that outlives its transaction is dropped).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/clock.h"
@@ -22,54 +32,132 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason);
 
 static void sess_on_post(void *arg, void *item)
 {
-	txn_on_local_grant(arg, item);
+	struct lock_waiter *w = item;
+	lotus_txn_t *t = w->owner;
+	txn_on_local_grant(t->s, w);
 }
 
 static const struct net_handlers sess_handlers = {
 	.on_msg = sess_on_msg, .on_close = sess_on_close, .on_post = sess_on_post,
 };
 
-static unsigned sess_server_of(lotus_session_t *s, net_conn_t *nc)
+void group_lock(struct sgroup *g)
 {
-	return (unsigned)(uintptr_t)net_conn_user(nc);
+	pthread_mutex_lock(&g->mu);
 }
 
-static int sess_send_hello(lotus_session_t *s, unsigned sv)
+void group_unlock(struct sgroup *g)
+{
+	pthread_mutex_unlock(&g->mu);
+}
+
+static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
 {
 	struct wire_buf b;
 	size_t len;
 	wire_buf_init(&b);
-	int rc = wire_buf_begin(&b, WIRE_HELLO, s->cl->opts.compute_id, 0);
+	int rc = wire_buf_begin(&b, WIRE_HELLO, c->opts.compute_id, 0);
 	if (rc)
 		return rc;
 	wire_buf_end(&b);
 	unsigned char *p = wire_buf_detach(&b, &len);
-	return net_send(s->conns[sv], p, len);
+	return net_send(g->conns[sv], p, len);
 }
 
-int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
+static void group_destroy(lotus_cluster_t *c, struct sgroup *g)
 {
-	lotus_session_t *s = calloc(1, sizeof(*s));
+	for (unsigned sv = 0; sv < c->nservers; sv++) {
+		if (g->conns[sv])
+			net_conn_close(g->conns[sv]);
+		wire_buf_free(&g->out[sv]);
+	}
+	if (g->net)
+		net_worker_destroy(g->net);
+	pthread_mutex_destroy(&g->mu);
+	free(g->slots);
+	free(g->free_slots);
+	free(g->admin_value);
+	free(g);
+}
+
+static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
+{
+	struct sgroup *g = calloc(1, sizeof(*g));
+	pthread_mutexattr_t ma;
 	int rc;
-	if (!s)
+	if (!g)
 		return -ENOMEM;
-	s->cl = c;
-	s->idx = atomic_fetch_add(&c->next_session, 1);
-	rc = net_worker_create(c->net, &sess_handlers, s, &s->net);
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&g->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	rc = shared ? net_worker_create_shared(c->net, &sess_handlers, g, &g->net)
+		    : net_worker_create(c->net, &sess_handlers, g, &g->net);
 	for (unsigned sv = 0; rc == 0 && sv < c->nservers; sv++) {
-		wire_buf_init(&s->out[sv]);
-		rc = net_connect(s->net, c->servers[sv].host, c->servers[sv].port, 10000,
-				 &s->conns[sv]);
+		wire_buf_init(&g->out[sv]);
+		rc = net_connect(g->net, c->servers[sv].host, c->servers[sv].port, 10000,
+				 &g->conns[sv]);
 		if (rc) {
 			log_error("cannot reach memory server %u at %s:%u: %s", sv,
 				  c->servers[sv].host, c->servers[sv].port, lotus_strerror(rc));
 			break;
 		}
-		net_conn_set_user(s->conns[sv], (void *)(uintptr_t)sv);
-		rc = sess_send_hello(s, sv);
+		net_conn_set_user(g->conns[sv], (void *)(uintptr_t)sv);
+		rc = group_send_hello(c, g, sv);
 	}
 	if (rc) {
-		lotus_session_close(s);
+		group_destroy(c, g);
+		return rc;
+	}
+	*out = g;
+	return 0;
+}
+
+/* The group of session idx: its own under intra/none batching, else shared
+ * by group_size consecutive sessions. */
+static int group_attach(lotus_cluster_t *c, unsigned idx, struct sgroup **out)
+{
+	unsigned gs = c->opts.group_size ? c->opts.group_size : 8;
+	if (c->opts.batch != LOTUS_BATCH_INTER || gs == 1 || idx / gs >= ARRAY_SIZE(c->groups))
+		return group_create(c, 0, out);
+	int rc = 0;
+	pthread_mutex_lock(&c->groups_mu);
+	struct sgroup **slot = &c->groups[idx / gs];
+	if (!*slot)
+		rc = group_create(c, 1, slot);
+	if (rc == 0) {
+		(*slot)->members++;
+		*out = *slot;
+	}
+	pthread_mutex_unlock(&c->groups_mu);
+	return rc;
+}
+
+static void group_detach(lotus_cluster_t *c, struct sgroup *g)
+{
+	int last = 1;
+	pthread_mutex_lock(&c->groups_mu);
+	for (size_t i = 0; i < ARRAY_SIZE(c->groups); i++)
+		if (c->groups[i] == g) {
+			last = --g->members == 0;
+			if (last)
+				c->groups[i] = NULL;
+		}
+	pthread_mutex_unlock(&c->groups_mu);
+	if (last)
+		group_destroy(c, g);
+}
+
+int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
+{
+	lotus_session_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cl = c;
+	s->idx = atomic_fetch_add(&c->next_session, 1);
+	int rc = group_attach(c, s->idx, &s->g);
+	if (rc) {
+		free(s);
 		return rc;
 	}
 	*out = s;
@@ -80,16 +168,7 @@ void lotus_session_close(lotus_session_t *s)
 {
 	if (!s)
 		return;
-	for (unsigned sv = 0; sv < s->cl->nservers; sv++) {
-		if (s->conns[sv])
-			net_conn_close(s->conns[sv]);
-		wire_buf_free(&s->out[sv]);
-	}
-	if (s->net)
-		net_worker_destroy(s->net);
-	free(s->slots);
-	free(s->free_slots);
-	free(s->admin_value);
+	group_detach(s->cl, s->g);
 	free(s);
 }
 
@@ -98,108 +177,127 @@ void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters 
 	*out = s->ctr;
 }
 
-/* ---- sending ------------------------------------------------------------- */
+/* ---- sending (group lock held) -------------------------------------------- */
 
-void session_flush_server(lotus_session_t *s, unsigned sv)
+static void group_flush_server(lotus_session_t *s, unsigned sv)
 {
-	struct wire_buf *b = &s->out[sv];
+	struct sgroup *g = s->g;
+	struct wire_buf *b = &g->out[sv];
 	size_t len;
-	if (!(s->dirty & (1ULL << sv)))
+	if (!(g->dirty & (1ULL << sv)))
 		return;
-	s->dirty &= ~(1ULL << sv);
+	g->dirty &= ~(1ULL << sv);
 	s->ctr.reqs_sent += b->count;
 	wire_buf_end(b);
 	unsigned char *p = wire_buf_detach(b, &len);
 	s->ctr.msgs_sent++;
 	s->ctr.bytes_sent += len;
-	if (!s->conns[sv]) {
+	if (!g->conns[sv]) {
 		free(p);
 		return;
 	}
-	int rc = net_send(s->conns[sv], p, len);
+	int rc = net_send(g->conns[sv], p, len);
 	if (rc)
 		log_debug("send to server %u failed: %s", sv, lotus_strerror(rc));
 }
 
+void session_flush_server(lotus_session_t *s, unsigned sv)
+{
+	group_lock(s->g);
+	group_flush_server(s, sv);
+	group_unlock(s->g);
+}
+
 void session_flush(lotus_session_t *s)
 {
-	while (s->dirty) {
-		unsigned sv = (unsigned)__builtin_ctzll(s->dirty);
-		session_flush_server(s, sv);
-	}
+	struct sgroup *g = s->g;
+	group_lock(g);
+	while (g->dirty)
+		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
+	group_unlock(g);
 }
 
 int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, const void *key,
 		  const void *value)
 {
-	struct wire_buf *b = &s->out[sv];
-	int rc;
-	if (!s->conns[sv])
-		return LOTUS_EUNAVAIL;
-	if (!(s->dirty & (1ULL << sv))) {
-		rc = wire_buf_begin(b, WIRE_REQ, s->cl->opts.compute_id, ++s->msg_seq);
-		if (rc)
-			return rc;
-		s->dirty |= 1ULL << sv;
+	struct sgroup *g = s->g;
+	struct wire_buf *b = &g->out[sv];
+	int rc = 0;
+	group_lock(g);
+	if (!g->conns[sv]) {
+		rc = LOTUS_EUNAVAIL;
+		goto out;
 	}
-	if (b->count == 0xffff)
-		session_flush_server(s, sv);
+	if (g->dirty & (1ULL << sv) && b->count == 0xffff)
+		group_flush_server(s, sv);
+	if (!(g->dirty & (1ULL << sv))) {
+		rc = wire_buf_begin(b, WIRE_REQ, s->cl->opts.compute_id, ++g->msg_seq);
+		if (rc)
+			goto out;
+		g->dirty |= 1ULL << sv;
+	}
 	rc = wire_buf_add_req(b, r, key, value);
-	if (rc == -E2BIG) { /* message full: send it and start another */
-		session_flush_server(s, sv);
+	if (rc == -E2BIG && b->count > 0) { /* message full: send it, start another */
+		group_flush_server(s, sv);
+		group_unlock(g);
 		return session_queue(s, sv, r, key, value);
 	}
 	if (rc == 0 && s->cl->opts.batch == LOTUS_BATCH_NONE)
-		session_flush_server(s, sv);
+		group_flush_server(s, sv);
+out:
+	group_unlock(g);
 	return rc;
 }
 
-/* ---- receiving ----------------------------------------------------------- */
+/* ---- receiving (inside the worker's dispatch, group lock held) ------------- */
 
-static void sess_on_admin_reply(lotus_session_t *s, unsigned sv, const struct wire_rep *r,
+static void sess_on_admin_reply(struct sgroup *g, unsigned sv, const struct wire_rep *r,
 				const unsigned char *value)
 {
-	if (r->status && !s->admin_status)
-		s->admin_status = r->status;
-	s->admin_arg[sv] = r->arg;
+	if (r->status && !g->admin_status)
+		g->admin_status = r->status;
+	g->admin_arg[sv] = r->arg;
 	if (r->value_len) {
-		char *v = realloc(s->admin_value, r->value_len + 1);
+		char *v = realloc(g->admin_value, r->value_len + 1);
 		if (v) {
 			memcpy(v, value, r->value_len);
 			v[r->value_len] = 0;
-			s->admin_value = v;
-			s->admin_vlen = r->value_len;
+			g->admin_value = v;
+			g->admin_vlen = r->value_len;
 		}
 	}
-	s->admin_due--;
+	g->admin_due--;
 }
 
-static void sess_on_reply(lotus_session_t *s, unsigned sv, const struct wire_rep *r,
+static void sess_on_reply(struct sgroup *g, unsigned sv, const struct wire_rep *r,
 			  const unsigned char *value)
 {
 	unsigned slot = r->tag >> 16;
 	if (slot == TAG_ADMIN_SLOT) {
-		sess_on_admin_reply(s, sv, r, value);
+		sess_on_admin_reply(g, sv, r, value);
 		return;
 	}
-	if (slot >= s->nslots || !s->slots[slot] || s->slots[slot]->id != r->txn_id) {
+	if (slot >= g->nslots || !g->slots[slot] || g->slots[slot]->id != r->txn_id) {
 		log_debug("dropping reply for an unknown transaction %llx",
 			  (unsigned long long)r->txn_id);
 		return;
 	}
-	txn_on_reply(s->slots[slot], sv, r, value);
+	txn_on_reply(g->slots[slot], sv, r, value);
 }
 
 static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 {
-	lotus_session_t *s = arg;
-	unsigned sv = sess_server_of(s, nc);
+	struct sgroup *g = arg;
+	unsigned sv = (unsigned)(uintptr_t)net_conn_user(nc);
 	const struct wire_hdr *h = data;
 	struct wire_iter it;
 	const struct wire_rep *r;
 	const unsigned char *k, *v;
-	s->ctr.msgs_recv++;
-	s->ctr.bytes_recv += len;
+	lotus_session_t *s = session_current;
+	if (s) {
+		s->ctr.msgs_recv++;
+		s->ctr.bytes_recv += len;
+	}
 	int rc = wire_msg_check(data, len);
 	if (rc || h->type != WIRE_REP) {
 		log_error("memory server %u: %s", sv,
@@ -209,62 +307,81 @@ static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 	}
 	wire_iter_init(&it, data, len);
 	while (wire_next_rep(&it, &r, &k, &v) == 1)
-		sess_on_reply(s, sv, r, v);
+		sess_on_reply(g, sv, r, v);
 }
 
 static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 {
-	lotus_session_t *s = arg;
-	unsigned sv = sess_server_of(s, nc);
-	log_error("lost memory server %u: %s", sv, lotus_strerror(reason));
-	s->conns[sv] = NULL;
-	s->lost = 1;
-	if (s->admin_due) {
-		s->admin_due = 0;
-		s->admin_status = LOTUS_EUNAVAIL;
+	struct sgroup *g = arg;
+	unsigned sv = (unsigned)(uintptr_t)net_conn_user(nc);
+	log_error("lost memory server %u: %s", sv, lotus_strerror(reason ? reason : LOTUS_EUNAVAIL));
+	g->conns[sv] = NULL;
+	g->lost = 1;
+	if (g->admin_due) {
+		g->admin_due = 0;
+		g->admin_status = LOTUS_EUNAVAIL;
 	}
-	for (unsigned i = 0; i < s->nslots; i++)
-		if (s->slots[i])
-			txn_on_server_lost(s->slots[i], sv);
+	for (unsigned i = 0; i < g->nslots; i++)
+		if (g->slots[i])
+			txn_on_server_lost(g->slots[i], sv);
 }
 
 int lotus_session_poll(lotus_session_t *s, int timeout_ms)
 {
+	struct sgroup *g = s->g;
 	lotus_session_t *outer = session_current;
+	int n;
 	session_current = s;
-	session_flush(s);
-	int n = net_progress(s->net);
+	group_lock(g);
+	while (g->dirty)
+		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
+	n = net_progress(g->net);
+	/* a member of a shared group waits at most 1 ms holding the lock, so
+	 * the others get their turn at sending and draining */
 	if (n == 0 && timeout_ms != 0 && !s->ready_head && !s->grants)
-		n = net_wait(s->net, timeout_ms);
+		n = net_wait(g->net, g->members > 1 && (timeout_ms < 0 || timeout_ms > 1)
+				       ? 1 : timeout_ms);
 	txn_drain_grants(s);
 	txn_drain_ready(s);
-	session_flush(s);
+	while (g->dirty)
+		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
+	group_unlock(g);
+	if (g->members > 1)
+		sched_yield();
 	session_current = outer;
 	return n;
 }
 
-/* A synchronous request outside any transaction (table creation, stats). */
+/* A synchronous request outside any transaction (table creation, stats,
+ * write-backs).  It progresses the network only: completed transactions wait
+ * on their ready lists, so no callback runs inside this (possibly nested)
+ * call. */
 int session_admin(lotus_session_t *s, unsigned sv, struct wire_req *r, const void *key,
 		  const void *value, int timeout_ms)
 {
+	struct sgroup *g = s->g;
+	int rc;
+	group_lock(g);
 	r->tag = TAG_ADMIN_SLOT << 16;
-	s->admin_status = 0;
-	s->admin_due = 1;
-	int rc = session_queue(s, sv, r, key, value);
+	g->admin_status = 0;
+	g->admin_due = 1;
+	rc = session_queue(s, sv, r, key, value);
 	if (rc)
-		return rc;
-	session_flush_server(s, sv);
-	/* progress the network only: completed transactions wait on the ready
-	 * list, so no callback runs inside this (possibly nested) call */
+		goto out;
+	group_flush_server(s, sv);
 	uint64_t deadline = clock_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
-	while (s->admin_due > 0 && clock_now_ns() < deadline)
-		if (net_progress(s->net) == 0)
-			net_wait(s->net, 50);
-	if (s->admin_due > 0) {
-		s->admin_due = 0;
-		return LOTUS_ETIMEOUT;
+	while (g->admin_due > 0 && clock_now_ns() < deadline)
+		if (net_progress(g->net) == 0)
+			net_wait(g->net, 50);
+	if (g->admin_due > 0) {
+		g->admin_due = 0;
+		rc = LOTUS_ETIMEOUT;
+		goto out;
 	}
-	return s->admin_status;
+	rc = g->admin_status;
+out:
+	group_unlock(g);
+	return rc;
 }
 
 int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const void *key,
@@ -276,11 +393,11 @@ int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const voi
 }
 
 /* Counters of one memory server as JSON text (OP_STATS); the string is owned by
- * the session and valid until the next call. */
+ * the session's group and valid until the next call. */
 const char *lotus_server_stats(lotus_session_t *s, unsigned sv)
 {
 	struct wire_req r = { .op = OP_STATS };
 	if (sv >= s->cl->nservers || session_admin(s, sv, &r, NULL, NULL, 5000) != 0)
 		return NULL;
-	return s->admin_value;
+	return s->g->admin_value;
 }

@@ -22,7 +22,7 @@
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-static int slot_alloc(lotus_session_t *s, lotus_txn_t *t)
+static int slot_alloc(struct sgroup *s, lotus_txn_t *t)
 {
 	if (s->nfree) {
 		t->slot = s->free_slots[--s->nfree];
@@ -68,7 +68,10 @@ int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out)
 	if (!t)
 		return -ENOMEM;
 	t->s = s;
-	if (slot_alloc(s, t)) {
+	group_lock(s->g);
+	int rc = slot_alloc(s->g, t);
+	group_unlock(s->g);
+	if (rc) {
 		free(t);
 		return -ENOMEM;
 	}
@@ -126,8 +129,10 @@ void lotus_txn_free(lotus_txn_t *t)
 		free(t->ops[i].rval);
 	}
 	free(t->ops);
-	s->slots[t->slot] = NULL;
-	s->free_slots[s->nfree++] = t->slot;
+	group_lock(s->g);
+	s->g->slots[t->slot] = NULL;
+	s->g->free_slots[s->g->nfree++] = t->slot;
+	group_unlock(s->g);
 	free(t);
 }
 
@@ -431,7 +436,7 @@ static int txn_fail_now(lotus_txn_t *t, int rc)
 	return 0;
 }
 
-int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->state != TXN_IDLE || t->sticky)
 		return LOTUS_ESTATE;
@@ -452,6 +457,14 @@ int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	if (t->outstanding == 0)
 		txn_step_ready(t);
 	return 0;
+}
+
+int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	group_lock(t->s->g);
+	int rc = txn_execute_locked(t, cb, arg);
+	group_unlock(t->s->g);
+	return rc;
 }
 
 static void txn_finish(lotus_txn_t *t, int result)
@@ -661,7 +674,7 @@ static int txn_commit_start(lotus_txn_t *t)
 	return 0;
 }
 
-int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->state != TXN_IDLE || t->sticky)
 		return LOTUS_ESTATE;
@@ -671,9 +684,17 @@ int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	t->prepared = 0;
 	if (t->next_unsent < t->nops) {
 		t->commit_after_exec = 1;  /* execute the rest, then commit */
-		return lotus_txn_execute_async(t, cb, arg);
+		return txn_execute_locked(t, cb, arg);
 	}
 	return txn_commit_start(t);
+}
+
+int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	group_lock(t->s->g);
+	int rc = txn_commit_locked(t, cb, arg);
+	group_unlock(t->s->g);
+	return rc;
 }
 
 static int txn_abort_start(lotus_txn_t *t)
@@ -685,7 +706,7 @@ static int txn_abort_start(lotus_txn_t *t)
 	t->state = TXN_ABORT;
 	txn_local_release(t);
 	for (unsigned sv = 0; parts; sv++, parts >>= 1) {
-		if (!(parts & 1) || !t->s->conns[sv])
+		if (!(parts & 1) || !t->s->g->conns[sv])
 			continue;
 		struct wire_req r = { .op = OP_ABORT, .tag = t->slot << 16 | TAG_TXN_OP };
 		if (txn_send(t, sv, &r, NULL, NULL) != 0 && !t->abort_result)
@@ -698,7 +719,7 @@ static int txn_abort_start(lotus_txn_t *t)
 	return 0;
 }
 
-int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_abort_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->state == TXN_EXEC || t->state == TXN_PREPARE || t->state == TXN_COMMIT ||
 	    t->state == TXN_ABORT)
@@ -713,6 +734,14 @@ int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 		return 0;
 	}
 	return txn_abort_start(t);
+}
+
+int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	group_lock(t->s->g);
+	int rc = txn_abort_locked(t, cb, arg);
+	group_unlock(t->s->g);
+	return rc;
 }
 
 /* ---- synchronous forms ------------------------------------------------------ */

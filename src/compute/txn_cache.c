@@ -223,7 +223,7 @@ static void local_notify(void *arg, struct lock_waiter *w, int result)
 	struct txn_op *o = container_of(w, struct txn_op, lw);
 	lotus_txn_t *t = w->owner;
 	o->local_rc = result;
-	net_post(t->s->net, w);
+	net_post(t->s->g->net, w);
 }
 
 void txn_local_release(lotus_txn_t *t)

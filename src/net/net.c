@@ -370,8 +370,8 @@ static void net_close_cb(void *req, ucs_status_t status, void *user)
 
 /* ---- worker --------------------------------------------------------------------- */
 
-int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
-		      net_worker_t **out)
+static int net_worker_create_mode(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
+				  net_worker_t **out, ucs_thread_mode_t mode)
 {
 	net_worker_t *w = calloc(1, sizeof(*w));
 	ucs_status_t st;
@@ -387,7 +387,7 @@ int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
 	pthread_mutex_init(&w->mail_lock, NULL);
 	ucp_worker_params_t wp = {
 		.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-		.thread_mode = UCS_THREAD_MODE_SINGLE,
+		.thread_mode = mode,
 	};
 	st = ucp_worker_create(ctx->ucp, &wp, &w->ucp);
 	if (st != UCS_OK) {
@@ -466,6 +466,18 @@ static void net_conn_close_ep(net_conn_t *c, int force)
 		return;   /* net_close_cb drops the list's ref */
 	}
 	net_conn_put(c);
+}
+
+int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
+		      net_worker_t **out)
+{
+	return net_worker_create_mode(ctx, h, arg, out, UCS_THREAD_MODE_SINGLE);
+}
+
+int net_worker_create_shared(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
+			     net_worker_t **out)
+{
+	return net_worker_create_mode(ctx, h, arg, out, UCS_THREAD_MODE_SERIALIZED);
 }
 
 void net_worker_destroy(net_worker_t *w)

@@ -73,6 +73,10 @@ size_t net_ctx_max_msg(const net_ctx_t *ctx);
 int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
 		      net_worker_t **out);
 void net_worker_destroy(net_worker_t *w);   /* closes its conns (no on_close) */
+/* Like net_worker_create, for a worker that several threads use one at a time
+ * under the caller's lock (UCS_THREAD_MODE_SERIALIZED). */
+int net_worker_create_shared(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
+			     net_worker_t **out);
 
 /* Listen on host:port on worker w.  Accepted connections are spread round-robin
  * over targets[0..ntargets) (w itself may be one); the target creates the
