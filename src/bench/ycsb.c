@@ -1,7 +1,9 @@
 /*
  * ycsb.c - the YCSB driver.
  *
- * Keys are 8-byte big-endian record ids.  Each transaction has ops_per_txn
+ * Keys are 8-byte big-endian record ids.  As in YCSB, "zipfian" requests
+ * use the scrambled zipfian generator (popular keys spread over the key
+ * space); --dist picks another.  Each transaction has ops_per_txn
  * operations on distinct keys, drawn by the workload's generator:
  *   A 50% read / 50% update      B 95% read / 5% update     C 100% read
  *   D 95% read / 5% insert (latest)   E 95% scan / 5% insert
@@ -116,7 +118,7 @@ void ycsb_opts_init(struct ycsb_opts *o)
 static void set_mix(struct ycsb_shared *sh, char w)
 {
 	double r = 0, u = 0, i = 0, s = 0, m = 0;
-	sh->dist = DIST_ZIPFIAN;
+	sh->dist = DIST_SCRAMBLED;  /* YCSB's requestdistribution=zipfian */
 	switch (w) {
 	case 'A': r = .5; u = .5; break;
 	case 'B': r = .95; u = .05; break;

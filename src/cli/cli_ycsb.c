@@ -46,7 +46,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "record-size", OPT_U64, &rsize, "BYTES", "record size (default 1024 = 10 fields x 100 B)", .min = 1, .max = 65536 },
 		{ "ops-per-txn", OPT_U64, &ops, "K", "operations per transaction, distinct keys (default 16)", .min = 1, .max = 128 },
 		{ "zipf", OPT_DOUBLE, &o.zipf, "THETA", "zipfian skew (default 0.99, YCSB's; the paper uses 0.9)", .min = 0.01, .max = 10 },
-		{ "dist", OPT_CHOICE, &dist, "D", "key distribution (default zipfian; D uses latest)", dists },
+		{ "dist", OPT_CHOICE, &dist, "D", "key distribution (default scrambled zipfian, as YCSB; D uses latest)", dists },
 		{ "threads", OPT_U64, &threads, "T", "compute threads (default: the core count)", .min = 1, .max = 1024 },
 		{ "inflight", OPT_U64, &inflight, "K", "transactions in flight per thread (default 1)", .min = 1, .max = 1024 },
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "measured run time (default 10)", .min = 0.1, .max = 86400 },

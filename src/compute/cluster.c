@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,7 +68,9 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
-	char ids[16], threads[16], mem[32];
+	char ids[16], threads[16], mem[32], dir[PATH_MAX];
+	const char *argv[24];
+	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	dup2(outfd, STDOUT_FILENO);
 	setenv("LOTUS_LOG", "warn", 0); /* local servers speak only of trouble */
@@ -75,8 +78,23 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 	snprintf(threads, sizeof(threads), "%u", c->opts.server_threads);
 	snprintf(mem, sizeof(mem), "%llu",
 		 (unsigned long long)(c->opts.server_memory ? c->opts.server_memory : 1ULL << 30));
-	execl(bin, "lotus", "memserver", "--listen", "127.0.0.1:0", "--id", ids, "--threads",
-	      threads, "--memory", mem, "--transport", c->transport, "--ready-json", (char *)NULL);
+	const char *fixed[] = { "lotus", "memserver", "--listen", "127.0.0.1:0", "--id", ids,
+				"--threads", threads, "--memory", mem, "--transport", c->transport,
+				"--ready-json" };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		argv[n++] = fixed[i];
+	if (c->opts.data_dir) {
+		mkdir(c->opts.data_dir, 0755);  /* the server creates its own ms<i> */
+		snprintf(dir, sizeof(dir), "%s/ms%u", c->opts.data_dir, id);
+		argv[n++] = "--data-dir";
+		argv[n++] = dir;
+	}
+	if (c->opts.durability) {
+		argv[n++] = "--durability";
+		argv[n++] = c->opts.durability;
+	}
+	argv[n] = NULL;
+	execv(bin, (char *const *)argv);
 	fprintf(stderr, "lotus: cannot run %s: %s\n", bin, strerror(errno));
 	_exit(127);
 }

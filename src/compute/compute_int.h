@@ -93,6 +93,7 @@ struct txn_op {
 	unsigned count;      /* SCAN: rows wanted */
 	int status;
 	uint64_t loc;
+	uint64_t hint;       /* the cached location the request carried */
 	unsigned char key[128];
 	unsigned char *wval; /* value to write at commit */
 	uint32_t wlen, wcap;

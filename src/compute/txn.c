@@ -371,7 +371,7 @@ int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 	o->sent = 1;
 	if (o->op != OP_SCAN) {
 		r.table = c->tables[o->table].ids[o->server];
-		r.hint = txn_cache_hint(t, o);
+		r.hint = o->hint = txn_cache_hint(t, o);
 		o->replies_due = 1;
 		return txn_send(t, o->server, &r, o->key, NULL);
 	}

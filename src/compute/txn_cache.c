@@ -69,7 +69,7 @@ void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep 
 	}
 	if (r->status == LOTUS_ENOTFOUND)
 		rcache_drop(c->cache, o->table, o->key, o->klen);
-	else if (r->loc)
+	else if (r->loc && r->loc != o->hint)  /* a valid hint needs no update */
 		rcache_hint_put(c->cache, o->table, o->key, o->klen, r->loc);
 }
 

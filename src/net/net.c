@@ -155,6 +155,11 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 
 	/* A restarted server must be able to listen on its port at once. */
 	setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
+	 * rendezvous threshold, and rendezvous costs an extra round trip per
+	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.
+	 * Send messages up to 256 KiB eagerly unless the user chose otherwise. */
+	setenv("UCX_RNDV_THRESH", "256k", 0);
 
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
 		rc = LOTUS_ECONFIG;
