@@ -551,7 +551,8 @@ static void op_store_value(struct txn_op *o, const unsigned char *v, uint32_t le
 		o->rval = p;
 		o->rcap = cap;
 	}
-	memcpy(o->rval + at, v, len);
+	if (len)
+		memcpy(o->rval + at, v, len);
 	o->rlen = at + len;
 }
 

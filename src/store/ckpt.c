@@ -35,7 +35,12 @@
  * an LSN below which every change is applied, and (b) a page copy never holds
  * half a change.  Without (a) a change logged before begin but applied after
  * its page was copied would be lost; without (b) store_rebuild could meet a
- * half-written slot.  The gate is a sharded counter: a change costs two
+ * half-written slot.  The gate makes each page consistent, not the image:
+ * pages are copied at different moments (a page clean at step 2 keeps the
+ * copy the image already has), so a record that moved during the checkpoint
+ * (deleted, re-inserted into a slot on another page) can be in the image
+ * twice.  store_rebuild keeps one copy and replay from begin settles the key.
+ * The gate is a sharded counter: a change costs two
  * atomic adds on a per-thread cache line; the gate is closed for one copy
  * batch at a time (a few hundred microseconds).
  *

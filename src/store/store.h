@@ -100,7 +100,9 @@ size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_
  * walks the extent headers, adopts every extent, indexes the in-use slots and
  * puts the free ones on free lists.  An all-zero page (never written back) is
  * skipped.  Single thread, before any other use.  Returns 0, -EINVAL (a header
- * that does not match its table, a corrupt slot, a duplicate key) or -ENOMEM. */
+ * that does not match its table, a corrupt slot) or -ENOMEM.  A key found in
+ * two slots (a fuzzy image caught a record that moved) keeps one copy: the
+ * log replay that follows every rebuild settles the key's final value. */
 int store_rebuild(store_t *st, uint64_t pages_used);
 
 /* Addition for the checkpoint manifest (any thread): the number of tables

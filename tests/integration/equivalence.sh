@@ -33,34 +33,17 @@ for cc in no_wait wait_die wound_wait; do
 done
 
 # --- co-partitioned write-back against standalone servers ---------------------
-dir=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-ports=()
-for id in 0 1; do
-  "$L" memserver --listen 127.0.0.1:0 --id $id --threads 1 --memory 128M --ready-json \
-      >"$dir/ms$id.out" 2>"$dir/ms$id.err" &
-  pids+=($!)
-done
-for id in 0 1; do
-  for i in $(seq 100); do grep -q ready "$dir/ms$id.out" 2>/dev/null && break; sleep 0.05; done
-  ports+=($(sed 's/.*"port":\([0-9]*\).*/\1/' "$dir/ms$id.out"))
-done
-cat >"$dir/cluster.ini" <<INI
-[cluster]
-transport = tcp
-[memserver 0]
-listen = 127.0.0.1:${ports[0]}
-[memserver 1]
-listen = 127.0.0.1:${ports[1]}
-INI
-out=$("$L" ycsb --config "$dir/cluster.ini" --partitioning co --cache 32K "${common[@]}" --cc wait_die) \
+. "$(dirname "$0")/../../scripts/lib-cluster.sh"
+dir=$(mktemp -d)
+trap 'cluster_stop; rm -rf "$dir"' EXIT
+cluster_start "$dir" 2 --threads 1 --memory 128M || fail "servers did not start"
+out=$("$L" ycsb --config "$CLUSTER_INI" --partitioning co --cache 32K "${common[@]}" --cc wait_die) \
   || fail "co run failed"
 co=$(echo "$out" | digest_of)
 wb=$(echo "$out" | sed 's/.*"writebacks":\([0-9]*\).*/\1/')
 echo "co-partitioned run: digest $co, $wb write-backs during the run"
 [ "$wb" -gt 0 ] || fail "the small cache never wrote a dirty record back"
-out=$("$L" ycsb --config "$dir/cluster.ini" --no-load --no-run --digest --json --quiet --records 2000 --threads 1) \
+out=$("$L" ycsb --config "$CLUSTER_INI" --no-load --no-run --digest --json --quiet --records 2000 --threads 1) \
   || fail "reader failed"
 direct=$(echo "$out" | digest_of)
 echo "read back from the memory servers: digest $direct"

@@ -2,14 +2,19 @@
  * test_redo_util.h - helpers for the redo log and checkpoint tests
  * (tests/unit/test_redo_*.c, test_ckpt_*.c; header-only, every test is one
  * program).  Exit codes: 0 pass, 1 fail, 77 skip with the reason on the last
- * line.  The data directory is a fresh directory under $TMPDIR (or the
- * current directory when $TMPDIR is unset or lacks O_DIRECT), removed at exit.
+ * line.  The data directory is a fresh lotus-dur.XXXXXX under the first of
+ * $TMPDIR, /tmp, /var/tmp and the current directory that supports O_DIRECT
+ * (the log needs it), so a source tree is not littered.  It is removed at
+ * every exit (pass, CHECK failure, skip, exit() from any thread) and, best
+ * effort, on SIGINT/SIGTERM/SIGHUP (the runner's timeout); set
+ * LOTUS_TEST_KEEP=1 to keep it for a look.
  */
 #ifndef TEST_REDO_UTIL_H
 #define TEST_REDO_UTIL_H
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,9 +35,31 @@ static int tdur_rm_one(const char *p, const struct stat *sb, int flag, struct FT
 
 static void tdur_cleanup(void)
 {
-	if (tdur_dir[0] && !getenv("LOTUS_TEST_KEEP"))
+	if (tdur_dir[0] && getenv("LOTUS_TEST_KEEP"))
+		fprintf(stderr, "test data kept in %s\n", tdur_dir);
+	else if (tdur_dir[0])
 		nftw(tdur_dir, tdur_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	tdur_dir[0] = '\0';
+}
+
+/* Best effort (nftw is not async-signal-safe, but a test killed by its
+ * timeout should not leave a data directory behind). */
+static void tdur_on_signal(int sig)
+{
+	signal(sig, SIG_DFL);
+	tdur_cleanup();
+	raise(sig);
+}
+
+static void tdur_cleanup_at_exit(void)
+{
+	static int done;
+	if (done++)
+		return;
+	atexit(tdur_cleanup);
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	for (unsigned i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], tdur_on_signal);
 }
 
 #define CHECK(cond) do { if (!(cond)) { \
@@ -71,18 +98,22 @@ static int tdur_try_dir(const char *base)
 		unlink(p);
 		return 1;
 	}
-	tdur_cleanup();
+	rmdir(tdur_dir);             /* no O_DIRECT here: not kept even with LOTUS_TEST_KEEP */
+	tdur_dir[0] = '\0';
 	return 0;
 }
 
-/* Make the test directory; skip (77) if no candidate supports O_DIRECT. */
+/* Make the test directory; skip (77) if no candidate supports O_DIRECT
+ * (tmpfs does not, so a tmpfs /tmp falls through to /var/tmp). */
 static const char *tdur_setup(void)
 {
 	const char *t = getenv("TMPDIR");
 	unsetenv("LOTUS_IO_FAULT");
-	if ((t && *t && tdur_try_dir(t)) || tdur_try_dir(".") || tdur_try_dir("/var/tmp"))
+	tdur_cleanup_at_exit();
+	if ((t && *t && tdur_try_dir(t)) || tdur_try_dir("/tmp") || tdur_try_dir("/var/tmp") ||
+	    tdur_try_dir("."))
 		return tdur_dir;
-	tdur_skip("skip: no directory with O_DIRECT support ($TMPDIR, ., /var/tmp)");
+	tdur_skip("skip: no directory with O_DIRECT support ($TMPDIR, /tmp, /var/tmp, .)");
 	return NULL;
 }
 

@@ -1,0 +1,158 @@
+/*
+ * cli_bank.c - `lotus bank`: concurrent transfers with a ledger of the
+ * acknowledged ones, and --verify, which checks the database against the
+ * ledger.  On a cluster from --config, or on an embedded --local cluster (the
+ * default: 2 servers), which lives only as long as this process unless it has
+ * a --data-dir; so with a plain --local, --verify checks the run of the same
+ * invocation.
+ *
+ * Exit status: 0 success, 1 failure or discrepancy, 2 bad usage, 3 a memory
+ * server was lost during the run (the ledger is flushed, in-flight transfers
+ * whose commit was sent are recorded as "maybe").
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "bench/bank.h"
+#include "cli/cli.h"
+#include "cli/opts.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "common/log.h"
+
+static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
+static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
+static const char *const durabilities[] = { "none", "async", "sync", NULL };
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	bank_stop();
+}
+
+/* Busy polling only pays when every polling thread has a core; a local
+ * cluster's servers poll on this host too (as in `lotus ycsb`). */
+static void set_spin(unsigned threads, unsigned local, unsigned sthreads)
+{
+	unsigned cores = (unsigned)cpu_count();
+	unsigned pollers = threads + 1 + local * (sthreads ? sthreads : cores);
+	if (!getenv("LOTUS_NET_SPIN_US") && pollers > cores)
+		setenv("LOTUS_NET_SPIN_US", "0", 1);
+}
+
+static int report(const struct bank_opts *o, int rc, const struct bank_run_result *run,
+		  const struct bank_verify_result *ver, bool json)
+{
+	if (rc) {
+		fprintf(stderr, "lotus bank: %s\n", run->message[0] ? run->message : lotus_strerror(rc));
+		return 1;
+	}
+	if (o->run)
+		bank_print_run(stdout, o, run, json);
+	if (run->error == LOTUS_EUNAVAIL) {
+		fflush(stdout);
+		fprintf(stderr, "lotus bank: memory server lost: %llu committed, %llu recorded as "
+			"maybe, ledger %s flushed\n", (unsigned long long)run->committed,
+			(unsigned long long)run->maybe, o->ledger);
+		return 3;
+	}
+	if (run->error) {
+		fflush(stdout);
+		fprintf(stderr, "lotus bank: %s\n", run->message);
+		return 1;
+	}
+	if (!o->verify)
+		return 0;
+	bank_print_verify(stdout, ver, json);
+	if (!ver->ok) {
+		fflush(stdout);
+		fprintf(stderr, "lotus bank: verify: %s\n", ver->error);
+		return 1;
+	}
+	return 0;
+}
+
+int cmd_bank(int argc, char **argv)
+{
+	struct bank_opts o;
+	uint64_t local = 2, sthreads = 0, smem = 256ULL << 20, compute_id = 0, accounts, opening;
+	uint64_t threads, inflight;
+	int cc = 0, tr = 0, dur = 0;
+	const char *config = NULL, *data_dir = NULL;
+	bool json = false;
+	bank_opts_init(&o);
+	accounts = o.accounts;
+	opening = (uint64_t)o.opening;
+	threads = o.threads;
+	inflight = o.inflight;
+	struct cli_opt opts[] = {
+		{ "ledger", OPT_STR, &o.ledger, "FILE", "ledger of acknowledged transfer ids (appended to; required)" },
+		{ "verify", OPT_FLAG, &o.verify, NULL, "check the database against the ledger (after the run, if any)" },
+		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "how long to run transfers (default 10)", .min = 0.1, .max = 864000 },
+		{ "accounts", OPT_U64, &accounts, "N", "accounts of a new bank (default 1000; an existing bank keeps its own)", .min = 2, .max = 1e8 },
+		{ "opening", OPT_U64, &opening, "X", "opening balance of every account (default 1000)", .min = 0, .max = 1e12 },
+		{ "threads", OPT_U64, &threads, "T", "transfer threads (default 4)", .min = 1, .max = 1024 },
+		{ "inflight", OPT_U64, &inflight, "K", "transfers in flight per thread (default 1)", .min = 1, .max = 1024 },
+		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default no_wait, or the config's)", ccs },
+		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
+		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback (default 2)", .min = 1, .max = 64 },
+		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp, or the config's)", transports },
+		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
+		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 256M)" },
+		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start" },
+		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
+		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
+		{ "json", OPT_FLAG, &json, NULL, "print JSON objects (one per line: run, then verify)" },
+		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
+		{ 0 },
+	};
+	int rc = cli_parse("bank", "Run concurrent transfers between accounts, appending every acknowledged\n"
+			   "transfer to a ledger; --verify checks the database against the ledger.\n"
+			   "With --config or --data-dir, --verify alone only verifies; add --seconds to\n"
+			   "run transfers first.  Exit status 3: a memory server was lost mid-run.",
+			   opts, argc, argv, NULL, NULL);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	if (!o.ledger)
+		return cli_fail("bank", "--ledger FILE is required");
+	if (config && cli_find(opts, "local")->seen)
+		return cli_fail("bank", "--config and --local exclude each other");
+	if (config && (cli_find(opts, "server-threads")->seen || cli_find(opts, "server-memory")->seen ||
+		       data_dir || cli_find(opts, "durability")->seen))
+		return cli_fail("bank", "--server-threads, --server-memory, --data-dir and --durability "
+				"apply to --local only");
+	if (dur != 0 && !data_dir)
+		return cli_fail("bank", "--durability %s needs --data-dir DIR", durabilities[dur]);
+	o.accounts = accounts;
+	o.accounts_given = cli_find(opts, "accounts")->seen;
+	o.opening = (int64_t)opening;
+	o.opening_given = cli_find(opts, "opening")->seen;
+	o.threads = (unsigned)threads;
+	o.inflight = (unsigned)inflight;
+	/* Data that outlives this process can be verified without a run. */
+	o.run = !(o.verify && (config || data_dir) && !cli_find(opts, "seconds")->seen);
+	o.lo.cc = (enum lotus_cc)cc;
+	o.lo.compute_id = (unsigned)compute_id;
+	o.lo.config_path = config;
+	o.lo.local_servers = config ? 0 : (int)local;
+	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
+	o.lo.server_threads = (unsigned)sthreads;
+	o.lo.server_memory = smem;
+	o.lo.data_dir = data_dir;
+	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[dur] : NULL;
+	if (config) {
+		struct lotus_config cfg;
+		if (config_load(config, &cfg))
+			return 2;
+		if (!cli_find(opts, "cc")->seen)
+			o.lo.cc = (enum lotus_cc)cfg.cc;
+	}
+	set_spin(o.threads, config ? 0 : (unsigned)local, (unsigned)sthreads);
+	log_set_tag("bank");
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	struct bank_run_result run;
+	struct bank_verify_result ver;
+	rc = bank_main(&o, &run, &ver);
+	return report(&o, rc, &run, &ver, json);
+}

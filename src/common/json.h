@@ -1,0 +1,7 @@
+/* json.h - the little JSON output lotus needs: a string with escapes.  Any thread. */
+#ifndef LOTUS_JSON_H
+#define LOTUS_JSON_H
+#include <stdio.h>
+/* Write s as a JSON string literal (quotes, backslashes and control bytes escaped). */
+void json_write_str(FILE *f, const char *s);
+#endif
