@@ -3,6 +3,7 @@
 #define LOTUS_CLI_H
 int cmd_memserver(int argc, char **argv);
 int cmd_ycsb(int argc, char **argv);
+int cmd_bank(int argc, char **argv);
 int cmd_netbench(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
 #endif
