@@ -81,6 +81,11 @@ struct lotus_options {
 	unsigned server_threads;  /* 0: follow the core count */
 	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */
 	const char *lotus_bin;    /* path of the lotus binary (local); NULL: /proc/self/exe */
+	const char *durability;   /* "none" (NULL: the same), "async" or "sync" (local);
+				     async and sync need data_dir */
+	const char *data_dir;     /* base directory (local): server i keeps its redo log and
+				     checkpoints in DATA_DIR/ms<i> and recovers from it at
+				     start; created if missing */
 };
 void lotus_options_init(struct lotus_options *o);
 

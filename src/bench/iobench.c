@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include "common/json.h"
 #include "bench/iobench.h"
 #include "common/clock.h"
 #include "common/common.h"
@@ -153,19 +154,6 @@ static void emit_human(const struct iob_row *r)
 	fflush(f);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
 
 static void json_kvs(FILE *f, const struct iob_kv *kv, int n)
 {
@@ -174,13 +162,13 @@ static void json_kvs(FILE *f, const struct iob_kv *kv, int n)
 	for (int i = 0; i < n; i++) {
 		if (i)
 			fputc(',', f);
-		json_str(f, kv[i].key);
+		json_write_str(f, kv[i].key);
 		fputc(':', f);
 		if (kv[i].is_num) {
 			fmt_num(v, sizeof(v), kv[i].num);
 			fputs(v, f);
 		} else {
-			json_str(f, kv[i].sval);
+			json_write_str(f, kv[i].sval);
 		}
 	}
 	fputc('}', f);
@@ -190,18 +178,18 @@ static void emit_json(const struct iob_row *r)
 {
 	FILE *f = stdout;
 	fprintf(f, "{\"experiment\":");
-	json_str(f, r->experiment);
+	json_write_str(f, r->experiment);
 	fprintf(f, ",\"config\":");
 	json_kvs(f, r->cfg, r->ncfg);
 	fprintf(f, ",\"metrics\":");
 	json_kvs(f, r->met, r->nmet);
 	if (r->status) {
 		fprintf(f, ",\"status\":");
-		json_str(f, r->status);
+		json_write_str(f, r->status);
 	}
 	if (r->note[0]) {
 		fprintf(f, ",\"note\":");
-		json_str(f, r->note);
+		json_write_str(f, r->note);
 	}
 	fprintf(f, "}\n");
 	fflush(f);

@@ -49,7 +49,8 @@ struct iob_cfg {
 	bool registered;          /* randread: register (clone) the buffers */
 	bool no_reg_ring, no_reg_files; /* randread: skip these registrations */
 	bool sqpoll, iopoll;      /* randread: ask the layer for them */
-	bool defer_taskrun;       /* randread: IO_F_DEFER_TASKRUN */
+	bool defer_taskrun;       /* randread: IO_F_DEFER_TASKRUN (the default now) */
+	bool no_defer_taskrun;    /* every layer experiment: IO_F_NO_DEFER_TASKRUN */
 	bool sync_read;           /* randread: io_read_sync (pread) per I/O */
 	bool layer_cpu_stats;     /* keep the layer's per-call CPU clock reads (off) */
 	uint64_t reg_max;         /* table5: largest buffer */
@@ -107,6 +108,11 @@ static inline uint64_t iob_rand(uint64_t *s)
 	x ^= x << 17;
 	return *s = x;
 }
+/* Uniform in [0, n) without a division (multiply-high; n > 0). */
+static inline uint64_t iob_below(uint64_t *s, uint64_t n)
+{
+	return (uint64_t)(((unsigned __int128)iob_rand(s) * n) >> 64);
+}
 static inline uint64_t iob_uniform(uint64_t *s, uint64_t lo, uint64_t hi)
 {
 	return hi > lo ? lo + iob_rand(s) % (hi - lo + 1) : lo;
@@ -142,6 +148,7 @@ struct pipe_spec {
 	bool separate_reap;       /* io_submit_batch then io_reap (not combined) */
 	bool reap_all;            /* immediate reap: wait for every I/O in flight */
 	bool layer_cpu_stats;     /* keep the layer's per-call thread-CPU clock reads */
+	bool no_defer_taskrun;    /* add IO_F_NO_DEFER_TASKRUN to every worker context */
 	size_t bs;
 	unsigned threads, nfiles;
 	uint64_t think_ns[2];     /* per batch */
@@ -152,6 +159,7 @@ struct pipe_result {
 	uint64_t ios;
 	double secs;
 	uint64_t cpu_ns;          /* process user+system over the window */
+	uint64_t csw;             /* context switches of the process over the window */
 	struct iob_hist lat;      /* submit -> reap, per I/O */
 	enum io_backend backend;  /* what thread 0 ended up using */
 	struct io_stats st;       /* thread 0's layer counters */

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "bench/iobench.h"
@@ -44,6 +45,7 @@ struct pipe_shared {
 	volatile int stop;
 	int fds[IOB_MAX_FILES];
 	uint64_t fsize[IOB_MAX_FILES];
+	uint64_t blocks[IOB_MAX_FILES]; /* fsize / bs, computed once */
 	io_ctx_t *donor;          /* owns the one registration; idle during the run */
 	char *buf;                /* threads * depth * bs */
 	size_t buflen;
@@ -76,7 +78,8 @@ static int worker_setup(struct pipe_worker *w, io_ctx_t **ctxp, int *fidx)
 {
 	const struct pipe_spec *sp = w->sh->sp;
 	struct io_opts o = { .backend = sp->backend, .depth = sp->depth,
-			     .flags = sp->flags | (sp->layer_cpu_stats ? 0 : IO_F_NO_CPU_STATS) };
+			     .flags = sp->flags | (sp->layer_cpu_stats ? 0 : IO_F_NO_CPU_STATS) |
+				      (sp->no_defer_taskrun ? IO_F_NO_DEFER_TASKRUN : 0) };
 	int rc = io_ctx_create(&o, ctxp);
 	if (rc) {
 		worker_fail(w, rc, "io_ctx_create");
@@ -117,8 +120,7 @@ static void run_sync_reads(struct pipe_worker *w, io_ctx_t *ctx, const int *fidx
 	uint64_t rng = 0x9e3779b97f4a7c15ULL * (w->idx + 1), n = 0;
 	while (!w->sh->stop) {
 		unsigned f = sp->nfiles > 1 ? (unsigned)(iob_rand(&rng) % sp->nfiles) : 0;
-		uint64_t blocks = w->sh->fsize[f] / sp->bs;
-		off_t off = (off_t)(iob_rand(&rng) % blocks * sp->bs);
+		off_t off = (off_t)(iob_below(&rng, w->sh->blocks[f]) * sp->bs);
 		uint64_t t = clock_now_ns();
 		ssize_t r = io_read_sync(ctx, fidx[f], buf, sp->bs, off);
 		if (r != (ssize_t)sp->bs) {
@@ -157,9 +159,8 @@ static int prep_batch(struct pipe_worker *w, io_ctx_t *ctx, struct pipe_loop *L,
 			L->wpos += sp->bs;
 		} else {
 			unsigned f = sp->nfiles > 1 ? (unsigned)(iob_rand(rng) % sp->nfiles) : 0;
-			uint64_t blocks = w->sh->fsize[f] / sp->bs;
 			rc = io_prep_read(ctx, fidx[f], b, sp->bs,
-					  (off_t)(iob_rand(rng) % blocks * sp->bs), slot);
+					  (off_t)(iob_below(rng, w->sh->blocks[f]) * sp->bs), slot);
 		}
 		if (rc < 0) {
 			L->nfree++;
@@ -291,6 +292,7 @@ static int open_files(struct pipe_shared *sh, char *msg, size_t len)
 			return -errno;
 		}
 		sh->fsize[i] = sp->write ? wsize : iob_cfg->file_size;
+		sh->blocks[i] = sh->fsize[i] / sp->bs;
 	}
 	return 0;
 }
@@ -341,6 +343,14 @@ static void sleep_seconds(double s)
 	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
+}
+
+/* Context switches of the whole process (every thread, io-wq included). */
+static uint64_t process_csw(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
 }
 
 static uint64_t sum_ios(struct pipe_worker *w, unsigned n)
@@ -400,15 +410,18 @@ int pipe_run(const struct pipe_spec *sp, struct pipe_result *res)
 	}
 	pthread_barrier_wait(&sh.start);
 	uint64_t t0 = clock_now_ns(), c0 = clock_process_cpu_ns(), n0 = sum_ios(w, started);
+	uint64_t s0 = process_csw();
 	sleep_seconds(sp->seconds);
 	sh.stop = 1;
 	uint64_t t1 = clock_now_ns(), c1 = clock_process_cpu_ns(), n1 = sum_ios(w, started);
+	uint64_t s1 = process_csw();
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(w[i].tid, NULL);
 	pthread_barrier_destroy(&sh.start);
 	res->ios = n1 - n0;
 	res->secs = (double)(t1 - t0) / 1e9;
 	res->cpu_ns = c1 - c0;
+	res->csw = s1 - s0;
 	pipe_collect(w, started, res);
 	rc = res->err;
 out:
@@ -429,6 +442,7 @@ void pipe_row_metrics(struct iob_row *r, const struct pipe_result *res)
 	row_met(r, "lat_p99_us", iob_hist_pct(&res->lat, 99) / 1e3);
 	row_met(r, "syscalls_per_io",
 		res->st.ios ? (double)res->sys_calls / (double)res->st.ios : 0);
+	row_met(r, "csw_per_io", ios > 0 ? (double)res->csw / ios : 0);
 	if (res->err) {
 		r->status = "error";
 		snprintf(r->note, sizeof(r->note), "%s", res->errmsg);
@@ -455,4 +469,5 @@ void pipe_spec_defaults(struct pipe_spec *sp)
 	sp->io_think_ns[1] = c->io_think_ns[1];
 	sp->seconds = c->seconds > 0 ? c->seconds : 1.5;
 	sp->layer_cpu_stats = c->layer_cpu_stats;
+	sp->no_defer_taskrun = c->no_defer_taskrun;
 }

@@ -64,6 +64,7 @@ struct ycsb_shared {
 	FILE *trace;
 	double mix[5];                    /* cumulative: read, update, insert, scan, rmw */
 	enum key_dist dist;
+	void *(*thread_fn)(void *);       /* what spawn_all's threads run */
 };
 
 struct ycsb_thread;
@@ -458,20 +459,27 @@ static void *run_main(void *arg)
 	return NULL;
 }
 
+static _Atomic unsigned threads_done;
+
+static void *spawn_trampoline(void *p)
+{
+	struct ycsb_thread *th = p;
+	th->sh->thread_fn(th);
+	atomic_fetch_add(&threads_done, 1);
+	return NULL;
+}
+
 static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), int progress,
 		     struct ycsb_shared *sh)
 {
-	for (unsigned i = 0; i < n; i++)
-		if (pthread_create(&ths[i].tid, NULL, fn, &ths[i]))
-			return -EAGAIN;
-	uint64_t last = clock_now_ns();
-	while (progress && atomic_load(&sh->loaded) < sh->o->records &&
-	       !atomic_load(&ycsb_stopping)) {
-		int alive = 0;
-		for (unsigned i = 0; i < n; i++)
-			alive |= pthread_tryjoin_np(ths[i].tid, NULL) == EBUSY;
-		if (!alive)
+	unsigned started = 0;
+	atomic_store(&threads_done, 0);
+	sh->thread_fn = fn;
+	for (; started < n; started++)
+		if (pthread_create(&ths[started].tid, NULL, spawn_trampoline, &ths[started]))
 			break;
+	uint64_t last = clock_now_ns();
+	while (progress && atomic_load(&threads_done) < started && !atomic_load(&ycsb_stopping)) {
 		usleep(50000);
 		if (clock_now_ns() - last >= 1000000000ULL && !sh->o->quiet) {
 			last = clock_now_ns();
@@ -481,9 +489,9 @@ static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), i
 				100.0 * (double)l / (double)sh->o->records);
 		}
 	}
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < started; i++)
 		pthread_join(ths[i].tid, NULL);
-	return 0;
+	return started == n ? 0 : -EAGAIN;
 }
 
 static void sum_cc_stats(lotus_session_t *s, unsigned nservers, char *out, size_t len);

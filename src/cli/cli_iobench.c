@@ -141,7 +141,9 @@ int cmd_iobench(int argc, char **argv)
 		{ "sqpoll", OPT_FLAG, &c.sqpoll, NULL, "randread: ask the layer for SQPOLL" },
 		{ "iopoll", OPT_FLAG, &c.iopoll, NULL, "randread: ask the layer for IOPOLL" },
 		{ "defer-taskrun", OPT_FLAG, &c.defer_taskrun, NULL,
-		  "randread: ask the layer for DEFER_TASKRUN" },
+		  "randread: DEFER_TASKRUN (the layer's default now; kept for old scripts)" },
+		{ "no-defer-taskrun", OPT_FLAG, &c.no_defer_taskrun, NULL, "every layer experiment: "
+		  "io_uring without DEFER_TASKRUN/COOP_TASKRUN (IO_F_NO_DEFER_TASKRUN)" },
 		{ "layer-cpu-stats", OPT_FLAG, &c.layer_cpu_stats, NULL, "keep the layer's per-call "
 		  "thread-CPU clock reads (off: the bench measures process CPU itself)" },
 		{ "json", OPT_FLAG, &c.json, NULL, "JSON lines on stdout: "

@@ -2,6 +2,11 @@
  * cli_memserver.c - `lotus memserver`: run one memory server until SIGINT or
  * SIGTERM.  Settings come from the cluster config (--config, --id) and are
  * overridden by flags.
+ *
+ * Durability: --durability (else [cluster] durability) and --data-dir (else
+ * the server's data_dir).  async or sync needs a data directory; a data
+ * directory without a durability setting (or with the config's default none)
+ * means sync; --durability none runs in memory and ignores the directory.
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,12 +18,40 @@
 #include "memserver/memserver.h"
 
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
+/* index == enum lotus_durability */
+static const char *const durabilities[] = { "none", "async", "sync", NULL };
+
+/* Fill o's durability fields from flags and config (see the top comment).
+ * 0, or 2 after a one-line usage error. */
+static int memserver_durability(struct cli_opt *opts, const struct lotus_config *cfg, int si,
+				const char *data_dir, int durability, uint64_t ckpt_log,
+				uint64_t ckpt_ms, struct memserver_opts *o)
+{
+	int dur_seen = cli_find(opts, "durability")->seen;
+	if (!data_dir && si >= 0 && cfg->servers[si].data_dir[0])
+		data_dir = cfg->servers[si].data_dir;
+	if (!dur_seen)
+		durability = cfg->durability != LOTUS_DUR_NONE ? cfg->durability
+			     : data_dir ? LOTUS_DUR_SYNC : LOTUS_DUR_NONE;
+	if (durability != LOTUS_DUR_NONE && !data_dir)
+		return cli_fail("memserver", "durability %s needs a data directory (--data-dir DIR, "
+				"or data_dir in the config)", durabilities[durability]);
+	if (durability == LOTUS_DUR_NONE && data_dir)
+		log_warn("durability none: the data directory %s is not used", data_dir);
+	o->durability = durability;
+	o->data_dir = durability != LOTUS_DUR_NONE ? data_dir : NULL;
+	o->checkpoint_log = ckpt_log;
+	o->checkpoint_interval_ms = (unsigned)ckpt_ms;
+	return 0;
+}
 
 int cmd_memserver(int argc, char **argv)
 {
 	const char *listen = NULL, *config = NULL;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
-	int transport = 0;
+	const char *data_dir = NULL;
+	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
+	int transport = 0, durability = 0, si = -1;
 	bool ready_json = false;
 	struct cli_opt opts[] = {
 		{ "listen", OPT_STR, &listen, "HOST:PORT", "address to listen on (port 0: any free port)" },
@@ -28,6 +61,10 @@ int cmd_memserver(int argc, char **argv)
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
+		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start" },
+		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
+		{ "checkpoint-log", OPT_SIZE, &ckpt_log, "SIZE", "log growth that triggers a checkpoint (default 256M)" },
+		{ "checkpoint-interval", OPT_U64, &ckpt_ms, "MS", "also checkpoint at least this often (default 0: no timer)", .min = 0, .max = 86400000 },
 		{ 0 },
 	};
 	int rc = cli_parse("memserver", "Run a memory server: tables, indexes and locks, served to compute servers.",
@@ -43,7 +80,7 @@ int cmd_memserver(int argc, char **argv)
 	if (config) {
 		if (config_load(config, &cfg))
 			return 2;
-		int i = config_find_server(&cfg, (unsigned)id);
+		int i = si = config_find_server(&cfg, (unsigned)id);
 		if (i < 0)
 			return cli_fail("memserver", "%s has no [memserver %llu] section", config,
 					(unsigned long long)id);
@@ -65,6 +102,8 @@ int cmd_memserver(int argc, char **argv)
 	o.transport = cli_find(opts, "transport")->seen ? transports[transport]
 		      : config ? cfg.transport : NULL;
 	o.json_ready = ready_json;
+	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
+		return 2;
 	char tag[32];
 	snprintf(tag, sizeof(tag), "memserver %u", o.id);
 	log_set_tag(tag);

@@ -19,6 +19,7 @@ static const char *const batches[] = { "none", "intra", "inter", NULL };
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
 static const char *const parts[] = { "none", "co", NULL };
+static const char *const durabilities[] = { "none", "async", "sync", NULL };
 
 static void on_signal(int sig)
 {
@@ -35,7 +36,8 @@ int cmd_ycsb(int argc, char **argv)
 	int wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0;
 	double admit = 1.0;
 	bool digest = false;
-	const char *config = NULL, *trace = NULL;
+	const char *config = NULL, *trace = NULL, *data_dir = NULL;
+	int durability = 0;
 	bool json = false, no_load = false, quiet = false, no_run = false;
 	ycsb_opts_init(&o);
 	records = o.records; rsize = o.record_size; ops = o.ops_per_txn; seed = o.seed;
@@ -59,6 +61,8 @@ int cmd_ycsb(int argc, char **argv)
 		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp)", transports },
 		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default: fits the data)" },
+		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
+		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i>" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
 		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default 1)", .min = 1, .max = 4096 },
 		{ "partitioning", OPT_CHOICE, &part, "P", "compute partitioning (default none)", parts },
@@ -103,6 +107,12 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.local_servers = config ? 0 : (int)local;
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
 	o.lo.server_threads = (unsigned)sthreads;
+	if (config && (data_dir || cli_find(opts, "durability")->seen))
+		return cli_fail("ycsb", "--durability and --data-dir are for --local clusters");
+	if (durability && !data_dir)
+		return cli_fail("ycsb", "--durability %s needs --data-dir", durabilities[durability]);
+	o.lo.data_dir = data_dir;
+	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[durability] : NULL;
 	o.lo.partitioning = (enum lotus_partitioning)part;
 	o.lo.compute_count = (unsigned)compute_count;
 	o.lo.cache_bytes = cache;

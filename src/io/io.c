@@ -42,37 +42,6 @@
 #define CPU_END(ctx) do { if (!((ctx)->flags & IO_F_NO_CPU_STATS)) \
 	(ctx)->st.cpu_ns += clock_thread_cpu_ns() - cpu0_; } while (0)
 
-/* ---- FIFOs of slot ids -------------------------------------------------- */
-
-void fifo_push(struct io_fifo *f, uint32_t id)
-{
-	f->v[(f->head + f->count++) % f->cap] = id;
-}
-
-void fifo_push_front(struct io_fifo *f, uint32_t id)
-{
-	f->head = (f->head + f->cap - 1) % f->cap;
-	f->v[f->head] = id;
-	f->count++;
-}
-
-uint32_t fifo_pop(struct io_fifo *f)
-{
-	uint32_t id = f->v[f->head];
-	f->head = (f->head + 1) % f->cap;
-	f->count--;
-	return id;
-}
-
-/* Copy the first n ids of f into out (a contiguous batch for a backend). */
-static unsigned fifo_peek(const struct io_fifo *f, uint32_t *out, unsigned n)
-{
-	n = n < f->count ? n : f->count;
-	for (unsigned i = 0; i < n; i++)
-		out[i] = f->v[(f->head + i) % f->cap];
-	return n;
-}
-
 /* ---- backend names and choice -------------------------------------------- */
 
 const char *io_backend_name(enum io_backend b)
@@ -145,17 +114,19 @@ static int io_ctx_start_backend(struct io_ctx *ctx, enum io_backend b)
 
 static int io_ctx_alloc_tables(struct io_ctx *ctx)
 {
-	unsigned d = ctx->depth;
+	unsigned d = ctx->depth, q = 1;
+	while (q < d)
+		q <<= 1; /* FIFOs index with a mask */
 	ctx->slots = calloc(d, sizeof(*ctx->slots));
 	ctx->free_ids = calloc(d, sizeof(uint32_t));
 	ctx->scratch = calloc(d, sizeof(uint32_t));
-	ctx->prepq.v = calloc(d, sizeof(uint32_t));
-	ctx->doneq.v = calloc(d, sizeof(uint32_t));
-	ctx->resubq.v = calloc(d, sizeof(uint32_t));
+	ctx->prepq.v = calloc(q, sizeof(uint32_t));
+	ctx->doneq.v = calloc(q, sizeof(uint32_t));
+	ctx->resubq.v = calloc(q, sizeof(uint32_t));
 	if (!ctx->slots || !ctx->free_ids || !ctx->scratch || !ctx->prepq.v || !ctx->doneq.v ||
 	    !ctx->resubq.v)
 		return -ENOMEM;
-	ctx->prepq.cap = ctx->doneq.cap = ctx->resubq.cap = d;
+	ctx->prepq.mask = ctx->doneq.mask = ctx->resubq.mask = q - 1;
 	for (unsigned i = 0; i < d; i++)
 		ctx->free_ids[i] = d - 1 - i;
 	ctx->nfree = d;
@@ -272,6 +243,12 @@ int io_ctx_add_file(io_ctx_t *ctx, int fd)
 	f->direct = !!(fl & O_DIRECT);
 	if (f->direct && io_direct_align(fd, &f->mem_align, &f->off_align) < 0)
 		f->mem_align = f->off_align = 4096;
+	if (f->direct) {
+		unsigned m = f->mem_align ? f->mem_align : 1, o = f->off_align ? f->off_align : 1;
+		f->mem_mask = m - 1;
+		f->off_mask = o - 1;
+		f->odd_align = (m & (m - 1)) || (o & (o - 1));
+	}
 	ctx->nfiles++;
 	if (ctx->backend == IO_BACKEND_URING)
 		io_uring_ctx_add_file(ctx, idx); /* level 3 on failure: plain fd */
@@ -358,25 +335,34 @@ int io_file_check_direct(const struct io_ctx *ctx, int file, const void *buf, si
 	return -EINVAL;
 }
 
-static int io_prep(io_ctx_t *ctx, enum io_op op, int file, void *buf, size_t len, off_t off,
-		   uint64_t user_data)
+/* Per I/O: one branch for the arguments, one for O_DIRECT alignment (the
+ * masks are 0 for buffered files), no division. */
+static inline int io_prep(io_ctx_t *ctx, enum io_op op, int file, void *buf, size_t len,
+			  off_t off, uint64_t user_data)
 {
-	if (file < 0 || (unsigned)file >= ctx->nfiles)
+	if (__builtin_expect((unsigned)file >= ctx->nfiles, 0))
 		return -EBADF;
-	if (!buf || !len || off < 0)
-		return -EINVAL;
-	if (len > IO_MAX_LEN)
-		return -EINVAL;
-	int ret = io_file_check_direct(ctx, file, buf, len, off);
-	if (ret < 0)
-		return ret;
-	if (!ctx->nfree)
+	if (__builtin_expect(!buf || len - 1 >= IO_MAX_LEN || off < 0, 0))
+		return -EINVAL; /* len 0 wraps to SIZE_MAX */
+	const struct io_file *f = &ctx->files[file];
+	if (__builtin_expect((((uintptr_t)buf & f->mem_mask) | ((len | (uint64_t)off) & f->off_mask) |
+			      (uint64_t)f->odd_align) != 0, 0)) {
+		int ret = io_file_check_direct(ctx, file, buf, len, off);
+		if (ret < 0)
+			return ret;
+	}
+	if (__builtin_expect(!ctx->nfree, 0))
 		return -EAGAIN;
 	uint32_t id = ctx->free_ids[--ctx->nfree];
 	struct io_slot *s = &ctx->slots[id];
-	*s = (struct io_slot){ .user_data = user_data, .buf = buf, .len = len, .off = off,
-			       .file = file, .op = (uint8_t)op, .state = SLOT_PREPARED };
-	s->buf_index = (int16_t)buffer_index(ctx, buf, len);
+	s->user_data = user_data;
+	s->buf = buf;
+	s->len = len;
+	s->off = off;
+	s->file = file;
+	s->op = (uint8_t)op;
+	s->state = SLOT_PREPARED;
+	s->buf_index = (int16_t)(ctx->nregions ? buffer_index(ctx, buf, len) : -1);
 	fifo_push(&ctx->prepq, id);
 	return 0;
 }
@@ -441,20 +427,22 @@ void io_complete(struct io_ctx *ctx, uint32_t id, int64_t res)
 /* Issue the FIFO q's head through the current backend; returns count taken. */
 static int issue_fifo(struct io_ctx *ctx, struct io_fifo *q, unsigned wait_nr)
 {
-	unsigned n = fifo_peek(q, ctx->scratch, q->count);
+	unsigned n = q->count;
 	if (!n)
 		return 0;
-	for (unsigned i = 0; i < n; i++)
-		ctx->slots[ctx->scratch[i]].state = SLOT_ISSUED;
+	uint32_t *ids = ctx->scratch;
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t id = q->v[(q->head + i) & q->mask];
+		ids[i] = id;
+		ctx->slots[id].state = SLOT_ISSUED;
+	}
 	ctx->issued += n;
-	int ret = ctx->ops->submit(ctx, ctx->scratch, n, wait_nr);
+	int ret = ctx->ops->submit(ctx, ids, n, wait_nr);
 	unsigned took = ret > 0 ? (unsigned)ret : 0;
 	for (unsigned i = took; i < n; i++) /* not taken: back to waiting */
-		ctx->slots[ctx->scratch[i]].state = q == &ctx->prepq ? SLOT_PREPARED
-								      : SLOT_RESUBMIT;
+		ctx->slots[ids[i]].state = q == &ctx->prepq ? SLOT_PREPARED : SLOT_RESUBMIT;
 	ctx->issued -= n - took;
-	for (unsigned i = 0; i < took; i++)
-		fifo_pop(q);
+	fifo_drop(q, took);
 	return ret;
 }
 
@@ -510,6 +498,7 @@ static int submit_locked(io_ctx_t *ctx, unsigned wait_nr)
 int io_submit_batch(io_ctx_t *ctx)
 {
 	CPU_BEGIN(ctx);
+	ctx->kernel_polled = 0;
 	int ret = submit_locked(ctx, 0);
 	CPU_END(ctx);
 	return ret;
@@ -517,19 +506,19 @@ int io_submit_batch(io_ctx_t *ctx)
 
 static unsigned deliver(struct io_ctx *ctx, struct io_cqe *cqes, unsigned max)
 {
-	unsigned n = 0;
-	while (n < max && ctx->doneq.count) {
+	unsigned n = ctx->doneq.count < max ? ctx->doneq.count : max;
+	uint64_t bytes = 0;
+	for (unsigned i = 0; i < n; i++) {
 		uint32_t id = fifo_pop(&ctx->doneq);
 		struct io_slot *s = &ctx->slots[id];
-		cqes[n].user_data = s->user_data;
-		cqes[n].res = s->res;
-		ctx->st.ios++;
-		if (s->res > 0)
-			ctx->st.bytes += (uint64_t)s->res;
+		cqes[i].user_data = s->user_data;
+		cqes[i].res = s->res;
+		bytes += s->res > 0 ? (uint64_t)s->res : 0;
 		s->state = SLOT_FREE;
 		ctx->free_ids[ctx->nfree++] = id;
-		n++;
 	}
+	ctx->st.ios += n;
+	ctx->st.bytes += bytes;
 	return n;
 }
 
@@ -546,7 +535,7 @@ static int reap_locked(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigne
 			break;
 		if (ctx->resubq.count)
 			issue_fifo(ctx, &ctx->resubq, 0);
-		int ret = ctx->ops->reap(ctx, min > n ? min - n : 0);
+		int ret = ctx->ops->reap(ctx, min > n ? min - n : 0, n);
 		polled = 1;
 		if (ctx->fallback_err && !ctx->in_fallback) {
 			io_fallback(ctx);
@@ -566,6 +555,7 @@ static int reap_locked(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigne
 int io_reap(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigned min_complete)
 {
 	CPU_BEGIN(ctx);
+	ctx->kernel_polled = 0;
 	int ret = reap_locked(ctx, cqes, max, min_complete);
 	CPU_END(ctx);
 	return ret;
@@ -578,6 +568,7 @@ int io_submit_and_reap(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigne
 	 * the reap below then finds the CQEs ready without another syscall. */
 	unsigned want = min_complete < max ? min_complete : max;
 	unsigned wait = want > ctx->doneq.count ? want - ctx->doneq.count : 0;
+	ctx->kernel_polled = 0;
 	int ret = submit_locked(ctx, ctx->backend == IO_BACKEND_URING ? wait : 0);
 	if (ret >= 0)
 		ret = reap_locked(ctx, cqes, max, min_complete);

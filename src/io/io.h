@@ -41,12 +41,19 @@ struct io_opts {
 #define IO_F_IOPOLL           0x4 /* try IOPOLL (needs O_DIRECT on a polled device) */
 #define IO_F_NO_REG_RING      0x8 /* skip registering the ring fd (for Table 7) */
 #define IO_F_NO_REG_FILES     0x10 /* skip registering files (for Table 7) */
-#define IO_F_DEFER_TASKRUN    0x20 /* request DEFER_TASKRUN */
+/* DEFER_TASKRUN + COOP_TASKRUN are the default for SINGLE_ISSUER rings without
+ * SQPOLL (the kernel refuses them with SQPOLL; donor rings are not single
+ * issuer).  Completions are then posted when the owner enters the kernel to
+ * reap, with one wakeup per wait instead of one per completion: they appear
+ * only through io_reap / io_submit_and_reap (a non-blocking reap enters the
+ * kernel itself when the CQ is empty and I/O is in flight). */
+#define IO_F_DEFER_TASKRUN    0x20 /* now the default; kept so old callers build */
 /* Added: create the ring disabled (IORING_SETUP_R_DISABLED); the thread that
  * will own the context - possibly in a child process after fork() - calls
  * io_ctx_enable() before any I/O.  Registration and cloning work before. */
 #define IO_F_R_DISABLED       0x40
 #define IO_F_NO_CPU_STATS     0x80 /* skip the per-call thread-CPU clock reads */
+#define IO_F_NO_DEFER_TASKRUN 0x100 /* opt out of DEFER_TASKRUN and COOP_TASKRUN */
 
 typedef struct io_ctx io_ctx_t;
 

@@ -8,7 +8,8 @@
  *     iocb of what is left (a bad fd, EINVAL) completes that one slot with the
  *     error, so one bad request never blocks the ones behind it; EAGAIN stops
  *     the batch and the rest stays queued.
- *   - io_getevents never waits for more I/Os than this context has issued.
+ *   - io_getevents never waits for more I/Os than this context has issued,
+ *     and a non-blocking reap that already holds completions does not call it.
  *   - The kernel aio context is created in the process that uses it (an aio
  *     context does not survive fork), so init is lazy for R_DISABLED contexts.
  */
@@ -110,11 +111,11 @@ static int aio_submit(struct io_ctx *ctx, const uint32_t *ids, unsigned n, unsig
 	return done ? (int)done : -EAGAIN;
 }
 
-static int aio_reap(struct io_ctx *ctx, unsigned min)
+static int aio_reap(struct io_ctx *ctx, unsigned min, unsigned have)
 {
 	struct timespec zero = { 0, 0 };
 	unsigned max = ctx->issued;
-	if (!ctx->a.up || !max)
+	if (!ctx->a.up || !max || (!min && have))
 		return 0;
 	if (min > max)
 		min = max;
@@ -129,7 +130,7 @@ static int aio_reap(struct io_ctx *ctx, unsigned min)
 	}
 	for (int i = 0; i < ret; i++) {
 		const struct io_event *ev = &ctx->a.events[i];
-		io_complete(ctx, (uint32_t)(uintptr_t)ev->data, (int64_t)(long)ev->res);
+		io_complete_fast(ctx, (uint32_t)(uintptr_t)ev->data, (int64_t)(long)ev->res);
 	}
 	return ret;
 }

@@ -52,6 +52,11 @@ struct io_file {
 	int fixed;         /* 1 if in the ring's registered file table */
 	int direct;        /* opened with O_DIRECT: alignment is checked at prep */
 	unsigned mem_align, off_align;
+	/* What io_prep tests on every I/O, in one branch: address & mem_mask,
+	 * (length | offset) & off_mask (align - 1; 0 for buffered files), and
+	 * odd_align when an alignment is not a power of two (checked by modulo). */
+	uint64_t mem_mask, off_mask;
+	int odd_align;
 };
 
 struct io_region {
@@ -60,10 +65,10 @@ struct io_region {
 	unsigned first_index; /* index of its first 1 GiB piece */
 };
 
-/* FIFO of slot indices with room for `depth` entries. */
+/* FIFO of slot indices; its size is a power of two >= depth (mask + 1). */
 struct io_fifo {
 	uint32_t *v;
-	unsigned head, count, cap;
+	unsigned head, count, mask;
 };
 
 enum io_reg_step { IO_REG_RING, IO_REG_FILES, IO_REG_BUFFERS, IO_REG_CLONE, IO_REG_OTHER };
@@ -87,8 +92,10 @@ struct io_backend_ops {
 	void (*fini)(struct io_ctx *ctx);
 	/* Issue ids[0..n) from the front; returns how many were taken or -errno. */
 	int (*submit)(struct io_ctx *ctx, const uint32_t *ids, unsigned n, unsigned wait_nr);
-	/* Move completions to the done FIFO (io_complete); wait for min. */
-	int (*reap)(struct io_ctx *ctx, unsigned min);
+	/* Move completions to the done FIFO (io_complete); wait for min.  have:
+	 * completions the caller already holds in this call - with min 0 and
+	 * have > 0 a backend makes no system call just to look for more. */
+	int (*reap)(struct io_ctx *ctx, unsigned min, unsigned have);
 };
 
 extern const struct io_backend_ops io_uring_ops, io_aio_ops, io_sync_ops;
@@ -100,6 +107,7 @@ struct io_uring_state {
 	unsigned enter_flags;   /* IORING_ENTER_REGISTERED_RING when registered */
 	unsigned setup_flags;   /* flags that the kernel accepted */
 	int poll_on_reap;       /* IOPOLL / DEFER_TASKRUN: completions need enter */
+	int getevents_always;   /* DEFER_TASKRUN: every enter also posts completions */
 	int has_fixed_ops;      /* READ_FIXED / WRITE_FIXED probed */
 	int iowq_capped;
 };
@@ -120,6 +128,8 @@ struct io_ctx {
 	int disabled;           /* IO_F_R_DISABLED and io_ctx_enable() not called yet */
 	int fallback_err;       /* level-2 trigger pending (set by the uring backend) */
 	int in_fallback;
+	int kernel_polled;      /* the backend collected completions from the kernel
+				 * during the current API call (reset at each call) */
 	const char *setup_why;  /* why io_uring setup failed (static string) */
 
 	struct io_slot *slots;
@@ -149,10 +159,45 @@ int io_file_check_direct(const struct io_ctx *ctx, int file, const void *buf, si
 			 off_t off);
 const char *io_err_name(int err);
 
-/* io_fifo helpers (io.c) */
-void fifo_push(struct io_fifo *f, uint32_t id);
-uint32_t fifo_pop(struct io_fifo *f);
-void fifo_push_front(struct io_fifo *f, uint32_t id);
+/* io_fifo helpers: per-I/O hot path, so inline and division-free. */
+static inline void fifo_push(struct io_fifo *f, uint32_t id)
+{
+	f->v[(f->head + f->count++) & f->mask] = id;
+}
+
+static inline uint32_t fifo_pop(struct io_fifo *f)
+{
+	uint32_t id = f->v[f->head];
+	f->head = (f->head + 1) & f->mask;
+	f->count--;
+	return id;
+}
+
+/* Drop the first n entries (n <= count). */
+static inline void fifo_drop(struct io_fifo *f, unsigned n)
+{
+	f->head = (f->head + n) & f->mask;
+	f->count -= n;
+}
+
+/*
+ * The common completion - slot in range and ISSUED, res >= 0, no cqe fault
+ * armed - inline; everything else (errors that may arm level 2, injected
+ * faults, stray ids) goes through io_complete().
+ */
+static inline void io_complete_fast(struct io_ctx *ctx, uint32_t id, int64_t res)
+{
+	if (__builtin_expect(id >= ctx->depth || res < 0 || ctx->fault.cqe_nth != 0 ||
+				     ctx->slots[id].state != SLOT_ISSUED, 0)) {
+		io_complete(ctx, id, res);
+		return;
+	}
+	struct io_slot *s = &ctx->slots[id];
+	s->res = res;
+	s->state = SLOT_DONE;
+	ctx->issued--;
+	fifo_push(&ctx->doneq, id);
+}
 
 /* io_uring.c */
 int io_uring_ctx_add_file(struct io_ctx *ctx, unsigned idx);

@@ -45,7 +45,7 @@ static int sync_submit(struct io_ctx *ctx, const uint32_t *ids, unsigned n, unsi
 	return (int)n;
 }
 
-static int sync_reap(struct io_ctx *ctx, unsigned min)
+static int sync_reap(struct io_ctx *ctx, unsigned min, unsigned have)
 {
 	(void)ctx;
 	(void)min;

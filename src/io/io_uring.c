@@ -6,10 +6,12 @@
  * and inject faults) is a raw system call.
  *
  * Setup (uring_init), each step probed at runtime:
- *   1. io_uring_setup with SINGLE_ISSUER (unless IO_F_NO_SINGLE_ISSUER),
- *      CQSIZE = depth, CLAMP, and DEFER_TASKRUN / SQPOLL / IOPOLL / R_DISABLED
- *      on request.  EINVAL drops one optional flag at a time and retries (as
- *      fio does); any other failure is level 1 (io.c falls back to libaio).
+ *   1. io_uring_setup with SINGLE_ISSUER + DEFER_TASKRUN + COOP_TASKRUN
+ *      (unless IO_F_NO_SINGLE_ISSUER; the last two unless IO_F_SQPOLL or
+ *      IO_F_NO_DEFER_TASKRUN), CQSIZE = depth, CLAMP, and SQPOLL / IOPOLL /
+ *      R_DISABLED on request.  EINVAL drops one optional flag at a time and
+ *      retries (as fio does); any other failure is level 1 (io.c falls back
+ *      to libaio).
  *   2. probe READ/WRITE (required) and READ_FIXED/WRITE_FIXED.
  *   3. register the ring fd, a sparse file table (files join it later with
  *      FILES_UPDATE), and cap io-wq at one bounded worker.  Each is level 3:
@@ -25,7 +27,11 @@
  *       +-- uring_register_*() / clone fails ------------> level 3: logged, ring stays
  *
  * Invariants:
- *   - SQE user_data is the slot index; SQ slot i holds SQE i (array[i] = i).
+ *   - SQE user_data is the slot index; SQ slot i holds SQE i (array[i] = i,
+ *     written once at setup).
+ *   - DEFER_TASKRUN rings post completions only inside an enter with
+ *     GETEVENTS by the owner: every enter of the layer asks for it, and a
+ *     non-blocking reap that finds nothing enters once (uring_reap).
  *   - A slot is ISSUED from the moment its SQE is written; the kernel owns it
  *     once *khead has passed it.  io_uring_ctx_detach() relies on this split.
  *   - Buffer cloning passes the donor's real ring fd: a registered ring index
@@ -108,13 +114,18 @@ static const char *uring_setup_why(int err)
 	return why;
 }
 
+/* DEFER_TASKRUN + COOP_TASKRUN by default on rings this thread owns alone:
+ * task work then runs when the owner reaps, not through an interrupt per
+ * completion.  The kernel refuses them on SQPOLL rings and DEFER_TASKRUN on
+ * rings without SINGLE_ISSUER (donors). */
 static unsigned uring_wanted_flags(const struct io_ctx *ctx)
 {
 	unsigned f = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
-	if (!(ctx->flags & IO_F_NO_SINGLE_ISSUER))
+	if (!(ctx->flags & IO_F_NO_SINGLE_ISSUER)) {
 		f |= IORING_SETUP_SINGLE_ISSUER;
-	if ((ctx->flags & IO_F_DEFER_TASKRUN) && (f & IORING_SETUP_SINGLE_ISSUER))
-		f |= IORING_SETUP_DEFER_TASKRUN;
+		if (!(ctx->flags & (IO_F_NO_DEFER_TASKRUN | IO_F_SQPOLL)))
+			f |= IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN;
+	}
 	if (ctx->flags & IO_F_SQPOLL)
 		f |= IORING_SETUP_SQPOLL;
 	if (ctx->flags & IO_F_IOPOLL)
@@ -124,12 +135,29 @@ static unsigned uring_wanted_flags(const struct io_ctx *ctx)
 	return f;
 }
 
-static int uring_setup_ring(struct io_ctx *ctx)
+/* The flag to drop after setup refused `want` with err, 0 if none may go.
+ * The order keeps what is most useful on older kernels: 6.0 lacks only
+ * DEFER_TASKRUN, 5.19 also SINGLE_ISSUER, and COOP_TASKRUN goes last of the
+ * three (5.19).  EPERM can only be SQPOLL (it needed privilege before 5.11). */
+static unsigned uring_flag_to_drop(unsigned want, int err)
 {
 	static const unsigned droppable[] = {
 		IORING_SETUP_DEFER_TASKRUN, IORING_SETUP_SQPOLL, IORING_SETUP_IOPOLL,
-		IORING_SETUP_SINGLE_ISSUER, IORING_SETUP_CLAMP, IORING_SETUP_CQSIZE,
+		IORING_SETUP_SINGLE_ISSUER, IORING_SETUP_COOP_TASKRUN, IORING_SETUP_CLAMP,
+		IORING_SETUP_CQSIZE,
 	};
+	if (err == -EPERM)
+		return want & IORING_SETUP_SQPOLL;
+	if (err != -EINVAL)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(droppable); i++)
+		if (want & droppable[i])
+			return droppable[i];
+	return 0;
+}
+
+static int uring_setup_ring(struct io_ctx *ctx)
+{
 	unsigned want = uring_wanted_flags(ctx);
 	for (;;) {
 		struct io_uring_params p = { .flags = want, .cq_entries = ctx->depth,
@@ -139,11 +167,7 @@ static int uring_setup_ring(struct io_ctx *ctx)
 			ctx->u.setup_flags = want;
 			return 0;
 		}
-		int refusable = ret == -EINVAL || (ret == -EPERM && (want & IORING_SETUP_SQPOLL));
-		unsigned drop = 0;
-		for (size_t i = 0; refusable && !drop && i < ARRAY_SIZE(droppable); i++)
-			if (want & droppable[i])
-				drop = droppable[i];
+		unsigned drop = uring_flag_to_drop(want, ret);
 		if (!drop) {
 			ctx->setup_why = uring_setup_why(ret);
 			return ret;
@@ -249,6 +273,10 @@ static int uring_init(struct io_ctx *ctx)
 	uring_cap_iowq(ctx);
 	ctx->u.poll_on_reap =
 		!!(ctx->u.setup_flags & (IORING_SETUP_IOPOLL | IORING_SETUP_DEFER_TASKRUN));
+	ctx->u.getevents_always = !!(ctx->u.setup_flags & IORING_SETUP_DEFER_TASKRUN);
+	/* SQ slot i always holds SQE i: set the indirection array once. */
+	for (unsigned i = 0; i < ctx->u.ring.sq.ring_entries; i++)
+		ctx->u.ring.sq.array[i] = i;
 	log_debug("io: io_uring ring fd %d, %u entries, flags 0x%x", ctx->u.ring.ring_fd,
 		  ctx->u.ring.sq.ring_entries, ctx->u.setup_flags);
 	return 0;
@@ -381,12 +409,11 @@ int io_uring_ctx_clone(struct io_ctx *ctx, struct io_ctx *donor, unsigned flags)
 
 /* ---- submit and reap -------------------------------------------------------------- */
 
+/* Publish the written SQEs (the array is the identity, set at init). */
 static unsigned uring_flush_sq(struct io_uring *r)
 {
 	unsigned tail = r->sq.sqe_tail;
 	if (r->sq.sqe_head != tail) {
-		for (unsigned i = r->sq.sqe_head; i != tail; i++)
-			r->sq.array[i & r->sq.ring_mask] = i & r->sq.ring_mask;
 		r->sq.sqe_head = tail;
 		io_uring_smp_store_release(r->sq.ktail, tail);
 	}
@@ -408,13 +435,16 @@ static int uring_enter_failed(struct io_ctx *ctx, int err)
 	return err;
 }
 
-/* Submit whatever sits in the SQ; wait for wait_nr completions. */
+/* Submit whatever sits in the SQ; wait for wait_nr completions.  On a
+ * DEFER_TASKRUN ring every enter asks for GETEVENTS: with wait_nr 0 that only
+ * runs the pending completion work (the CQ is filled now, so the next reap
+ * needs no system call of its own) and never blocks. */
 static int uring_enter(struct io_ctx *ctx, unsigned wait_nr, unsigned extra_flags)
 {
 	struct io_uring *r = &ctx->u.ring;
 	for (;;) {
 		unsigned to_submit = uring_flush_sq(r), flags = extra_flags;
-		if (wait_nr)
+		if (wait_nr || ctx->u.getevents_always)
 			flags |= IORING_ENTER_GETEVENTS;
 		if (r->flags & IORING_SETUP_SQPOLL) {
 			if (IO_URING_READ_ONCE(*r->sq.kflags) & IORING_SQ_NEED_WAKEUP)
@@ -427,46 +457,58 @@ static int uring_enter(struct io_ctx *ctx, unsigned wait_nr, unsigned extra_flag
 		int ret = io_sys_enter(ctx, to_submit, wait_nr, flags, NULL, 0);
 		if (ret == -EINTR)
 			continue;
+		if (ret >= 0 && (flags & IORING_ENTER_GETEVENTS))
+			ctx->kernel_polled = 1;
 		return ret < 0 ? uring_enter_failed(ctx, ret) : ret;
 	}
 }
 
-static void uring_fill_sqe(struct io_ctx *ctx, struct io_uring_sqe *sqe, uint32_t id)
+/* Write slot id's SQE in full (every field io_uring_prep_rw sets); returns 1
+ * if it uses a registered buffer. */
+static inline unsigned uring_fill_sqe(const struct io_ctx *ctx, struct io_uring_sqe *sqe,
+				      uint32_t id)
 {
+	static const uint8_t opcode[2][2] = {
+		{ IORING_OP_READ, IORING_OP_WRITE },
+		{ IORING_OP_READ_FIXED, IORING_OP_WRITE_FIXED },
+	};
 	const struct io_slot *s = &ctx->slots[id];
 	const struct io_file *f = &ctx->files[s->file];
-	int write = s->op != IO_OP_READ;
-	int fixed_buf = s->buf_index >= 0 && ctx->u.has_fixed_ops;
-	int op = fixed_buf ? (write ? IORING_OP_WRITE_FIXED : IORING_OP_READ_FIXED)
-			   : (write ? IORING_OP_WRITE : IORING_OP_READ);
-	io_uring_prep_rw(op, sqe, f->fixed ? s->file : f->fd, s->buf, (unsigned)s->len,
-			 (uint64_t)s->off);
-	if (f->fixed)
-		sqe->flags |= IOSQE_FIXED_FILE;
-	if (fixed_buf) {
-		sqe->buf_index = (uint16_t)s->buf_index;
-		ctx->st.fixed_ios++;
-	}
-	if (s->op == IO_OP_WRITE_DSYNC)
-		sqe->rw_flags = RWF_DSYNC;
+	unsigned fixed_buf = s->buf_index >= 0 && ctx->u.has_fixed_ops;
+	sqe->opcode = opcode[fixed_buf][s->op != IO_OP_READ];
+	sqe->flags = f->fixed ? IOSQE_FIXED_FILE : 0;
+	sqe->ioprio = 0;
+	sqe->fd = f->fixed ? s->file : f->fd;
+	sqe->off = (uint64_t)s->off;
+	sqe->addr = (uint64_t)(uintptr_t)s->buf;
+	sqe->len = (uint32_t)s->len;
+	sqe->rw_flags = s->op == IO_OP_WRITE_DSYNC ? RWF_DSYNC : 0;
 	sqe->user_data = id;
+	sqe->buf_index = fixed_buf ? (uint16_t)s->buf_index : 0;
+	sqe->personality = 0;
+	sqe->file_index = 0;
+	sqe->addr3 = 0;
+	sqe->__pad2[0] = 0;
+	return fixed_buf;
 }
 
 static int uring_submit(struct io_ctx *ctx, const uint32_t *ids, unsigned n, unsigned wait_nr)
 {
-	unsigned i;
-	for (i = 0; i < n; i++) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&ctx->u.ring);
-		if (!sqe)
-			break;
-		uring_fill_sqe(ctx, sqe, ids[i]);
-	}
+	struct io_uring_sq *sq = &ctx->u.ring.sq;
+	unsigned tail = sq->sqe_tail, fixed = 0;
+	unsigned room = sq->ring_entries - (tail - io_uring_smp_load_acquire(sq->khead));
+	if (n > room)
+		n = room;
+	for (unsigned i = 0; i < n; i++)
+		fixed += uring_fill_sqe(ctx, &sq->sqes[(tail + i) & sq->ring_mask], ids[i]);
+	sq->sqe_tail = tail + n;
+	ctx->st.fixed_ios += fixed;
 	if (wait_nr > ctx->issued)
 		wait_nr = ctx->issued;
 	int ret = uring_enter(ctx, wait_nr, 0);
 	/* Written SQEs stay taken even if enter failed: they sit in the SQ and are
 	 * either submitted by the next enter or resubmitted by io_fallback(). */
-	return ret < 0 && !i ? ret : (int)i;
+	return ret < 0 && !n ? ret : (int)n;
 }
 
 static unsigned uring_drain_cq(struct io_ctx *ctx)
@@ -475,17 +517,23 @@ static unsigned uring_drain_cq(struct io_ctx *ctx)
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
 	io_uring_for_each_cqe(r, head, cqe) {
-		io_complete(ctx, (uint32_t)cqe->user_data, cqe->res);
+		io_complete_fast(ctx, (uint32_t)cqe->user_data, cqe->res);
 		n++;
 	}
 	io_uring_cq_advance(r, n);
 	return n;
 }
 
-static int uring_reap(struct io_ctx *ctx, unsigned min)
+/*
+ * With DEFER_TASKRUN (and IOPOLL) completions reach the CQ only inside an
+ * enter with GETEVENTS, so a reap that finds the CQ empty enters once with
+ * min_complete 0 - unless I/O is not in flight, the caller already holds
+ * completions (have), or this API call already entered with GETEVENTS.
+ */
+static int uring_reap(struct io_ctx *ctx, unsigned min, unsigned have)
 {
 	unsigned got = uring_drain_cq(ctx);
-	int poll = !got && ctx->u.poll_on_reap && ctx->issued;
+	int poll = !got && !have && ctx->u.poll_on_reap && ctx->issued && !ctx->kernel_polled;
 	for (;;) {
 		unsigned need = min > got ? min - got : 0;
 		if (need > ctx->issued)

@@ -13,6 +13,12 @@
  * COMMIT first moves the transaction to COMMITTING (after which it can no
  * longer be wounded), checks that every write is covered by an X lock it
  * holds, applies the writes, and releases the locks; ABORT just releases.
+ *
+ * With a data directory (srv->log set; durable.c) the writes of a COMMIT, a
+ * WRITEBACK and a new table are logged before they are applied, and the reply
+ * may wait for the log (ms_reply_durable).  After a log error every request
+ * that would write (X locks, commits with writes, writebacks, new tables) is
+ * refused with LOTUS_EREADONLY.  Without a data directory none of this runs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -100,6 +106,7 @@ static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, 
 	struct ms_pending *p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
+	p->kind = MS_POST_PENDING;
 	p->w.owner = p;
 	p->w.txn = txn;
 	atomic_store(&p->state, PEND_PARKED);
@@ -166,8 +173,13 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	struct ms_server *srv = wk->srv;
+	int rc;
 	if (!store_table_max_value(srv->store, r->table)) {
 		rep_status(&wk->rep, r, LOTUS_ENOTABLE, 0);
+		return;
+	}
+	if (srv->log && op_mode(r->op) == LOCK_X && (rc = ms_durable_refuses(srv)) != 0) {
+		rep_status(&wk->rep, r, rc, 0);
 		return;
 	}
 	lock_txn_t *txn = lock_txn_get(srv->locks, r->txn_id, r->priority, c);
@@ -181,8 +193,8 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(&wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	int rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
-			      (enum cc_proto)r->cc, &p->w);
+	rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
+			  (enum cc_proto)r->cc, &p->w);
 	if (rc == 1) {
 		pending_park(p);
 		return;
@@ -318,10 +330,9 @@ static int commit_check(struct ms_server *srv, lock_txn_t *txn, const struct wir
 	return rc;
 }
 
-static int commit_apply_one(struct ms_server *srv, const struct wire_write *w,
-			    const unsigned char *k, const unsigned char *v)
+int ms_write_apply(store_t *st, const struct wire_write *w, const unsigned char *k,
+		   const unsigned char *v)
 {
-	store_t *st = srv->store;
 	store_loc_t loc;
 	if (w->op == OP_DELETE) {
 		int rc = store_delete(st, w->table, k, w->key_len);
@@ -334,7 +345,7 @@ static int commit_apply_one(struct ms_server *srv, const struct wire_write *w,
 	return store_insert(st, w->table, k, w->key_len, v, w->value_len, &loc);
 }
 
-static int commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val)
+int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val)
 {
 	struct wire_iter it;
 	const struct wire_write *w;
@@ -342,7 +353,7 @@ static int commit_apply(struct ms_server *srv, const struct wire_req *r, const u
 	int rc, first_err = 0;
 	wire_iter_bytes(&it, val, r->value_len, (unsigned)r->arg);
 	while ((rc = wire_next_write(&it, &w, &k, &v)) == 1) {
-		rc = commit_apply_one(srv, w, k, v);
+		rc = ms_write_apply(srv->store, w, k, v);
 		if (rc && !first_err)
 			first_err = rc;
 	}
@@ -372,8 +383,15 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	}
 	if (rc == 0)
 		rc = commit_check(srv, txn, r, val);
+	if (rc == 0 && srv->log) {
+		uint64_t lsn;
+		rc = ms_commit_logged(srv, r, val, &lsn);
+		lock_txn_release(srv->locks, txn);
+		ms_reply_durable(wk, seq, r, rc, 0, lsn);
+		return;
+	}
 	if (rc == 0) {
-		rc = commit_apply(srv, r, val);
+		rc = ms_commit_apply(srv, r, val);
 		if (rc)
 			log_error("commit of txn %llx applied partially: %s",
 				  (unsigned long long)r->txn_id, lotus_strerror(rc));
@@ -399,11 +417,16 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 {
 	char name[65];
 	uint16_t id = 0;
+	uint64_t lsn = 0;
 	memcpy(name, key, r->key_len);
 	name[r->key_len] = 0;
 	int rc = r->arg > STORE_VALUE_MAX ? LOTUS_ETOOBIG
-		 : store_table_create(wk->srv->store, name, (uint32_t)r->arg, &id);
-	rep_status(&wk->rep, r, rc, id);
+		 : !wk->srv->log ? store_table_create(wk->srv->store, name, (uint32_t)r->arg, &id)
+		 : ms_table_create_logged(wk->srv, name, (uint32_t)r->arg, &id, &lsn);
+	if (lsn)
+		ms_reply_durable(wk, seq, r, rc, id, lsn);
+	else
+		rep_status(&wk->rep, r, rc, id);
 }
 
 static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
@@ -413,7 +436,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct lock_stats ls;
 	struct store_stats ss;
 	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0;
-	char buf[1024];
+	char buf[2048];
 	lock_table_stats(srv->locks, &ls);
 	store_stats(srv->store, &ss);
 	for (unsigned i = 0; i < srv->nworkers; i++) { /* racy reads of counters: fine */
@@ -436,6 +459,15 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,
 		(unsigned long long)ls.preemptions, (unsigned long long)ls.preempted_aborts,
 		(unsigned long long)ls.upgrades);
+	if (srv->log && n > 0 && (size_t)n < sizeof(buf)) {   /* before the closing brace */
+		n--;
+		n += ms_durable_stats_json(srv, buf + n, sizeof(buf) - (size_t)n);
+		if ((size_t)n < sizeof(buf) - 1) {
+			buf[n++] = '}';
+			buf[n] = 0;
+		}
+		n = MIN(n, (int)sizeof(buf) - 1);
+	}
 	struct wire_rep rep = { .op = OP_STATS, .tag = r->tag, .txn_id = r->txn_id,
 				.value_len = (uint32_t)n };
 	wire_buf_add_rep(&wk->rep, &rep, NULL, buf);
@@ -448,9 +480,14 @@ static void h_writeback(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	struct wire_write w = { .op = OP_LOCK_X, .table = r->table, .key_len = r->key_len,
 				.value_len = r->value_len, .hint = r->hint };
 	uint32_t maxv = store_table_max_value(wk->srv->store, r->table);
+	uint64_t lsn = 0;
 	int rc = !maxv ? LOTUS_ENOTABLE : r->value_len > maxv ? LOTUS_ETOOBIG
-		 : commit_apply_one(wk->srv, &w, key, val);
-	rep_status(&wk->rep, r, rc, 0);
+		 : !wk->srv->log ? ms_write_apply(wk->srv->store, &w, key, val)
+		 : ms_writeback_logged(wk, &w, r->txn_id, key, val, &lsn);
+	if (lsn)
+		ms_reply_durable(wk, seq, r, rc, 0, lsn);
+	else
+		rep_status(&wk->rep, r, rc, 0);
 }
 
 static const ms_handler_fn handlers[OP_MAX] = {

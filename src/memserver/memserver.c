@@ -11,6 +11,11 @@
  *
  * A message that fails wire_msg_check() is answered with a WIRE_ERROR message
  * and dropped: a bad client never takes the server down or changes data.
+ *
+ * With a data directory, start-up first recovers the store from it and opens
+ * the log and the page writer (durable.c), all before the listener exists; a
+ * clean stop (SIGINT/SIGTERM) joins the workers, takes a final checkpoint and
+ * closes the log.
  */
 #include <errno.h>
 #include <signal.h>
@@ -19,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/common.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "memserver/memserver.h"
 #include "memserver/ms_int.h"
@@ -84,6 +90,8 @@ static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *
 		ms_handle_req(wk, c, h->sender, h->seq, r, k, v);
 	if (wk->rep.count)
 		ms_send_reply_msg(wk, c, &wk->rep);
+	if (wk->dur_rep.count)
+		ms_durable_flush(wk, c);
 }
 
 static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
@@ -137,7 +145,10 @@ static void ms_on_post(void *arg, void *item)
 	struct ms_worker *wk = arg;
 	if (item == &ms_wake_item)
 		return;
-	ms_resume(wk, item);
+	if (*(const int *)item == MS_POST_DURABLE)
+		ms_durable_resume(wk, item);
+	else
+		ms_resume(wk, item);
 }
 
 /* Lock manager callback, any thread: hand the parked request to its owner. */
@@ -167,6 +178,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
 	struct net_opts no = { .transport = o->transport };
 	int rc = store_create(o->memory, 0, &srv->store);
+	if (rc == 0 && o->durability != LOTUS_DUR_NONE)
+		rc = ms_durable_open(srv, o);
 	if (rc == 0)
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
 	if (rc == 0)
@@ -184,6 +197,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		wk->srv = srv;
 		wk->idx = i;
 		wire_buf_init(&wk->rep);
+		wire_buf_init(&wk->dur_rep);
+		wire_buf_init(&wk->scratch);
 		rc = net_worker_create(srv->net, &ms_handlers, wk, &wk->net);
 		targets[i] = wk->net;
 	}
@@ -194,14 +209,19 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 	return rc;
 }
 
-static void ms_teardown(struct ms_server *srv)
+/* clean: the workers stopped after a stop request (final checkpoint). */
+static void ms_teardown(struct ms_server *srv, int clean)
 {
+	if (srv->log)
+		ms_durable_close(srv, clean);
 	if (srv->listener)
 		net_listener_destroy(srv->listener);
 	for (unsigned i = 0; srv->workers && i < srv->nworkers; i++) {
 		if (srv->workers[i].net)
 			net_worker_destroy(srv->workers[i].net);
 		wire_buf_free(&srv->workers[i].rep);
+		wire_buf_free(&srv->workers[i].dur_rep);
+		wire_buf_free(&srv->workers[i].scratch);
 	}
 	free(srv->workers);
 	if (srv->net)
@@ -210,6 +230,21 @@ static void ms_teardown(struct ms_server *srv)
 		lock_table_destroy(srv->locks);
 	if (srv->store)
 		store_destroy(srv->store);
+	pthread_mutex_destroy(&srv->tables_mu);
+}
+
+/* The ready line: {"ready":true,"id":I,"port":P[,"durability":D,"recovered":{...}]} */
+static void ms_print_ready(struct ms_server *srv, const struct memserver_opts *o)
+{
+	char rec[1024] = "";
+	if (srv->log) {
+		int n = snprintf(rec, sizeof(rec), ",\"durability\":\"%s\",\"recovered\":",
+				 config_durability_name(srv->durability));
+		ms_recovery_json(srv, rec + n, sizeof(rec) - (size_t)n);
+	}
+	printf("{\"ready\":true,\"id\":%u,\"port\":%u%s}\n", o->id,
+	       net_listener_port(srv->listener), rec);
+	fflush(stdout);
 }
 
 /* Block the stop signals in every thread; the main thread waits for them. */
@@ -231,6 +266,12 @@ int memserver_run(const struct memserver_opts *o)
 	sigset_t set, old;
 	int rc, started = 0;
 
+	if (o->durability != LOTUS_DUR_NONE && (!o->data_dir || !*o->data_dir)) {
+		log_error("memory server %u: durability %s needs a data directory", o->id,
+			  config_durability_name(o->durability));
+		return LOTUS_ECONFIG;
+	}
+	pthread_mutex_init(&srv.tables_mu, NULL);
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -250,13 +291,12 @@ int memserver_run(const struct memserver_opts *o)
 			break;
 		}
 	if (rc == 0) {
-		log_info("memory server %u listening on %s:%u (%u threads, %s)", o->id, o->host,
-			 net_listener_port(srv.listener), srv.nworkers, net_ctx_transport(srv.net));
-		if (o->json_ready) {
-			printf("{\"ready\":true,\"id\":%u,\"port\":%u}\n", o->id,
-			       net_listener_port(srv.listener));
-			fflush(stdout);
-		}
+		log_info("memory server %u listening on %s:%u (%u threads, %s, durability %s%s%s)",
+			 o->id, o->host, net_listener_port(srv.listener), srv.nworkers,
+			 net_ctx_transport(srv.net), config_durability_name(o->durability),
+			 srv.log ? " in " : "", srv.log ? o->data_dir : "");
+		if (o->json_ready)
+			ms_print_ready(&srv, o);
 		ms_wait_for_stop(&set);
 	}
 	for (int i = 0; i < started; i++) {
@@ -264,7 +304,7 @@ int memserver_run(const struct memserver_opts *o)
 		pthread_join(srv.workers[i].thread, NULL);
 	}
 out:
-	ms_teardown(&srv);
+	ms_teardown(&srv, rc == 0);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }

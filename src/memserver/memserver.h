@@ -17,6 +17,14 @@ struct memserver_opts {
 	uint64_t memory;         /* buffer pool bytes */
 	const char *transport;   /* tcp, sm, ... (NULL: $UCX_TLS or tcp) */
 	int json_ready;          /* print one JSON line on stdout when listening */
+	/* Durability (docs/durability.md).  durability LOTUS_DUR_NONE (0) keeps
+	 * everything in memory and ignores data_dir; ASYNC and SYNC need data_dir:
+	 * recovery from it at start, a redo log and checkpoints while running,
+	 * and a final checkpoint on a clean stop. */
+	int durability;          /* enum lotus_durability (common/config.h) */
+	const char *data_dir;
+	uint64_t checkpoint_log; /* log growth that triggers a checkpoint (0: 256 MiB) */
+	unsigned checkpoint_interval_ms; /* and at least this often (0: no timer) */
 };
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */

@@ -10,6 +10,18 @@
  *
  *   pending:  PARKED --notify (any thread)--> NOTIFIED --on_post--> completed
  *                \--conn lost (owner thread)--> DEAD (freed at once)
+ *
+ * Durable replies (durable.c, only with a data directory): replies that may
+ * go out only once the redo log is durable up to some LSN are gathered per
+ * incoming message in wk->dur_rep; at the end of the message they move to a
+ * struct ms_durwait that holds a reference on the connection:
+ *
+ *   durwait: ms_durable_flush --redo_notify cb (log writer)--> posted
+ *              --on_post (owner thread): ms_durable_resume--> sent (or, on
+ *              LOTUS_EDURABLE, every reply rewritten to that status), freed
+ *
+ * A durwait is never freed while its callback is outstanding, even if the
+ * connection closes; the reference keeps the struct ms_conn alive until then.
  */
 #ifndef LOTUS_MS_INT_H
 #define LOTUS_MS_INT_H
@@ -18,9 +30,14 @@
 #include "lock/lock.h"
 #include "net/net.h"
 #include "net/wire.h"
+#include "store/ckpt.h"
+#include "store/redo.h"
 #include "store/store.h"
 
 struct ms_server;
+
+/* Items posted to a worker (net_post) start with their kind. */
+enum ms_post_kind { MS_POST_PENDING = 1, MS_POST_DURABLE = 2 };
 
 struct ms_worker {
 	struct ms_server *srv;
@@ -29,6 +46,11 @@ struct ms_worker {
 	net_worker_t *net;
 	struct wire_buf rep;       /* reply being built for the current message */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
+	/* durable.c: replies of the current message that wait for the log */
+	struct wire_buf dur_rep;
+	uint64_t dur_lsn;          /* they go out once the log is durable here */
+	struct wire_buf scratch;   /* log payload of a writeback */
+	uint64_t dur_waits, dur_immediate;
 };
 
 struct ms_pending;
@@ -45,6 +67,7 @@ struct ms_conn {
 enum { PEND_PARKED, PEND_NOTIFIED, PEND_DEAD };
 
 struct ms_pending {
+	int kind;                  /* MS_POST_PENDING */
 	struct lock_waiter w;
 	_Atomic int state;
 	int result;
@@ -65,6 +88,48 @@ struct scan_key {
 	unsigned char key[STORE_KEY_MAX];
 };
 
+/* Replies that wait for the log to be durable up to lsn (see above). */
+struct ms_durwait {
+	int kind;                  /* MS_POST_DURABLE */
+	int status;                /* from the redo_notify callback */
+	uint64_t lsn;
+	struct ms_conn *conn;      /* holds a reference */
+	struct wire_buf rep;       /* the replies, one message */
+};
+
+/* Redo payloads of the memory server (types in store/redo.h):
+ *  REDO_COMMIT   the COMMIT's wire_write list exactly as received (this
+ *                server's table ids); the item count follows from the length.
+ *                A writeback is logged as a one-write REDO_COMMIT.
+ *  REDO_TABLE    struct ms_redo_table, then name_len bytes of name.
+ *  REDO_PREPARE  struct ms_redo_prepare, nparts u32 participant ids padded to
+ *                8 bytes, then a wire_write list.     } proposed for 2PC; only
+ *  REDO_DECIDE   struct ms_redo_decide.               } replay uses them now
+ */
+struct ms_redo_table {
+	uint16_t id;
+	uint16_t name_len;
+	uint32_t max_value;
+};
+struct ms_redo_prepare {
+	uint32_t nparts;
+	uint32_t reserved;
+};
+struct ms_redo_decide {
+	uint8_t commit;            /* 1: commit, 0: abort */
+	uint8_t pad[7];
+};
+
+/* What recovery found; reported in the log and the ready JSON line. */
+struct ms_recovery {
+	int ran;                   /* 0: no data directory */
+	uint64_t ckpt_pages, ckpt_bytes, ckpt_records, ckpt_begin_lsn;
+	uint64_t log_from, log_records, log_bytes, cut_bytes, next_lsn;
+	uint64_t txns, writes, tables, undecided;
+	uint64_t keep_lsn;         /* from ms_recovery_undecided() */
+	uint64_t elapsed_ns;
+};
+
 struct ms_server {
 	unsigned id, nworkers;
 	store_t *store;
@@ -73,6 +138,14 @@ struct ms_server {
 	net_listener_t *listener;
 	struct ms_worker *workers;
 	_Atomic int stop;
+	/* durability (durable.c); log == NULL: none, and no cost on any path */
+	int durability;            /* enum lotus_durability */
+	const char *data_dir;
+	redo_t *log;
+	ckpt_t *ckpt;
+	pthread_mutex_t tables_mu; /* table creation: id order == log order */
+	_Atomic int readonly_said; /* the "refusing writes" line was logged */
+	struct ms_recovery rec;
 };
 
 /* handlers.c: handle one request of a REQ message; appends its reply to
@@ -84,6 +157,49 @@ void ms_resume(struct ms_worker *wk, struct ms_pending *p);
 void ms_pending_free(struct ms_pending *p);
 /* handlers.c: the connection is lost; free its requests that are still parked. */
 void ms_conn_drop_pending(struct ms_conn *c);
+/* handlers.c: upsert or delete one write (a COMMIT item, a writeback or a
+ * replayed record).  hint may be 0. */
+int ms_write_apply(store_t *st, const struct wire_write *w, const unsigned char *k,
+		   const unsigned char *v);
+/* handlers.c: apply a checked COMMIT's writes; 0 or the first store error. */
+int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val);
+
+/* durable.c (threads: open/close from the main thread, before the workers
+ * start and after they stopped; the rest from the worker that owns c). */
+struct memserver_opts;
+/* Recover the store from o->data_dir, open the log and start the page writer.
+ * 0 or an error (logged). */
+int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o);
+/* clean: take a final checkpoint first.  Then stop the page writer and the log. */
+void ms_durable_close(struct ms_server *srv, int clean);
+/* 0 if writes are accepted; LOTUS_EREADONLY after a log error (logs once).
+ * Only with srv->log. */
+int ms_durable_refuses(struct ms_server *srv);
+/* Log-then-apply steps (worker threads, srv->log set).  *lsn gets the LSN the
+ * reply must wait for (0: none).  0, LOTUS_EREADONLY (nothing applied), or a
+ * store error. */
+int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+		     uint64_t *lsn);
+int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
+			const unsigned char *key, const unsigned char *val, uint64_t *lsn);
+int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
+			   uint16_t *id, uint64_t *lsn);
+/* The hook for two-phase commit: see durable.c. */
+struct ms_prepared;
+uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *list);
+/* Reply to r with (status, arg) once the log is durable up to lsn (lsn 0 or
+ * already durable: at once, in wk->rep). */
+void ms_reply_durable(struct ms_worker *wk, uint64_t seq, const struct wire_req *r, int status,
+		      uint64_t arg, uint64_t lsn);
+/* End of an incoming message: hand its waiting replies to the log. */
+void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c);
+/* Owner thread: the log reported on a durwait; send its replies, free it. */
+void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw);
+/* ',"durability":{...}' (log counters) for the STATS reply (snprintf rules). */
+int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len);
+/* srv->rec as one JSON object into buf (snprintf rules). */
+int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len);
+
 /* memserver.c */
 void ms_conn_unref(struct ms_conn *c);
 int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *b);

@@ -1,0 +1,593 @@
+/*
+ * durable.c - the memory server on a data directory: recovery at start, the
+ * redo records of commits, writebacks and table creations, replies that wait
+ * for the log, and the read-only state after a log error (DESIGN.md "Commit
+ * and durability", docs/durability.md).  Nothing here runs with
+ * --durability none: then srv->log is NULL and the handlers never call in.
+ *
+ * Start (ms_durable_open, main thread, before any worker runs):
+ *   1. ckpt_recover: the tables, pages and index of the last checkpoint.  It
+ *      returns replay_from (the checkpoint's begin LSN) and log_from <=
+ *      replay_from (where the log is kept from).
+ *   2. redo_replay from log_from.  Records at or below replay_from are in the
+ *      image already; from them only PREPARE/DECIDE are collected.  Above it:
+ *        REDO_TABLE   create the table; its id must be the logged one
+ *        REDO_COMMIT  apply the writes: upsert / delete-if-present, so a
+ *                     change that the fuzzy image already holds is harmless
+ *        REDO_DECIDE  commit: apply the writes of its PREPARE
+ *      PREPAREs left without a DECIDE go to ms_recovery_undecided(), the hook
+ *      for cooperative termination.
+ *   3. redo_open where the replay ended (after any torn tail was cut),
+ *      ckpt_open, ckpt_start (the page writer).
+ *
+ * Write path (worker threads), write-ahead, inside the checkpoint gate:
+ *     t = ckpt_change_begin();  redo_append();  apply;  ckpt_change_end(t)
+ * then the caller releases the locks and replies: at once (async), or once
+ * the log is durable up to the record (sync; table creation in both modes).
+ * The waiting replies of one incoming message share one redo_notify and go
+ * out as one message (the durwait life cycle is drawn in ms_int.h).
+ *
+ * Invariants:
+ *  - sync: no status 0 goes out before the record it depends on is durable.
+ *    A read-only commit waits for the log tail that exists when it commits,
+ *    because early lock release lets it read changes whose records may not
+ *    be durable yet.
+ *  - A change is applied only after its record was appended.  Once the log
+ *    has failed, appends fail with LOTUS_EREADONLY, nothing more is applied,
+ *    and every write request is refused; reads go on.
+ *  - Table ids follow the log order: creations are serialised by tables_mu.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "common/clock.h"
+#include "common/common.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "memserver/memserver.h"
+#include "memserver/ms_int.h"
+
+/* ---- applying a logged write list ------------------------------------------ */
+
+/* Apply a wire_write list of len bytes (the count follows from the length).
+ * Hints are ignored: they name locations of a store that no longer exists. */
+static int writes_apply_all(store_t *st, const unsigned char *p, size_t len, uint64_t *n)
+{
+	struct wire_iter it;
+	const struct wire_write *wp;
+	const unsigned char *k, *v;
+	int rc = 0;
+	wire_iter_bytes(&it, p, len, (unsigned)(len / sizeof(struct wire_write) + 1));
+	while (it.p < it.end && (rc = wire_next_write(&it, &wp, &k, &v)) == 1) {
+		struct wire_write w;
+		memcpy(&w, wp, sizeof(w));
+		w.hint = 0;
+		if (w.key_len == 0 || w.key_len > STORE_KEY_MAX)
+			return LOTUS_EPROTO;
+		rc = ms_write_apply(st, &w, k, v);
+		if (rc)
+			return rc;
+		(*n)++;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- replay ------------------------------------------------------------------ */
+
+/* A PREPARE seen in the log and not (yet) decided. */
+struct ms_prepared {
+	uint64_t txn_id, lsn;
+	uint32_t len;
+	unsigned char *payload;    /* the whole REDO_PREPARE payload */
+	struct ms_prepared *next;
+};
+
+struct replay {
+	struct ms_server *srv;
+	uint64_t apply_from;       /* records at or below are in the image */
+	struct ms_prepared *prep;
+};
+
+/* The write list inside a PREPARE payload. */
+static int prepare_writes(const struct ms_prepared *p, const unsigned char **w, size_t *wlen)
+{
+	struct ms_redo_prepare h;
+	if (p->len < sizeof(h))
+		return LOTUS_EPROTO;
+	memcpy(&h, p->payload, sizeof(h));
+	uint64_t off = sizeof(h) + ALIGN_UP((uint64_t)h.nparts * 4, 8);
+	if (off > p->len)
+		return LOTUS_EPROTO;
+	*w = p->payload + off;
+	*wlen = p->len - off;
+	return 0;
+}
+
+static int replay_table(struct replay *rp, const unsigned char *payload, uint32_t len)
+{
+	struct ms_redo_table t;
+	char name[STORE_TABLE_NAME_MAX + 1];
+	uint16_t id = 0;
+	int rc = LOTUS_EPROTO;
+	if (len >= sizeof(t)) {
+		memcpy(&t, payload, sizeof(t));
+		if (t.name_len && t.name_len <= STORE_TABLE_NAME_MAX && sizeof(t) + t.name_len <= len) {
+			memcpy(name, payload + sizeof(t), t.name_len);
+			name[t.name_len] = 0;
+			rc = store_table_create(rp->srv->store, name, t.max_value, &id);
+			if (rc == 0 && id != t.id)
+				rc = -EINVAL;
+		}
+	}
+	if (rc) {
+		log_error("recovery: the log's table record %u cannot be replayed: %s",
+			  len >= sizeof(t) ? t.id : 0,
+			  rc == -EINVAL ? "the store gave it another id" : lotus_strerror(rc));
+		return rc;
+	}
+	rp->srv->rec.tables++;
+	return 0;
+}
+
+static int replay_prepare(struct replay *rp, uint64_t lsn, uint64_t txn_id,
+			  const unsigned char *payload, uint32_t len)
+{
+	struct ms_prepared *p = calloc(1, sizeof(*p));
+	if (!p || !(p->payload = malloc(len ? len : 1))) {
+		free(p);
+		return -ENOMEM;
+	}
+	memcpy(p->payload, payload, len);
+	p->txn_id = txn_id;
+	p->lsn = lsn;
+	p->len = len;
+	p->next = rp->prep;
+	rp->prep = p;
+	return 0;
+}
+
+static int replay_decide(struct replay *rp, uint64_t lsn, uint64_t txn_id,
+			 const unsigned char *payload, uint32_t len)
+{
+	struct ms_redo_decide d = { 0 };
+	struct ms_prepared **pp = &rp->prep, *p;
+	memcpy(&d, payload, MIN(len, (uint32_t)sizeof(d)));
+	while (*pp && (*pp)->txn_id != txn_id)
+		pp = &(*pp)->next;
+	if (!(p = *pp)) {
+		if (lsn > rp->apply_from && d.commit)
+			log_warn("recovery: txn %" PRIx64 " was decided (commit) but its PREPARE is "
+				 "not in the log", txn_id);
+		return 0;
+	}
+	*pp = p->next;
+	int rc = 0;
+	if (lsn > rp->apply_from && d.commit) {
+		const unsigned char *w;
+		size_t wlen;
+		rc = prepare_writes(p, &w, &wlen);
+		if (rc == 0)
+			rc = writes_apply_all(rp->srv->store, w, wlen, &rp->srv->rec.writes);
+		if (rc == 0)
+			rp->srv->rec.txns++;
+		else
+			log_error("recovery: the writes of prepared txn %" PRIx64 " cannot be "
+				  "applied: %s", txn_id, lotus_strerror(rc));
+	}
+	free(p->payload);
+	free(p);
+	return rc;
+}
+
+static int replay_one(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
+		      const void *payload, uint32_t len)
+{
+	struct replay *rp = arg;
+	struct ms_server *srv = rp->srv;
+	int apply = lsn > rp->apply_from, rc;
+	switch (type) {
+	case REDO_TABLE:
+		return apply ? replay_table(rp, payload, len) : 0;
+	case REDO_COMMIT:
+		if (!apply)
+			return 0;
+		rc = writes_apply_all(srv->store, payload, len, &srv->rec.writes);
+		if (rc)
+			log_error("recovery: the commit of txn %" PRIx64 " at LSN %" PRIu64
+				  " cannot be applied: %s", txn_id, lsn, lotus_strerror(rc));
+		else
+			srv->rec.txns++;
+		return rc;
+	case REDO_PREPARE:
+		return replay_prepare(rp, lsn, txn_id, payload, len);
+	case REDO_DECIDE:
+		return replay_decide(rp, lsn, txn_id, payload, len);
+	default:
+		return 0;  /* REDO_REFUSE and other users' records: not state */
+	}
+}
+
+/*
+ * ms_recovery_undecided - THE HOOK FOR TWO-PHASE COMMIT.  Called once at
+ * start, after the replay, with every PREPARE that has no DECIDE in the log
+ * (list, linked by next; owned by the caller, freed after the call).  Returns
+ * the lowest LSN whose log must be kept (UINT64_MAX: none); it becomes the
+ * checkpointer's keep LSN, so the PREPAREs stay readable for later restarts.
+ *
+ * Today it only reports them.  Cooperative termination (DESIGN.md "Commit and
+ * durability", Cornus) belongs here: re-take the X locks of each PREPARE's
+ * writes (prepare_writes()), ask the participants listed in its payload, and
+ * then log REDO_DECIDE and apply the writes (all prepared), or log the abort.
+ */
+uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *list)
+{
+	char ids[512];
+	size_t n = 0, len = 0;
+	uint64_t keep = UINT64_MAX;
+	ids[0] = 0;
+	for (const struct ms_prepared *p = list; p; p = p->next, n++) {
+		keep = MIN(keep, p->lsn - 1);  /* replay delivers records above from_lsn */
+		if (len + 24 < sizeof(ids))
+			len += (size_t)snprintf(ids + len, sizeof(ids) - len, "%s%" PRIx64,
+						n ? " " : "", p->txn_id);
+		else if (len + 4 < sizeof(ids) && ids[len - 1] != '.')
+			len += (size_t)snprintf(ids + len, sizeof(ids) - len, " ...");
+	}
+	srv->rec.undecided = n;
+	if (n)
+		log_warn("recovery: %zu prepared transaction%s without a decision (left as they "
+			 "are, writes not applied; their log is kept): %s", n, n == 1 ? "" : "s",
+			 ids);
+	return keep;
+}
+
+/* ---- open / close ------------------------------------------------------------ */
+
+static void recovery_report(struct ms_server *srv)
+{
+	const struct ms_recovery *r = &srv->rec;
+	double secs = (double)r->elapsed_ns / 1e9;
+	double mb = (double)(r->ckpt_bytes + r->log_bytes) / 1e6;
+	log_info("recovered %s in %.3f s: checkpoint %" PRIu64 " pages (%.1f MB, %" PRIu64
+		 " records, LSN %" PRIu64 "); log %" PRIu64 " records (%.1f MB%s) from LSN %" PRIu64
+		 ": %" PRIu64 " transactions, %" PRIu64 " tables replayed; %.0f MB/s; appending "
+		 "at LSN %" PRIu64, srv->data_dir, secs, r->ckpt_pages, (double)r->ckpt_bytes / 1e6,
+		 r->ckpt_records, r->ckpt_begin_lsn, r->log_records, (double)r->log_bytes / 1e6,
+		 r->cut_bytes ? ", torn tail cut" : "", r->log_from, r->txns, r->tables,
+		 secs > 0 ? mb / secs : 0.0, r->next_lsn);
+}
+
+int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len)
+{
+	struct redo_stats rs;
+	uint64_t waits = 0, immediate = 0;
+	redo_stats(srv->log, &rs);
+	for (unsigned i = 0; i < srv->nworkers; i++) { /* racy reads of counters: fine */
+		waits += srv->workers[i].dur_waits;
+		immediate += srv->workers[i].dur_immediate;
+	}
+	return snprintf(buf, len,
+		",\"durability\":{\"mode\":\"%s\",\"readonly\":%d,\"durable_lsn\":%" PRIu64
+		",\"log_writes\":%" PRIu64 ",\"log_ios\":%" PRIu64 ",\"log_records\":%" PRIu64
+		",\"log_bytes\":%" PRIu64 ",\"reply_batches_waited\":%" PRIu64
+		",\"replies_at_once\":%" PRIu64 "}",
+		config_durability_name(srv->durability), redo_status(srv->log) != 0,
+		redo_durable_lsn(srv->log), rs.writes, rs.ios, rs.records, rs.bytes, waits,
+		immediate);
+}
+
+int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len)
+{
+	const struct ms_recovery *r = &srv->rec;
+	double secs = (double)r->elapsed_ns / 1e9;
+	double mb = (double)(r->ckpt_bytes + r->log_bytes) / 1e6;
+	return snprintf(buf, len,
+		"{\"pages\":%" PRIu64 ",\"ckpt_bytes\":%" PRIu64 ",\"ckpt_records\":%" PRIu64
+		",\"log_records\":%" PRIu64 ",\"log_bytes\":%" PRIu64 ",\"cut_bytes\":%" PRIu64
+		",\"txns\":%" PRIu64 ",\"writes\":%" PRIu64 ",\"tables\":%" PRIu64
+		",\"undecided\":%" PRIu64 ",\"next_lsn\":%" PRIu64 ",\"ms\":%.1f,\"mb_s\":%.1f}",
+		r->ckpt_pages, r->ckpt_bytes, r->ckpt_records, r->log_records, r->log_bytes,
+		r->cut_bytes, r->txns, r->writes, r->tables, r->undecided, r->next_lsn,
+		secs * 1e3, secs > 0 ? mb / secs : 0.0);
+}
+
+static int ms_recover(struct ms_server *srv)
+{
+	struct ms_recovery *rec = &srv->rec;
+	struct ckpt_recover_stats cs;
+	struct redo_replay_stats rs = { 0 };
+	struct replay rp = { .srv = srv };
+	uint64_t replay_from = 0, t0 = clock_now_ns();
+	int rc = ckpt_recover(srv->store, srv->data_dir, IO_BACKEND_AUTO, &replay_from, &cs);
+	if (rc) {
+		log_error("recovery from %s failed: %s", srv->data_dir, lotus_strerror(rc));
+		return rc;
+	}
+	rp.apply_from = replay_from;
+	rec->ckpt_pages = cs.pages;
+	rec->ckpt_bytes = cs.bytes;
+	rec->ckpt_records = cs.records;
+	rec->ckpt_begin_lsn = replay_from;
+	rec->log_from = MIN(cs.log_from, replay_from);
+	rc = redo_replay(srv->data_dir, rec->log_from, replay_one, &rp, &rs, &rec->next_lsn);
+	if (rc)
+		log_error("recovery: replaying the log in %s failed: %s", srv->data_dir,
+			  lotus_strerror(rc));
+	else
+		srv->rec.keep_lsn = ms_recovery_undecided(srv, rp.prep);
+	while (rp.prep) {
+		struct ms_prepared *p = rp.prep;
+		rp.prep = p->next;
+		free(p->payload);
+		free(p);
+	}
+	rec->log_records = rs.records;
+	rec->log_bytes = rs.bytes;
+	rec->cut_bytes = rs.cut_bytes;
+	rec->elapsed_ns = clock_now_ns() - t0;
+	rec->ran = 1;
+	return rc;
+}
+
+int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
+{
+	srv->durability = o->durability;
+	srv->data_dir = o->data_dir;
+	srv->rec.keep_lsn = UINT64_MAX;
+	if (mkdir(o->data_dir, 0755) && errno != EEXIST) {
+		int rc = -errno;
+		log_error("cannot create the data directory %s: %s", o->data_dir, strerror(errno));
+		return rc;
+	}
+	int rc = ms_recover(srv);
+	if (rc)
+		return rc;
+	struct redo_opts ro = { .dir = o->data_dir };
+	rc = redo_open(&ro, srv->rec.next_lsn, &srv->log);
+	if (rc) {
+		log_error("cannot open the redo log in %s: %s", o->data_dir, lotus_strerror(rc));
+		return rc;
+	}
+	struct ckpt_opts co = { .dir = o->data_dir, .log_trigger = o->checkpoint_log,
+				.interval_ms = o->checkpoint_interval_ms };
+	rc = ckpt_open(srv->store, srv->log, &co, &srv->ckpt);
+	if (rc == 0 && srv->rec.keep_lsn != UINT64_MAX)
+		ckpt_set_keep_lsn(srv->ckpt, srv->rec.keep_lsn);
+	if (rc == 0)
+		rc = ckpt_start(srv->ckpt);
+	if (rc) {
+		log_error("cannot start checkpoints in %s: %s", o->data_dir, lotus_strerror(rc));
+		return rc;
+	}
+	recovery_report(srv);
+	return 0;
+}
+
+void ms_durable_close(struct ms_server *srv, int clean)
+{
+	if (srv->ckpt && clean) {
+		struct ckpt_stats cs;
+		int rc = redo_status(srv->log);
+		if (rc == 0)
+			rc = ckpt_run(srv->ckpt, &cs);
+		if (rc)
+			log_warn("no final checkpoint in %s: %s (the next start replays the log)",
+				 srv->data_dir, lotus_strerror(rc));
+		else
+			log_info("final checkpoint in %s: %" PRIu64 " pages (%.1f MB) in %.3f s, "
+				 "begin LSN %" PRIu64, srv->data_dir, cs.pages,
+				 (double)cs.bytes / 1e6, (double)cs.elapsed_ns / 1e9, cs.begin_lsn);
+	}
+	ckpt_close(srv->ckpt);
+	srv->ckpt = NULL;
+	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
+	srv->log = NULL;
+}
+
+/* ---- the write paths --------------------------------------------------------- */
+
+int ms_durable_refuses(struct ms_server *srv)
+{
+	int rc = redo_status(srv->log);
+	if (rc && !atomic_exchange(&srv->readonly_said, 1))
+		log_error("memory server %u: the redo log in %s failed (see above): refusing every "
+			  "write from now on (reads still work); restart the server once the "
+			  "device is fixed", srv->id, srv->data_dir);
+	return rc;
+}
+
+/* The LSN a read-only reply waits for in sync mode: the log's tail, if it is
+ * not durable yet (0: nothing to wait for).  Not after a log error: reads go
+ * on then, and what they see is what recovery may bring back. */
+static uint64_t tail_wait_lsn(struct ms_server *srv)
+{
+	if (srv->durability != LOTUS_DUR_SYNC || redo_status(srv->log))
+		return 0;
+	uint64_t tail = redo_next_lsn(srv->log);
+	return tail > redo_durable_lsn(srv->log) ? tail : 0;
+}
+
+int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+		     uint64_t *lsn)
+{
+	*lsn = 0;
+	if (r->arg == 0) {                  /* read-only: nothing to log */
+		*lsn = tail_wait_lsn(srv);
+		return 0;
+	}
+	int rc = ms_durable_refuses(srv);
+	if (rc)
+		return rc;
+	unsigned t = ckpt_change_begin(srv->ckpt);
+	rc = redo_append(srv->log, REDO_COMMIT, r->txn_id, val, r->value_len, lsn);
+	if (rc == 0) {
+		rc = ms_commit_apply(srv, r, val);
+		if (rc)
+			log_error("commit of txn %llx applied partially: %s",
+				  (unsigned long long)r->txn_id, lotus_strerror(rc));
+	}
+	ckpt_change_end(srv->ckpt, t);
+	if (rc == LOTUS_EREADONLY)
+		ms_durable_refuses(srv);
+	if (rc || srv->durability != LOTUS_DUR_SYNC)
+		*lsn = 0;
+	return rc;
+}
+
+int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
+			const unsigned char *key, const unsigned char *val, uint64_t *lsn)
+{
+	struct ms_server *srv = wk->srv;
+	*lsn = 0;
+	int rc = ms_durable_refuses(srv);
+	if (rc)
+		return rc;
+	wk->scratch.len = 0;
+	wk->scratch.count = 0;
+	rc = wire_buf_append_write(&wk->scratch, w, key, val);
+	if (rc)
+		return rc;
+	unsigned t = ckpt_change_begin(srv->ckpt);
+	rc = redo_append(srv->log, REDO_COMMIT, txn_id, wk->scratch.data, (uint32_t)wk->scratch.len,
+			 lsn);
+	if (rc == 0)
+		rc = ms_write_apply(srv->store, w, key, val);
+	ckpt_change_end(srv->ckpt, t);
+	if (rc == LOTUS_EREADONLY)
+		ms_durable_refuses(srv);
+	if (rc || srv->durability != LOTUS_DUR_SYNC)
+		*lsn = 0;
+	return rc;
+}
+
+/* A new table is created, then logged, both inside the gate and under
+ * tables_mu (so ids follow log order).  If the append fails the table lives
+ * in memory only; the server is read-only from then on anyway. */
+int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
+			   uint16_t *id, uint64_t *lsn)
+{
+	uint16_t have_id;
+	uint32_t have_max;
+	*lsn = 0;
+	pthread_mutex_lock(&srv->tables_mu);
+	int rc;
+	if (store_table_find(srv->store, name, &have_id, &have_max) == 0) {
+		rc = store_table_create(srv->store, name, max_value, id);
+		/* it may have been created just now: wait for what is in the log */
+		uint64_t tail = redo_next_lsn(srv->log);
+		*lsn = tail > redo_durable_lsn(srv->log) ? tail : 0;
+		goto out;
+	}
+	rc = ms_durable_refuses(srv);
+	if (rc)
+		goto out;
+	unsigned before = store_table_count(srv->store);
+	unsigned t = ckpt_change_begin(srv->ckpt);
+	rc = store_table_create(srv->store, name, max_value, id);
+	if (rc == 0 && store_table_count(srv->store) != before) {
+		unsigned char buf[sizeof(struct ms_redo_table) + STORE_TABLE_NAME_MAX];
+		struct ms_redo_table rt = { .id = *id, .name_len = (uint16_t)strlen(name),
+					    .max_value = store_table_max_value(srv->store, *id) };
+		memcpy(buf, &rt, sizeof(rt));
+		memcpy(buf + sizeof(rt), name, rt.name_len);
+		rc = redo_append(srv->log, REDO_TABLE, 0, buf, (uint32_t)(sizeof(rt) + rt.name_len),
+				 lsn);
+	}
+	ckpt_change_end(srv->ckpt, t);
+	if (rc == LOTUS_EREADONLY)
+		ms_durable_refuses(srv);
+out:
+	pthread_mutex_unlock(&srv->tables_mu);
+	if (rc)
+		*lsn = 0;
+	return rc;
+}
+
+/* ---- replies that wait for the log ------------------------------------------- */
+
+/* Every reply of dw becomes status (the log failed before they were durable). */
+static void durwait_fail_all(struct ms_durwait *dw, int status)
+{
+	struct wire_iter it;
+	const struct wire_rep *r;
+	const unsigned char *k, *v;
+	wire_buf_end(&dw->rep);
+	wire_iter_init(&it, dw->rep.data, dw->rep.len);
+	while (wire_next_rep(&it, &r, &k, &v) == 1)
+		((struct wire_rep *)r)->status = status;
+}
+
+void ms_reply_durable(struct ms_worker *wk, uint64_t seq, const struct wire_req *r, int status,
+		      uint64_t arg, uint64_t lsn)
+{
+	struct wire_rep rep = {
+		.op = r->op, .status = status, .tag = r->tag, .txn_id = r->txn_id, .arg = arg,
+	};
+	redo_t *log = wk->srv->log;
+	if (lsn && redo_durable_lsn(log) < lsn) {
+		if (wk->dur_rep.count > 0 ||
+		    wire_buf_begin(&wk->dur_rep, WIRE_REP, wk->srv->id, seq) == 0) {
+			if (wire_buf_add_rep(&wk->dur_rep, &rep, NULL, NULL) == 0) {
+				wk->dur_lsn = MAX(wk->dur_lsn, lsn);
+				return;
+			}
+		}
+		/* out of memory for the batch: wait here, then reply in line */
+		if (redo_wait(log, lsn) != 0)
+			rep.status = LOTUS_EDURABLE;
+	}
+	wk->dur_immediate++;
+	wire_buf_add_rep(&wk->rep, &rep, NULL, NULL);
+}
+
+/* Log writer thread (or the caller's, if already durable): hand back. */
+static void durwait_notify(void *arg, int status)
+{
+	struct ms_durwait *dw = arg;
+	dw->status = status;
+	if (net_post(dw->conn->wk->net, dw) != 0)
+		log_error("out of memory: %u replies that waited for the log are lost",
+			  dw->rep.count);
+}
+
+void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c)
+{
+	struct ms_durwait *dw = calloc(1, sizeof(*dw));
+	uint64_t lsn = wk->dur_lsn;
+	wk->dur_lsn = 0;
+	if (!dw) {
+		if (redo_wait(wk->srv->log, lsn) != 0) {
+			struct ms_durwait tmp = { .rep = wk->dur_rep };
+			durwait_fail_all(&tmp, LOTUS_EDURABLE);
+		}
+		ms_send_reply_msg(wk, c, &wk->dur_rep);
+		wire_buf_free(&wk->dur_rep);
+		return;
+	}
+	dw->kind = MS_POST_DURABLE;
+	dw->lsn = lsn;
+	dw->conn = c;
+	dw->rep = wk->dur_rep;          /* the batch moves to dw */
+	wire_buf_init(&wk->dur_rep);
+	c->refs++;
+	wk->dur_waits++;
+	if (redo_notify(wk->srv->log, lsn, durwait_notify, dw) != 0) {
+		dw->status = redo_wait(wk->srv->log, lsn);
+		ms_durable_resume(wk, dw);
+	}
+}
+
+void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
+{
+	struct ms_conn *c = dw->conn;
+	if (dw->status)
+		durwait_fail_all(dw, LOTUS_EDURABLE);
+	if (!c->closed)
+		ms_send_reply_msg(wk, c, &dw->rep);
+	wire_buf_free(&dw->rep);
+	free(dw);
+	ms_conn_unref(c);
+}
