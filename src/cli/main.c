@@ -17,6 +17,7 @@ static const struct {
 	{ "bank", cmd_bank, "concurrent transfers with a ledger; --verify checks the data" },
 	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },
 	{ "iobench", cmd_iobench, "the hybrid I/O layer's microbenchmarks (paper §3)" },
+	{ "durbench", durbench_main, "redo log, checkpoint and recovery throughput per I/O backend" },
 };
 
 static void usage(FILE *f)
