@@ -64,6 +64,9 @@ int parse_range(const char *s, uint64_t *lo, uint64_t *hi);
 /* "host:port" -> host (copied, NUL-terminated) and port (0 allowed). */
 int parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
 
+/* fsync a directory (after creating, renaming or removing files in it). */
+int fsync_dir(const char *dir);
+
 /* Number of online CPUs, at least 1. */
 int cpu_count(void);
 

@@ -216,15 +216,6 @@ static const char *image_name(unsigned image, int crc)
 	return names[image & 1][crc];
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc = fsync(fd) ? -errno : 0;
-	close(fd);
-	return rc;
-}
 
 static int write_all(int fd, const void *buf, size_t len, off_t off)
 {

@@ -221,15 +221,6 @@ static int seg_list(const char *dir, uint64_t **out, size_t *n)
 	return 0;
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc = fsync(fd) ? -errno : 0;
-	close(fd);
-	return rc;
-}
 
 /* ---- the log object ---- */
 
