@@ -2,34 +2,84 @@
 # for scripts and tests.  Source it, set L to the lotus binary, then:
 #   cluster_start DIR N [memserver options...]   writes DIR/cluster.ini, sets CLUSTER_INI
 #   cluster_stop                                  stops them (call it from an EXIT trap too)
+#   cluster_kill ID                               kill -9 server ID (a crash)
+#   cluster_restart ID                            start server ID again on its port, with
+#                                                 --config (so it can reach the others)
 # TRANSPORT (default tcp) and CLUSTER_CC (optional) go into the config file.
+# CLUSTER_DATA=DIR gives server i --data-dir DIR/ms<i>; CLUSTER_DURABILITY
+# (sync or async) goes into the config's [cluster] section.  With CLUSTER_DATA
+# the servers are restarted once with --config after the ports are known, so
+# every one of them can ask the others about undecided prepared transactions.
 CLUSTER_PIDS=()
+CLUSTER_PORTS=()
+CLUSTER_ARGS=()
+CLUSTER_DIR=
 CLUSTER_INI=
 
-cluster_start() {
-  local dir=$1 n=$2 id i ports=()
+# _cluster_spawn ID LISTEN [extra...]: start server ID in the background.
+_cluster_spawn() {
+  local id=$1 listen=$2
   shift 2
+  local data=()
+  [ -z "${CLUSTER_DATA:-}" ] || data=(--data-dir "$CLUSTER_DATA/ms$id")
+  "$L" memserver --listen "$listen" --id "$id" --transport "${TRANSPORT:-tcp}" \
+      --ready-json "${data[@]}" "$@" "${CLUSTER_ARGS[@]}" \
+      >"$CLUSTER_DIR/ms$id.out" 2>>"$CLUSTER_DIR/ms$id.err" &
+  CLUSTER_PIDS[$id]=$!
+}
+
+# _cluster_ready ID: wait for server ID's ready line.
+_cluster_ready() {
+  local id=$1 i
+  for i in $(seq 600); do grep -q ready "$CLUSTER_DIR/ms$id.out" 2>/dev/null && break; sleep 0.05; done
+  if ! grep -q ready "$CLUSTER_DIR/ms$id.out"; then
+    echo "memory server $id did not start: $(tail -n 3 "$CLUSTER_DIR/ms$id.err")" >&2
+    return 1
+  fi
+}
+
+cluster_start() {
+  local dir=$1 n=$2 id
+  shift 2
+  CLUSTER_DIR=$dir
+  CLUSTER_ARGS=("$@")
+  CLUSTER_PORTS=()
+  [ -z "${CLUSTER_DATA:-}" ] || mkdir -p "$CLUSTER_DATA"
   for ((id = 0; id < n; id++)); do
-    "$L" memserver --listen 127.0.0.1:0 --id "$id" --transport "${TRANSPORT:-tcp}" \
-        --ready-json "$@" >"$dir/ms$id.out" 2>"$dir/ms$id.err" &
-    CLUSTER_PIDS+=($!)
+    : >"$dir/ms$id.err"
+    _cluster_spawn "$id" 127.0.0.1:0
   done
   for ((id = 0; id < n; id++)); do
-    for i in $(seq 400); do grep -q ready "$dir/ms$id.out" 2>/dev/null && break; sleep 0.05; done
-    if ! grep -q ready "$dir/ms$id.out"; then
-      echo "memory server $id did not start: $(tail -n 3 "$dir/ms$id.err")" >&2
-      return 1
-    fi
-    ports+=("$(sed 's/.*"port":\([0-9]*\).*/\1/' "$dir/ms$id.out")")
+    _cluster_ready "$id" || return 1
+    CLUSTER_PORTS[$id]=$(sed 's/.*"port":\([0-9]*\).*/\1/' "$dir/ms$id.out")
   done
   CLUSTER_INI=$dir/cluster.ini
   {
     printf '[cluster]\ntransport = %s\n' "${TRANSPORT:-tcp}"
     [ -z "${CLUSTER_CC:-}" ] || printf 'cc = %s\n' "$CLUSTER_CC"
+    [ -z "${CLUSTER_DURABILITY:-}" ] || printf 'durability = %s\n' "$CLUSTER_DURABILITY"
     for ((id = 0; id < n; id++)); do
-      printf '[memserver %d]\nlisten = 127.0.0.1:%s\n' "$id" "${ports[$id]}"
+      printf '[memserver %d]\nlisten = 127.0.0.1:%s\n' "$id" "${CLUSTER_PORTS[$id]}"
     done
   } >"$CLUSTER_INI"
+  if [ -n "${CLUSTER_DATA:-}" ]; then   # again, now with --config
+    for ((id = 0; id < n; id++)); do
+      kill "${CLUSTER_PIDS[$id]}" && wait "${CLUSTER_PIDS[$id]}" 2>/dev/null
+      cluster_restart "$id" || return 1
+    done
+  fi
+}
+
+cluster_kill() {
+  kill -9 "${CLUSTER_PIDS[$1]}" 2>/dev/null || true
+  wait "${CLUSTER_PIDS[$1]}" 2>/dev/null || true
+}
+
+cluster_restart() {
+  local id=$1
+  : >"$CLUSTER_DIR/ms$id.out"
+  _cluster_spawn "$id" "127.0.0.1:${CLUSTER_PORTS[$id]}" --config "$CLUSTER_INI"
+  _cluster_ready "$id"
 }
 
 cluster_stop() {

@@ -1010,7 +1010,7 @@ static int bank_run(struct bank_shared *sh, lotus_session_t *s, struct bank_run_
 		snprintf(res->message, sizeof(res->message), "cannot write the ledger %s: %s",
 			 o->ledger, lotus_strerror(rc));
 	}
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; ths && i < n; i++)
 		if (ths[i].x)  /* left with transactions in flight: keep them alive */
 			ths = NULL;
 	free(ths);

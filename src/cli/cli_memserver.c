@@ -102,6 +102,7 @@ int cmd_memserver(int argc, char **argv)
 	o.transport = cli_find(opts, "transport")->seen ? transports[transport]
 		      : config ? cfg.transport : NULL;
 	o.json_ready = ready_json;
+	o.config_path = config;
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
 		return 2;
 	char tag[32];

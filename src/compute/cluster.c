@@ -191,6 +191,10 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	}
 	if (!c->opts.transport)
 		snprintf(c->transport, sizeof(c->transport), "%s", cfg.transport);
+	/* as on the servers: a data directory without a durability means sync */
+	c->durable = cfg.durability != LOTUS_DUR_NONE;
+	for (unsigned i = 0; i < cfg.nservers; i++)
+		c->durable |= cfg.servers[i].data_dir[0] != 0;
 	return 0;
 }
 
@@ -207,8 +211,15 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	if (o->config_path) {
 		rc = cluster_from_config(c, o->config_path);
 	} else if (o->local_servers > 0 && o->local_servers <= LOTUS_MAX_SERVERS) {
+		int d = LOTUS_DUR_NONE;
 		c->nservers = (unsigned)o->local_servers;
 		rc = 0;
+		/* a data directory without a durability setting means sync */
+		if (o->durability)
+			config_parse_durability(o->durability, &d);
+		else if (o->data_dir)
+			d = LOTUS_DUR_SYNC;
+		c->durable = d != LOTUS_DUR_NONE;
 	} else {
 		log_error("lotus_connect: give a config file or 1..%d local servers",
 			  LOTUS_MAX_SERVERS);

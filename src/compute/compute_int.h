@@ -30,10 +30,18 @@
  *     +--commit--> [PREPARE -->] COMMIT --replies--> DONE
  *     +--abort / FAILED--abort--> ABORT --replies--> DONE --restart--> IDLE
  *
- * PREPARE exists only for WOUND_WAIT transactions with two or more
- * participants: every participant first moves the transaction to COMMITTING
- * (after which it cannot be wounded), so no participant applies writes of a
- * transaction that another participant has already preempted.
+ * PREPARE exists for WOUND_WAIT transactions with two or more participants:
+ * every participant first moves the transaction to COMMITTING (after which it
+ * cannot be wounded), so no participant applies writes of a transaction that
+ * another participant has already preempted.
+ *
+ * On durable servers (cluster->durable) a transaction that writes on two or
+ * more servers commits in two phases (DESIGN.md "Commit and durability"):
+ * PREPARE carries each writer's writes and the writer list, and is durable on
+ * the server before it is answered; read-only participants get a plain COMMIT
+ * in the same round (they just release).  Once every writer prepared, COMMIT
+ * without writes goes to the writers (t->writers); a failed PREPARE aborts
+ * everywhere.
  */
 #ifndef LOTUS_COMPUTE_INT_H
 #define LOTUS_COMPUTE_INT_H
@@ -78,6 +86,8 @@ struct lotus_cluster {
 	rcache_t *cache;                /* NULL without --cache */
 	lock_table_t *local_locks;      /* CO partitioning: locks of owned keys */
 	_Atomic uint64_t stale_hints;
+	int durable;                    /* the servers log (durability async|sync):
+					   multi-writer commits prepare with their writes */
 };
 
 struct txn_op {
@@ -125,6 +135,7 @@ struct lotus_txn {
 	void *cb_arg;
 	int commit_after_exec;       /* commit requested with unsent ops */
 	int prepared;                /* PREPARE step done for this commit */
+	uint64_t writers;            /* durable 2PC: bit per server that prepared writes */
 	int abort_result;            /* what the abort step reports */
 	lock_txn_t *local;           /* CO: this txn in the local lock table */
 	int ready;                   /* on the session's ready list */

@@ -155,6 +155,10 @@ int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
 		return -ENOMEM;
 	s->cl = c;
 	s->idx = atomic_fetch_add(&c->next_session, 1);
+	/* Transaction ids must not repeat across runs of a process either:
+	 * durable servers remember the outcomes of prepared transactions by id. */
+	uint64_t w = clock_wall_ns() * 0x9e3779b97f4a7c15ULL;
+	s->txn_seq = (uint32_t)(w >> 32);
 	int rc = group_attach(c, s->idx, &s->g);
 	if (rc) {
 		free(s);

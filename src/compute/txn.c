@@ -509,6 +509,18 @@ static void txn_step_done(lotus_txn_t *t)
 		txn_exec_done(t, err);
 		return;
 	case TXN_PREPARE:
+		if (err && t->writers && err == LOTUS_EUNAVAIL) {
+			/* a writer's vote is lost with its server: its PREPARE may be
+			 * durable, so an ABORT from here could contradict what the
+			 * servers' cooperative termination decides.  Leave the
+			 * decision to them; the outcome is unknown to the caller. */
+			t->sticky = err;
+			txn_local_release(t);
+			t->state = TXN_DONE;
+			t->participants = 0;
+			txn_finish(t, err);
+			return;
+		}
 		if (err) {
 			t->sticky = err;
 			t->abort_result = err;
@@ -611,7 +623,10 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
 
 /* ---- commit and abort ------------------------------------------------------ */
 
-static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb)
+/* Send sv its COMMIT (flags 0) or durable PREPARE (WIRE_REQ_F_PREPARE, hint =
+ * the writer bitmask) with the writes the transaction made there. */
+static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uint16_t flags,
+			   uint64_t writers)
 {
 	lotus_cluster_t *c = t->s->cl;
 	unsigned n = 0;
@@ -630,18 +645,56 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb)
 			return rc;
 		n++;
 	}
-	struct wire_req r = { .op = OP_COMMIT, .tag = t->slot << 16 | TAG_TXN_OP,
-			      .value_len = (uint32_t)wb->len, .arg = n };
+	struct wire_req r = { .op = OP_COMMIT, .flags = flags, .tag = t->slot << 16 | TAG_TXN_OP,
+			      .value_len = (uint32_t)wb->len, .arg = n, .hint = writers };
 	return txn_send(t, sv, &r, NULL, wb->data);
+}
+
+/* Servers that get at least one write at commit. */
+static uint64_t txn_writers(lotus_txn_t *t)
+{
+	uint64_t w = 0;
+	for (unsigned i = 0; i < t->nops; i++) {
+		struct txn_op *o = &t->ops[i];
+		if (o->write && o->status == 0 && !txn_write_is_cached(t, o))
+			w |= 1ULL << o->server;
+	}
+	return w & t->participants;
+}
+
+/* One commit round to participant sv (see compute_int.h). */
+static int commit_round_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, int durable2pc,
+			    int prepare)
+{
+	if (durable2pc)  /* writers prepare with their writes; readers just commit */
+		return (t->writers >> sv & 1)
+		       ? commit_send_one(t, sv, wb, WIRE_REQ_F_PREPARE, t->writers)
+		       : commit_send_one(t, sv, wb, 0, 0);
+	if (prepare || t->writers) {  /* phase one without writes / phase two of 2PC */
+		struct wire_req r = { .op = OP_COMMIT,
+				      .flags = prepare ? WIRE_REQ_F_PREPARE : 0,
+				      .tag = t->slot << 16 | TAG_TXN_OP };
+		return txn_send(t, sv, &r, NULL, NULL);
+	}
+	return commit_send_one(t, sv, wb, 0, 0);
 }
 
 static int txn_commit_start(lotus_txn_t *t)
 {
 	uint64_t parts = t->participants;
-	int prepare = t->s->cl->opts.cc == LOTUS_WOUND_WAIT && !t->prepared &&
-		      __builtin_popcountll(parts) > 1;
+	int durable2pc = 0, prepare = 0;
 	struct wire_buf wb;
 	int rc = 0;
+	if (!t->prepared && t->s->cl->durable && __builtin_popcountll(parts) > 1) {
+		t->writers = txn_writers(t);
+		durable2pc = __builtin_popcountll(t->writers) > 1;
+		if (!durable2pc)
+			t->writers = 0;
+	}
+	prepare = durable2pc || (t->s->cl->opts.cc == LOTUS_WOUND_WAIT && !t->prepared &&
+				 __builtin_popcountll(parts) > 1);
+	if (t->prepared && t->writers)
+		parts = t->writers;   /* the readers released in the PREPARE round */
 	t->err = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
@@ -655,15 +708,8 @@ static int txn_commit_start(lotus_txn_t *t)
 	t->state = prepare ? TXN_PREPARE : TXN_COMMIT;
 	wire_buf_init(&wb);
 	for (unsigned sv = 0; parts && rc == 0; sv++, parts >>= 1) {
-		if (!(parts & 1))
-			continue;
-		if (prepare) {
-			struct wire_req r = { .op = OP_COMMIT, .flags = WIRE_REQ_F_PREPARE,
-					      .tag = t->slot << 16 | TAG_TXN_OP };
-			rc = txn_send(t, sv, &r, NULL, NULL);
-		} else {
-			rc = commit_send_one(t, sv, &wb);
-		}
+		if (parts & 1)
+			rc = commit_round_one(t, sv, &wb, durable2pc, prepare);
 	}
 	wire_buf_free(&wb);
 	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
@@ -683,6 +729,7 @@ static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	t->cb_arg = arg;
 	t->step_done = 0;
 	t->prepared = 0;
+	t->writers = 0;
 	if (t->next_unsent < t->nops) {
 		t->commit_after_exec = 1;  /* execute the rest, then commit */
 		return txn_execute_locked(t, cb, arg);

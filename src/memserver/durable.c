@@ -155,6 +155,7 @@ static int replay_decide(struct replay *rp, uint64_t lsn, uint64_t txn_id,
 	struct ms_redo_decide d = { 0 };
 	struct ms_prepared **pp = &rp->prep, *p;
 	memcpy(&d, payload, MIN(len, (uint32_t)sizeof(d)));
+	ms_outcome_note(rp->srv, txn_id, d.commit ? MS_OUT_COMMIT : MS_OUT_ABORT);
 	while (*pp && (*pp)->txn_id != txn_id)
 		pp = &(*pp)->next;
 	if (!(p = *pp)) {
@@ -205,9 +206,90 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
 		return replay_prepare(rp, lsn, txn_id, payload, len);
 	case REDO_DECIDE:
 		return replay_decide(rp, lsn, txn_id, payload, len);
+	case REDO_REFUSE:
+		ms_outcome_note(srv, txn_id, MS_OUT_REFUSED);
+		return 0;
 	default:
-		return 0;  /* REDO_REFUSE and other users' records: not state */
+		return 0;  /* other users' records: not state */
 	}
+}
+
+/* Recovery: take the X locks of a prepared txn's writes again and make it
+ * COMMITTING, so that nobody reads around it until it is decided. */
+static int prep_relock(struct ms_server *srv, const struct ms_prepared *p)
+{
+	const unsigned char *wl, *k, *v;
+	const struct wire_write *wp;
+	struct wire_iter it;
+	size_t wlen;
+	int rc = prepare_writes(p, &wl, &wlen);
+	lock_txn_t *txn = rc ? NULL : lock_txn_get(srv->locks, p->txn_id, 0, srv);
+	if (!txn)
+		return rc ? rc : -ENOMEM;
+	wire_iter_bytes(&it, wl, wlen, (unsigned)(wlen / sizeof(struct wire_write) + 1));
+	while (rc == 0 && it.p < it.end && (rc = wire_next_write(&it, &wp, &k, &v)) == 1) {
+		struct wire_write w;
+		struct lock_waiter lw = { .txn = txn };
+		memcpy(&w, wp, sizeof(w));
+		rc = lock_acquire(srv->locks, txn, w.table, k, w.key_len, LOCK_X, CC_NO_WAIT, &lw);
+		if (rc == 1)      /* cannot happen: nothing else holds locks yet */
+			rc = LOTUS_EABORTED;
+	}
+	if (rc == 0)
+		rc = lock_txn_begin_commit(srv->locks, txn);
+	if (rc)
+		lock_txn_release(srv->locks, txn);
+	else
+		lock_txn_put(srv->locks, txn);
+	return rc;
+}
+
+/* Recovery: an undecided PREPARE joins the prepared table, flagged for the
+ * resolver (termination.c). */
+static int prep_adopt(struct ms_server *srv, const struct ms_prepared *p)
+{
+	struct ms_prep_ent *e = calloc(1, sizeof(*e));
+	if (!e || !(e->payload = malloc(p->len ? p->len : 1))) {
+		free(e);
+		return -ENOMEM;
+	}
+	int rc = prep_relock(srv, p);
+	if (rc) {
+		free(e->payload);
+		free(e);
+		return rc;
+	}
+	memcpy(e->payload, p->payload, p->len);
+	e->len = p->len;
+	e->txn_id = p->txn_id;
+	e->lsn = p->lsn;
+	e->parts = ms_prepare_parts(p->payload, p->len);
+	e->since_ns = clock_now_ns();
+	e->recovered = 1;
+	unsigned b = ms_prep_bucket(e->txn_id);
+	e->next = srv->prep[b];
+	srv->prep[b] = e;
+	if (srv->nprep++ == 0 || e->lsn < srv->prep_min_lsn)
+		srv->prep_min_lsn = e->lsn;
+	return 0;
+}
+
+uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len)
+{
+	struct ms_redo_prepare h;
+	uint64_t parts = 0;
+	if (len < sizeof(h))
+		return 0;
+	memcpy(&h, payload, sizeof(h));
+	if (sizeof(h) + (uint64_t)h.nparts * 4 > len)
+		return 0;
+	for (uint32_t i = 0; i < h.nparts; i++) {
+		uint32_t id;
+		memcpy(&id, payload + sizeof(h) + 4 * i, 4);
+		if (id < 64)
+			parts |= 1ULL << id;
+	}
+	return parts;
 }
 
 /*
@@ -217,10 +299,9 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
  * the lowest LSN whose log must be kept (UINT64_MAX: none); it becomes the
  * checkpointer's keep LSN, so the PREPAREs stay readable for later restarts.
  *
- * Today it only reports them.  Cooperative termination (DESIGN.md "Commit and
- * durability", Cornus) belongs here: re-take the X locks of each PREPARE's
- * writes (prepare_writes()), ask the participants listed in its payload, and
- * then log REDO_DECIDE and apply the writes (all prepared), or log the abort.
+ * Each one gets its X locks back (so nobody reads around it) and joins the
+ * prepared table; the resolver thread (termination.c) then asks the other
+ * participants and logs the decision (cooperative termination, Cornus).
  */
 uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *list)
 {
@@ -230,6 +311,10 @@ uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *
 	ids[0] = 0;
 	for (const struct ms_prepared *p = list; p; p = p->next, n++) {
 		keep = MIN(keep, p->lsn - 1);  /* replay delivers records above from_lsn */
+		int rc = prep_adopt(srv, p);
+		if (rc)
+			log_error("recovery: prepared txn %" PRIx64 " cannot be locked again: %s "
+				  "(left undecided)", p->txn_id, lotus_strerror(rc));
 		if (len + 24 < sizeof(ids))
 			len += (size_t)snprintf(ids + len, sizeof(ids) - len, "%s%" PRIx64,
 						n ? " " : "", p->txn_id);
@@ -238,9 +323,9 @@ uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *
 	}
 	srv->rec.undecided = n;
 	if (n)
-		log_warn("recovery: %zu prepared transaction%s without a decision (left as they "
-			 "are, writes not applied; their log is kept): %s", n, n == 1 ? "" : "s",
-			 ids);
+		log_warn("recovery: %zu prepared transaction%s without a decision (locked; the "
+			 "other participants will be asked%s): %s", n, n == 1 ? "" : "s",
+			 srv->config_path ? "" : " - but there is no --config to find them", ids);
 	return keep;
 }
 
@@ -337,6 +422,10 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 	srv->durability = o->durability;
 	srv->data_dir = o->data_dir;
 	srv->rec.keep_lsn = UINT64_MAX;
+	srv->config_path = o->config_path;
+	pthread_mutex_init(&srv->prep_mu, NULL);
+	if (!(srv->prep = calloc(MS_PREP_BUCKETS, sizeof(*srv->prep))) || ms_term_open(srv))
+		return -ENOMEM;
 	if (mkdir(o->data_dir, 0755) && errno != EEXIST) {
 		int rc = -errno;
 		log_error("cannot create the data directory %s: %s", o->data_dir, strerror(errno));
@@ -363,11 +452,13 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 		return rc;
 	}
 	recovery_report(srv);
+	ms_term_start(srv);
 	return 0;
 }
 
 void ms_durable_close(struct ms_server *srv, int clean)
 {
+	ms_term_stop(srv);
 	if (srv->ckpt && clean) {
 		struct ckpt_stats cs;
 		int rc = redo_status(srv->log);
@@ -385,6 +476,19 @@ void ms_durable_close(struct ms_server *srv, int clean)
 	srv->ckpt = NULL;
 	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
 	srv->log = NULL;
+	if (srv->prep) {        /* undecided PREPAREs stay in the log */
+		for (unsigned b = 0; b < MS_PREP_BUCKETS; b++)
+			while (srv->prep[b]) {
+				struct ms_prep_ent *e = srv->prep[b];
+				srv->prep[b] = e->next;
+				free(e->payload);
+				free(e);
+			}
+		free(srv->prep);
+		srv->prep = NULL;
+		ms_term_free(srv);
+		pthread_mutex_destroy(&srv->prep_mu);
+	}
 }
 
 /* ---- the write paths --------------------------------------------------------- */
@@ -435,6 +539,144 @@ int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsi
 	if (rc || srv->durability != LOTUS_DUR_SYNC)
 		*lsn = 0;
 	return rc;
+}
+
+/* ---- durable two-phase commit --------------------------------------------------
+ *
+ *   PREPARE (writes, writer bitmask) --ms_prepare_logged--> prepared (table;
+ *     REDO_PREPARE durable before the vote goes out; X locks kept)
+ *   prepared --COMMIT: ms_prepared_decide(1)--> DECIDE(commit) logged, writes
+ *     applied inside the gate, locks released by the caller
+ *   prepared --ABORT: ms_prepared_decide(0)--> DECIDE(abort) logged, dropped
+ *
+ * The table (srv->prep, guarded by prep_mu) holds each REDO_PREPARE payload.
+ * Its lowest LSN is the checkpointer's keep LSN, so a PREPARE stays in the
+ * log while it is undecided. */
+/* prep_mu held: the keep LSN follows the oldest undecided PREPARE. */
+static void prep_update_keep(struct ms_server *srv)
+{
+	uint64_t keep = srv->rec.keep_lsn;
+	if (srv->nprep)
+		keep = MIN(keep, srv->prep_min_lsn - 1);
+	if (srv->ckpt)   /* NULL during recovery: ms_durable_open sets it then */
+		ckpt_set_keep_lsn(srv->ckpt, keep);
+}
+
+/* Build the REDO_PREPARE payload: header, participant ids, writes. */
+static unsigned char *prepare_payload(const struct wire_req *r, const unsigned char *val,
+				      uint32_t *len)
+{
+	struct ms_redo_prepare h = { .nparts = (uint32_t)__builtin_popcountll(r->hint) };
+	size_t ids = ALIGN_UP((size_t)h.nparts * 4, 8);
+	unsigned char *p = calloc(1, sizeof(h) + ids + r->value_len);
+	if (!p)
+		return NULL;
+	memcpy(p, &h, sizeof(h));
+	uint32_t *id = (uint32_t *)(p + sizeof(h));
+	for (uint32_t sv = 0; sv < 64; sv++)
+		if (r->hint >> sv & 1)
+			*id++ = sv;
+	memcpy(p + sizeof(h) + ids, val, r->value_len);
+	*len = (uint32_t)(sizeof(h) + ids + r->value_len);
+	return p;
+}
+
+int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+		      uint64_t *lsn)
+{
+	*lsn = 0;
+	int rc = ms_durable_refuses(srv);
+	if (rc)
+		return rc;
+	struct ms_prep_ent *e = calloc(1, sizeof(*e));
+	if (!e || !(e->payload = prepare_payload(r, val, &e->len))) {
+		free(e);
+		return -ENOMEM;
+	}
+	e->txn_id = r->txn_id;
+	e->parts = r->hint;
+	e->since_ns = clock_now_ns();
+	unsigned t = ckpt_change_begin(srv->ckpt);
+	pthread_mutex_lock(&srv->prep_mu);
+	/* a txn this server already answered for (refused) is never prepared */
+	rc = ms_outcome_find(srv, r->txn_id) != MS_OUT_NONE ? LOTUS_EABORTED
+	     : redo_append(srv->log, REDO_PREPARE, r->txn_id, e->payload, e->len, &e->lsn);
+	if (rc == 0) {
+		unsigned b = ms_prep_bucket(e->txn_id);
+		e->next = srv->prep[b];
+		srv->prep[b] = e;
+		if (srv->nprep++ == 0 || e->lsn < srv->prep_min_lsn)
+			srv->prep_min_lsn = e->lsn;
+		prep_update_keep(srv);
+		*lsn = e->lsn;
+	}
+	pthread_mutex_unlock(&srv->prep_mu);
+	ckpt_change_end(srv->ckpt, t);
+	if (rc) {
+		free(e->payload);
+		free(e);
+		if (rc == LOTUS_EREADONLY)
+			ms_durable_refuses(srv);
+	}
+	return rc;
+}
+
+/* prep_mu held: unlink txn_id's entry (NULL if not prepared here). */
+static struct ms_prep_ent *prep_take(struct ms_server *srv, uint64_t txn_id)
+{
+	struct ms_prep_ent **pp = &srv->prep[ms_prep_bucket(txn_id)], *e;
+	while (*pp && (*pp)->txn_id != txn_id)
+		pp = &(*pp)->next;
+	if (!(e = *pp))
+		return NULL;
+	*pp = e->next;
+	if (--srv->nprep && e->lsn == srv->prep_min_lsn) {
+		srv->prep_min_lsn = UINT64_MAX;
+		for (unsigned b = 0; b < MS_PREP_BUCKETS; b++)
+			for (struct ms_prep_ent *x = srv->prep[b]; x; x = x->next)
+				srv->prep_min_lsn = MIN(srv->prep_min_lsn, x->lsn);
+	}
+	prep_update_keep(srv);
+	return e;
+}
+
+int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc)
+{
+	struct ms_redo_decide d = { .commit = (uint8_t)(commit != 0) };
+	uint64_t lsn, nw = 0;
+	if (!srv->nprep)   /* racy read: a txn prepared by this client is visible */
+		return 0;
+	unsigned t = ckpt_change_begin(srv->ckpt);
+	pthread_mutex_lock(&srv->prep_mu);
+	struct ms_prep_ent *e = prep_take(srv, txn_id);
+	*rc = 0;
+	if (e) {
+		/* logged lazily: every participant's PREPARE is durable already */
+		int lrc = redo_append(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d), &lsn);
+		ms_outcome_note(srv, txn_id, commit ? MS_OUT_COMMIT : MS_OUT_ABORT);
+		if (commit) {
+			struct ms_prepared p = { .txn_id = txn_id, .len = e->len,
+						 .payload = e->payload };
+			const unsigned char *w;
+			size_t wlen;
+			*rc = prepare_writes(&p, &w, &wlen);
+			if (*rc == 0)
+				*rc = writes_apply_all(srv->store, w, wlen, &nw);
+			if (*rc)
+				log_error("commit of prepared txn %" PRIx64 " applied partially: %s",
+					  txn_id, lotus_strerror(*rc));
+		}
+		if (lrc)
+			log_warn("the decision on prepared txn %" PRIx64 " could not be logged: %s",
+				 txn_id, lotus_strerror(lrc));
+	}
+	pthread_mutex_unlock(&srv->prep_mu);
+	ckpt_change_end(srv->ckpt, t);
+	if (!e)
+		return 0;
+	free(e->payload);
+	free(e);
+	return 1;
 }
 
 int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,

@@ -16,9 +16,13 @@
  *
  * With a data directory (srv->log set; durable.c) the writes of a COMMIT, a
  * WRITEBACK and a new table are logged before they are applied, and the reply
- * may wait for the log (ms_reply_durable).  After a log error every request
- * that would write (X locks, commits with writes, writebacks, new tables) is
- * refused with LOTUS_EREADONLY.  Without a data directory none of this runs.
+ * may wait for the log (ms_reply_durable).  A PREPARE that carries writes
+ * (durable two-phase commit) is checked and logged but not applied; the
+ * COMMIT without writes that follows applies them, an ABORT drops them.
+ * OP_TXN_STATUS answers another server's resolver (termination.c).  After a
+ * log error every request that would write (X locks, commits with writes,
+ * writebacks, new tables) is refused with LOTUS_EREADONLY.  Without a data
+ * directory none of this runs.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -374,10 +378,26 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rc = lock_txn_begin_commit(srv->locks, txn);
 	if (r->flags & WIRE_REQ_F_PREPARE) {
 		/* phase one: the txn is now immune to wounds; keep its locks */
+		if (rc == 0 && r->arg)   /* durable 2PC: the PREPARE brings the writes */
+			rc = srv->log ? commit_check(srv, txn, r, val) : LOTUS_EPROTO;
+		if (rc == 0 && r->arg) {
+			uint64_t lsn;
+			rc = ms_prepare_logged(srv, r, val, &lsn);
+			if (rc == 0) {
+				lock_txn_put(srv->locks, txn);
+				ms_reply_durable(wk, seq, r, 0, 0, lsn);
+				return;
+			}
+		}
 		if (rc)
 			lock_txn_release(srv->locks, txn);
 		else
 			lock_txn_put(srv->locks, txn);
+		rep_status(&wk->rep, r, rc, 0);
+		return;
+	}
+	if (rc == 0 && srv->log && r->arg == 0 && ms_prepared_decide(srv, r->txn_id, 1, &rc)) {
+		lock_txn_release(srv->locks, txn);   /* phase two of a durable 2PC */
 		rep_status(&wk->rep, r, rc, 0);
 		return;
 	}
@@ -404,6 +424,9 @@ static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		    const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	lock_txn_t *txn = lock_txn_find(wk->srv->locks, r->txn_id);
+	int rc = 0;
+	if (wk->srv->log)   /* a prepared txn: log the abort, drop its writes */
+		ms_prepared_decide(wk->srv, r->txn_id, 0, &rc);
 	if (txn)
 		lock_txn_release(wk->srv->locks, txn);
 	rep_status(&wk->rep, r, 0, 0);
@@ -490,11 +513,25 @@ static void h_writeback(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 		rep_status(&wk->rep, r, rc, 0);
 }
 
+/* Another memory server asks what became of a prepared txn (termination.c). */
+static void h_txn_status(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
+			 uint64_t seq, const struct wire_req *r, const unsigned char *key,
+			 const unsigned char *val)
+{
+	uint64_t lsn = 0;
+	int answer = wk->srv->log ? ms_txn_status(wk->srv, r->txn_id, &lsn) : WIRE_TXN_UNKNOWN;
+	int rc = answer ? 0 : LOTUS_EREADONLY;
+	if (lsn)   /* a refusal counts once it is durable */
+		ms_reply_durable(wk, seq, r, rc, (uint64_t)answer, lsn);
+	else
+		rep_status(&wk->rep, r, rc, (uint64_t)answer);
+}
+
 static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_READ] = h_lockop,   [OP_READ_X] = h_lockop, [OP_LOCK_X] = h_lockop,
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
 	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
-	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback,
+	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback, [OP_TXN_STATUS] = h_txn_status,
 };
 
 void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,

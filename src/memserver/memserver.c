@@ -178,10 +178,10 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
 	struct net_opts no = { .transport = o->transport };
 	int rc = store_create(o->memory, 0, &srv->store);
+	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
+		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
 	if (rc == 0 && o->durability != LOTUS_DUR_NONE)
 		rc = ms_durable_open(srv, o);
-	if (rc == 0)
-		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
 	if (rc)

@@ -103,8 +103,9 @@ struct ms_durwait {
  *                A writeback is logged as a one-write REDO_COMMIT.
  *  REDO_TABLE    struct ms_redo_table, then name_len bytes of name.
  *  REDO_PREPARE  struct ms_redo_prepare, nparts u32 participant ids padded to
- *                8 bytes, then a wire_write list.     } proposed for 2PC; only
- *  REDO_DECIDE   struct ms_redo_decide.               } replay uses them now
+ *                8 bytes, then a wire_write list (a durable PREPARE: the writes
+ *                are applied only once its DECIDE(commit) comes).
+ *  REDO_DECIDE   struct ms_redo_decide: the outcome of a PREPARE; logged lazily.
  */
 struct ms_redo_table {
 	uint16_t id;
@@ -146,7 +147,37 @@ struct ms_server {
 	pthread_mutex_t tables_mu; /* table creation: id order == log order */
 	_Atomic int readonly_said; /* the "refusing writes" line was logged */
 	struct ms_recovery rec;
+	/* durable 2PC: transactions prepared here and not yet decided (durable.c),
+	 * and the outcomes of recent ones (termination.c); all under prep_mu */
+	pthread_mutex_t prep_mu;
+	struct ms_prep_ent **prep;  /* MS_PREP_BUCKETS chains, keyed by txn id */
+	_Atomic unsigned nprep;
+	uint64_t prep_min_lsn;      /* lowest PREPARE LSN in the table (nprep > 0) */
+	struct ms_outcomes *outcomes;
+	const char *config_path;    /* the cluster, to ask about undecided txns */
+	pthread_t resolver;
+	int resolver_running;
+	_Atomic int resolver_stop;
 };
+#define MS_PREP_BUCKETS 1024
+static inline unsigned ms_prep_bucket(uint64_t txn_id)
+{
+	return (unsigned)((txn_id * 0x9e3779b97f4a7c15ULL) >> 54) & (MS_PREP_BUCKETS - 1);
+}
+
+/* A transaction prepared here and not decided yet. */
+struct ms_prep_ent {
+	uint64_t txn_id, lsn;
+	uint64_t since_ns;          /* when it was prepared (or recovered) */
+	uint64_t parts;             /* bitmask of the writing participants */
+	int recovered;              /* found undecided by recovery */
+	uint32_t len;
+	unsigned char *payload;     /* the REDO_PREPARE payload */
+	struct ms_prep_ent *next;
+};
+
+/* What this server remembers about a txn (termination.c, prep_mu held). */
+enum ms_outcome { MS_OUT_NONE = 0, MS_OUT_COMMIT, MS_OUT_ABORT, MS_OUT_REFUSED };
 
 /* handlers.c: handle one request of a REQ message; appends its reply to
  * wk->rep unless the request parks (then the reply is sent on grant). */
@@ -184,6 +215,29 @@ int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64
 			const unsigned char *key, const unsigned char *val, uint64_t *lsn);
 int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
 			   uint16_t *id, uint64_t *lsn);
+/* Durable 2PC (worker threads).  ms_prepare_logged: log the PREPARE of r
+ * (writes in val, participant bitmask in r->hint) without applying it, and
+ * keep the writes until the decision; *lsn is what the reply must wait for
+ * (in async mode too: a vote must be durable).  ms_prepared_decide: if txn_id
+ * is prepared here, log its DECIDE (no wait), apply its writes (commit) or
+ * drop them, return 1 with *rc set; 0 if it is not prepared here. */
+int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+		      uint64_t *lsn);
+int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc);
+/* termination.c: cooperative termination of prepared transactions.
+ * open/free: main thread (open before recovery).  start/stop: main thread,
+ * after the log is open / before it closes.  note/find: prep_mu held. */
+int ms_term_open(struct ms_server *srv);
+void ms_term_free(struct ms_server *srv);
+void ms_term_start(struct ms_server *srv);
+void ms_term_stop(struct ms_server *srv);
+void ms_outcome_note(struct ms_server *srv, uint64_t txn_id, enum ms_outcome o);
+enum ms_outcome ms_outcome_find(struct ms_server *srv, uint64_t txn_id);
+/* OP_TXN_STATUS (worker): the enum wire_txn_status answer; *lsn: a REFUSE
+ * record the answer must wait for (0: none). */
+int ms_txn_status(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn);
+/* durable.c: the participant bitmask of a REDO_PREPARE payload. */
+uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len);
 /* The hook for two-phase commit: see durable.c. */
 struct ms_prepared;
 uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *list);

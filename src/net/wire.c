@@ -272,6 +272,7 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 		return wire_check_writes(value, r->value_len, r->arg);
 	case OP_ABORT:
 	case OP_STATS:
+	case OP_TXN_STATUS:
 		return 0;
 	case OP_CREATE_TABLE:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;
@@ -321,6 +322,6 @@ const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
 				       "scan", "commit", "abort", "create_table", "stats",
-				       "writeback" };
+				       "writeback", "txn_status" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }

@@ -54,6 +54,10 @@ enum wire_op {
 	OP_WRITEBACK,     /* upsert key=value outside any transaction: a
 			     co-partitioned compute server's evicted dirty
 			     record (it owns the key, its own locks cover it) */
+	OP_TXN_STATUS,    /* memory server -> memory server: what became of
+			     txn_id here?  reply arg = enum wire_txn_status.  A
+			     server that never prepared txn_id answers UNKNOWN
+			     and refuses to prepare it from then on */
 	OP_MAX
 };
 
@@ -105,8 +109,21 @@ static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
 static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 
 #define WIRE_REP_F_HINT_STALE 0x1   /* the request's hint did not validate */
-#define WIRE_REQ_F_PREPARE    0x1   /* COMMIT phase one: only move the txn to
-				       COMMITTING (no writes, locks kept) */
+#define WIRE_REQ_F_PREPARE    0x1   /* COMMIT phase one: move the txn to
+				       COMMITTING, keep its locks.  With writes
+				       (arg > 0, durable servers only): a durable
+				       PREPARE; hint = bitmask of the writing
+				       participants' server indexes (the order of
+				       the cluster config); the COMMIT that
+				       follows carries no writes */
+
+/* OP_TXN_STATUS answers (wire_rep.arg). */
+enum wire_txn_status {
+	WIRE_TXN_COMMITTED = 1,
+	WIRE_TXN_ABORTED = 2,
+	WIRE_TXN_PREPARED = 3,     /* prepared, undecided */
+	WIRE_TXN_UNKNOWN = 4,      /* never prepared here (now refused) */
+};
 
 /* One write inside a COMMIT's value. */
 struct wire_write {
