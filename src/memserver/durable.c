@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "common/crash.h"
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/config.h"
@@ -617,6 +618,8 @@ int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const uns
 		free(e);
 		if (rc == LOTUS_EREADONLY)
 			ms_durable_refuses(srv);
+	} else if (crash_point_armed("prepared") && redo_wait(srv->log, *lsn) == 0) {
+		crash_point("prepared");  /* tests: the vote is durable, not sent */
 	}
 	return rc;
 }
@@ -650,6 +653,8 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 	pthread_mutex_lock(&srv->prep_mu);
 	struct ms_prep_ent *e = prep_take(srv, txn_id);
 	*rc = 0;
+	if (e && commit)
+		crash_point("before_commit");  /* tests: all prepared, nothing applied */
 	if (e) {
 		/* logged lazily: every participant's PREPARE is durable already */
 		int lrc = redo_append(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d), &lsn);

@@ -246,9 +246,9 @@ static void *resolver_main(void *arg)
 			continue;
 		if (!srv->config_path) {
 			if (!warned++)
-				log_warn("%u prepared transaction%s wait for a decision, but without "
+				log_warn("prepared transactions awaiting a decision: %u; without "
 					 "--config this server cannot ask the other participants",
-					 n, n == 1 ? "" : "s");
+					 n);
 			continue;
 		}
 		resolve_pass(srv, items, n);

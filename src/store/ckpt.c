@@ -61,6 +61,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/crash.h"
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
@@ -664,6 +665,8 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 	if (!rc && fdatasync(fd))
 		rc = -errno;
 	run_teardown(&r, fd, out);
+	if (!rc)
+		crash_point("checkpoint");  /* tests: pages written, manifest not */
 	if (!rc)
 		rc = crc_write(c, cur.image, cur.seq, cur.pages_used + 1);
 	uint64_t keep = LOAD(&c->keep_lsn);
