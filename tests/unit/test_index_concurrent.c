@@ -25,13 +25,8 @@
 #define NTHREADS 4
 #define SCAN_MAX 300
 
-struct key {
-	unsigned char b[24];
-	unsigned len;
-};
-
-static struct key keys[NKEYS];
-static unsigned order[NKEYS], rank_of[NKEYS];
+#define KEY_BYTES 24
+#include "test_index_keys.h"
 static index_t *ix;
 static unsigned ops_per_thread = 400000;
 static int failed;
@@ -48,25 +43,6 @@ static uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
-static int kcmp(const unsigned char *a, unsigned al, const unsigned char *b, unsigned bl)
-{
-	int c = memcmp(a, b, al < bl ? al : bl);
-	return c ? c : (al > bl) - (al < bl);
-}
-
-static int order_cmp(const void *x, const void *y)
-{
-	const struct key *a = &keys[*(const unsigned *)x], *b = &keys[*(const unsigned *)y];
-	return kcmp(a->b, a->len, b->b, b->len);
-}
-
-static unsigned key_fn(void *ctx, uint64_t val, unsigned char *buf)
-{
-	const struct key *k = &keys[(uint32_t)val % NKEYS];
-	memcpy(buf, k->b, k->len);
-	return k->len;
-}
-
 static void make_keys(void)
 {
 	for (unsigned i = 0; i < NKEYS; i++) {
@@ -79,24 +55,8 @@ static void make_keys(void)
 			key_from_u64((uint64_t)i * 104729 % 1000003, k->b + 14);
 			k->len = 22;
 		}
-		order[i] = i;
 	}
-	qsort(order, NKEYS, sizeof(order[0]), order_cmp);
-	for (unsigned i = 0; i < NKEYS; i++)
-		rank_of[order[i]] = i;
-}
-
-static unsigned lower_bound(const unsigned char *b, unsigned len)
-{
-	unsigned lo = 0, hi = NKEYS;
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-		if (kcmp(keys[order[mid]].b, keys[order[mid]].len, b, len) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	keys_sort();
 }
 
 struct scan_res {
@@ -126,7 +86,7 @@ static void do_scan(uint64_t *seed)
 	struct scan_res r = { 0 };
 	int got = index_scan(ix, s->b, slen, limit, scan_cb, &r);
 	CHECK(!r.bad && got == (int)r.n && r.n <= limit);
-	unsigned from = lower_bound(s->b, slen);
+	unsigned from = keys_lower_bound(s->b, slen);
 	unsigned to = r.n == limit ? r.rank[r.n - 1] : NKEYS - 1;
 	CHECK(r.n == 0 || r.rank[0] >= from);
 	unsigned j = 0;

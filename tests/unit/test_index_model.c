@@ -19,14 +19,8 @@
 #define NKEYS 30000
 #define NOPS  400000
 
-struct key {
-	unsigned char b[INDEX_KEY_MAX];
-	unsigned len;
-};
-
-static struct key keys[NKEYS];
-static unsigned order[NKEYS];     /* ids in key order */
-static unsigned rank_of[NKEYS];
+#define KEY_BYTES INDEX_KEY_MAX
+#include "test_index_keys.h"
 static int present[NKEYS];
 static uint64_t model_val[NKEYS];
 static uint64_t rng = 88172645463325252ull;
@@ -40,25 +34,6 @@ static uint64_t rnd(void)
 	rng ^= rng >> 7;
 	rng ^= rng << 17;
 	return rng;
-}
-
-static int kcmp(const unsigned char *a, unsigned al, const unsigned char *b, unsigned bl)
-{
-	int c = memcmp(a, b, al < bl ? al : bl);
-	return c ? c : (al > bl) - (al < bl);
-}
-
-static int order_cmp(const void *x, const void *y)
-{
-	const struct key *a = &keys[*(const unsigned *)x], *b = &keys[*(const unsigned *)y];
-	return kcmp(a->b, a->len, b->b, b->len);
-}
-
-static unsigned key_fn(void *ctx, uint64_t val, unsigned char *buf)
-{
-	const struct key *k = &keys[(uint32_t)val % NKEYS];
-	memcpy(buf, k->b, k->len);
-	return k->len;
 }
 
 static void make_key(struct key *k)
@@ -104,8 +79,7 @@ static void make_universe(void)
 		}
 		qsort(order, NKEYS, sizeof(order[0]), order_cmp);
 	}
-	for (unsigned i = 0; i < NKEYS; i++)
-		rank_of[order[i]] = i;
+	keys_sort();
 }
 
 struct scan_state {
@@ -126,20 +100,6 @@ static int scan_cb(void *arg, const unsigned char *key, unsigned klen, uint64_t 
 	s->next_rank++;
 	s->n++;
 	return s->stop_after && s->n == s->stop_after;
-}
-
-/* First rank whose key is >= (b, len). */
-static unsigned model_lower_bound(const unsigned char *b, unsigned len)
-{
-	unsigned lo = 0, hi = NKEYS;
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-		if (kcmp(keys[order[mid]].b, keys[order[mid]].len, b, len) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
 }
 
 static unsigned model_count_from(unsigned rank, unsigned limit)
@@ -166,7 +126,7 @@ static void do_scan(index_t *ix)
 			start[i] = (unsigned char)(rnd() % 4 == 0 ? 0 : 'a' + rnd() % 30);
 	}
 	unsigned limit = 1 + rnd() % 200;
-	struct scan_state s = { model_lower_bound(start, slen), 0, 0 };
+	struct scan_state s = { keys_lower_bound(start, slen), 0, 0 };
 	unsigned want = model_count_from(s.next_rank, limit);
 	if (rnd() % 8 == 0)
 		s.stop_after = 1 + rnd() % limit;
