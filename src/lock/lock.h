@@ -89,6 +89,17 @@ bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *ke
  * success the txn can no longer be preempted. */
 int lock_txn_begin_commit(lock_table_t *lt, lock_txn_t *txn);
 
+/* One pointer per txn for the lock table's user (the memory server keeps
+ * the txn's slot reservation there).  When the txn's entry is freed (after
+ * its release) or the table destroyed, a non-NULL user pointer goes to the
+ * table's release hook, on whichever thread frees it.  set/take: the thread
+ * that serves the txn. */
+void lock_table_set_user_hook(lock_table_t *lt, void (*fn)(void *arg, void *user), void *arg);
+void *lock_txn_user(const lock_txn_t *txn);
+void lock_txn_set_user(lock_txn_t *txn, void *user);
+/* Detach: returns the user pointer and clears it (the hook won't see it). */
+void *lock_txn_take_user(lock_txn_t *txn);
+
 /* Release every lock txn holds, drop its queued waiters (without notify), grant
  * the next waiters in priority order (compatible readers together), and remove
  * txn from the status table.  The caller's reference is consumed. */

@@ -44,6 +44,8 @@ struct lock_txn {
 	struct lock_waiter *waiting;   /* latch, linked through txn_next */
 	struct lock_txn *hnext;        /* status-table bucket latch */
 	struct lock_txn *victim_next;  /* owned by the wounder that set PREEMPTED */
+	lock_table_t *lt;              /* for the user hook */
+	void *_Atomic user;            /* lock_txn_set_user */
 };
 
 enum {
@@ -72,6 +74,8 @@ struct lock_table {
 	uint32_t tmask;
 	lock_notify_fn notify;
 	void *arg;
+	void (*user_hook)(void *arg, void *user);
+	void *user_arg;
 	struct lock_stat_slot stats[LOCK_STAT_SLOTS];
 };
 

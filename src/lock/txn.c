@@ -69,6 +69,9 @@ int txn_table_init(lock_table_t *lt, unsigned buckets_log2)
 static void txn_free(lock_txn_t *t)
 {
 	struct lock_own *o = t->held, *next;
+	void *user = atomic_exchange(&t->user, NULL);
+	if (user && t->lt->user_hook)
+		t->lt->user_hook(t->lt->user_arg, user);
 	for (; o; o = next) {
 		next = o->txn_next;
 		free(o);
@@ -113,6 +116,7 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 		t->id = txn_id;
 		t->priority = priority;
 		t->owner = owner;
+		t->lt = lt;
 		atomic_init(&t->status, TXN_RUNNING);
 		atomic_init(&t->refs, 2);            /* the table's and the caller's */
 		pthread_mutex_init(&t->latch, NULL);
@@ -142,6 +146,27 @@ void lock_txn_put(lock_table_t *lt, lock_txn_t *txn)
 	(void)lt;
 	if (txn && atomic_fetch_sub_explicit(&txn->refs, 1, memory_order_acq_rel) == 1)
 		txn_free(txn);
+}
+
+void lock_table_set_user_hook(lock_table_t *lt, void (*fn)(void *arg, void *user), void *arg)
+{
+	lt->user_hook = fn;
+	lt->user_arg = arg;
+}
+
+void *lock_txn_user(const lock_txn_t *txn)
+{
+	return atomic_load(&((lock_txn_t *)txn)->user);
+}
+
+void lock_txn_set_user(lock_txn_t *txn, void *user)
+{
+	atomic_store(&txn->user, user);
+}
+
+void *lock_txn_take_user(lock_txn_t *txn)
+{
+	return atomic_exchange(&txn->user, NULL);
 }
 
 enum txn_status lock_txn_status(const lock_txn_t *txn)

@@ -55,7 +55,8 @@
 
 /* Apply a wire_write list of len bytes (the count follows from the length).
  * Hints are ignored: they name locations of a store that no longer exists. */
-static int writes_apply_all(store_t *st, const unsigned char *p, size_t len, uint64_t *n)
+static int writes_apply_all(store_t *st, store_resv_t **rp, const unsigned char *p, size_t len,
+			    uint64_t *n)
 {
 	struct wire_iter it;
 	const struct wire_write *wp;
@@ -68,7 +69,7 @@ static int writes_apply_all(store_t *st, const unsigned char *p, size_t len, uin
 		w.hint = 0;
 		if (w.key_len == 0 || w.key_len > STORE_KEY_MAX)
 			return LOTUS_EPROTO;
-		rc = ms_write_apply(st, &w, k, v);
+		rc = ms_write_apply(st, rp, &w, k, v);
 		if (rc)
 			return rc;
 		(*n)++;
@@ -172,7 +173,7 @@ static int replay_decide(struct replay *rp, uint64_t lsn, uint64_t txn_id,
 		size_t wlen;
 		rc = prepare_writes(p, &w, &wlen);
 		if (rc == 0)
-			rc = writes_apply_all(rp->srv->store, w, wlen, &rp->srv->rec.writes);
+			rc = writes_apply_all(rp->srv->store, NULL, w, wlen, &rp->srv->rec.writes);
 		if (rc == 0)
 			rp->srv->rec.txns++;
 		else
@@ -196,7 +197,7 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
 	case REDO_COMMIT:
 		if (!apply)
 			return 0;
-		rc = writes_apply_all(srv->store, payload, len, &srv->rec.writes);
+		rc = writes_apply_all(srv->store, NULL, payload, len, &srv->rec.writes);
 		if (rc)
 			log_error("recovery: the commit of txn %" PRIx64 " at LSN %" PRIu64
 				  " cannot be applied: %s", txn_id, lsn, lotus_strerror(rc));
@@ -260,6 +261,15 @@ static int prep_adopt(struct ms_server *srv, const struct ms_prepared *p)
 		free(e);
 		return rc;
 	}
+	/* the space its writes need was held before the crash: hold it again */
+	const unsigned char *wl;
+	size_t wlen;
+	if (prepare_writes(p, &wl, &wlen) == 0 &&
+	    (rc = ms_writes_reserve(srv->store, wl, wlen,
+				    (unsigned)(wlen / sizeof(struct wire_write) + 1), &e->resv)) != 0)
+		log_error("recovery: prepared txn %" PRIx64 " cannot reserve the space of its "
+			  "writes: %s (a commit decision may not fit)", p->txn_id,
+			  lotus_strerror(rc));
 	memcpy(e->payload, p->payload, p->len);
 	e->len = p->len;
 	e->txn_id = p->txn_id;
@@ -482,6 +492,7 @@ void ms_durable_close(struct ms_server *srv, int clean)
 			while (srv->prep[b]) {
 				struct ms_prep_ent *e = srv->prep[b];
 				srv->prep[b] = e->next;
+				store_resv_release(srv->store, e->resv);
 				free(e->payload);
 				free(e);
 			}
@@ -516,7 +527,7 @@ static uint64_t tail_wait_lsn(struct ms_server *srv)
 }
 
 int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		     uint64_t *lsn)
+		     store_resv_t **rp, uint64_t *lsn)
 {
 	*lsn = 0;
 	if (r->arg == 0) {                  /* read-only: nothing to log */
@@ -529,8 +540,8 @@ int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsi
 	unsigned t = ckpt_change_begin(srv->ckpt);
 	rc = redo_append(srv->log, REDO_COMMIT, r->txn_id, val, r->value_len, lsn);
 	if (rc == 0) {
-		rc = ms_commit_apply(srv, r, val);
-		if (rc)
+		rc = ms_commit_apply(srv, r, val, rp);
+		if (rc)   /* cannot happen: the caller reserved its space */
 			log_error("commit of txn %llx applied partially: %s",
 				  (unsigned long long)r->txn_id, lotus_strerror(rc));
 	}
@@ -583,7 +594,7 @@ static unsigned char *prepare_payload(const struct wire_req *r, const unsigned c
 }
 
 int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		      uint64_t *lsn)
+		      store_resv_t **rp, uint64_t *lsn)
 {
 	*lsn = 0;
 	int rc = ms_durable_refuses(srv);
@@ -610,6 +621,8 @@ int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const uns
 			srv->prep_min_lsn = e->lsn;
 		prep_update_keep(srv);
 		*lsn = e->lsn;
+		e->resv = *rp;      /* its slots wait with it for the decision */
+		*rp = NULL;
 	}
 	pthread_mutex_unlock(&srv->prep_mu);
 	ckpt_change_end(srv->ckpt, t);
@@ -666,7 +679,7 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 			size_t wlen;
 			*rc = prepare_writes(&p, &w, &wlen);
 			if (*rc == 0)
-				*rc = writes_apply_all(srv->store, w, wlen, &nw);
+				*rc = writes_apply_all(srv->store, &e->resv, w, wlen, &nw);
 			if (*rc)
 				log_error("commit of prepared txn %" PRIx64 " applied partially: %s",
 					  txn_id, lotus_strerror(*rc));
@@ -679,6 +692,7 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 	ckpt_change_end(srv->ckpt, t);
 	if (!e)
 		return 0;
+	store_resv_release(srv->store, e->resv);
 	free(e->payload);
 	free(e);
 	return 1;
@@ -697,12 +711,19 @@ int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64
 	rc = wire_buf_append_write(&wk->scratch, w, key, val);
 	if (rc)
 		return rc;
+	store_resv_t *rv = NULL;   /* a new key's slot, before it is logged */
+	rc = ms_writes_reserve(srv->store, wk->scratch.data, wk->scratch.len, 1, &rv);
+	if (rc) {
+		store_resv_release(srv->store, rv);
+		return rc;
+	}
 	unsigned t = ckpt_change_begin(srv->ckpt);
 	rc = redo_append(srv->log, REDO_COMMIT, txn_id, wk->scratch.data, (uint32_t)wk->scratch.len,
 			 lsn);
 	if (rc == 0)
-		rc = ms_write_apply(srv->store, w, key, val);
+		rc = ms_write_apply(srv->store, &rv, w, key, val);
 	ckpt_change_end(srv->ckpt, t);
+	store_resv_release(srv->store, rv);
 	if (rc == LOTUS_EREADONLY)
 		ms_durable_refuses(srv);
 	if (rc || srv->durability != LOTUS_DUR_SYNC)

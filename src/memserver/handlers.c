@@ -68,9 +68,22 @@ static struct store_rec *ms_find(struct ms_worker *wk, const struct wire_req *r,
 	return store_rec_at(st, *loc, r->table, NULL, 0);
 }
 
+/* An INSERT or a blind write (LOCK_X) of an absent key will need a slot at
+ * commit: reserve it now, under the X lock, for the transaction (its lock
+ * entry's user pointer; released with the txn).  So a commit never runs out
+ * of space halfway, and a transaction that would is told before it commits
+ * anywhere.  0 or LOTUS_ENOSPACE / -ENOMEM. */
+static int lockop_reserve(struct ms_server *srv, lock_txn_t *txn, uint16_t table)
+{
+	store_resv_t *rv = lock_txn_take_user(txn);
+	int rc = store_reserve(srv->store, &rv, table, 1);
+	lock_txn_set_user(txn, rv);
+	return rc;
+}
+
 /* The lock is held: do the op's work and append its reply to b. */
-static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, const struct wire_req *r,
-			    const unsigned char *key)
+static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t *txn,
+			    const struct wire_req *r, const unsigned char *key)
 {
 	store_loc_t loc = 0;
 	int stale;
@@ -79,6 +92,8 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, const stru
 		.op = r->op, .tag = r->tag, .txn_id = r->txn_id, .loc = rec ? loc : 0,
 		.flags = stale ? WIRE_REP_F_HINT_STALE : 0,
 	};
+	if (!rec && (r->op == OP_INSERT || r->op == OP_LOCK_X))
+		rep.status = lockop_reserve(wk->srv, txn, r->table);
 	switch (r->op) {
 	case OP_READ:
 	case OP_READ_X:
@@ -92,7 +107,8 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, const stru
 			memcpy(dst, store_rec_value(rec), rec->value_len);
 		return;
 	case OP_INSERT:
-		rep.status = rec ? LOTUS_EEXISTS : 0;
+		if (rec)
+			rep.status = LOTUS_EEXISTS;
 		break;
 	case OP_DELETE:
 		rep.status = rec ? 0 : LOTUS_ENOTFOUND;
@@ -204,7 +220,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		return;
 	}
 	if (rc == 0)
-		lockop_complete(wk, &wk->rep, r, key);
+		lockop_complete(wk, &wk->rep, txn, r, key);
 	else
 		rep_status(&wk->rep, r, rc, 0);
 	if (rc && log_enabled(LOG_DEBUG))
@@ -334,22 +350,56 @@ static int commit_check(struct ms_server *srv, lock_txn_t *txn, const struct wir
 	return rc;
 }
 
-int ms_write_apply(store_t *st, const struct wire_write *w, const unsigned char *k,
-		   const unsigned char *v)
+int ms_write_apply(store_t *st, store_resv_t **rp, const struct wire_write *w,
+		   const unsigned char *k, const unsigned char *v)
 {
 	store_loc_t loc;
 	if (w->op == OP_DELETE) {
-		int rc = store_delete(st, w->table, k, w->key_len);
+		int rc = store_delete_resv(st, rp, w->table, k, w->key_len);
 		return rc == LOTUS_ENOTFOUND ? 0 : rc;
 	}
 	if (w->hint && store_rec_at(st, w->hint, w->table, k, w->key_len))
 		return store_update(st, w->hint, v, w->value_len);
 	if (store_get(st, w->table, k, w->key_len, &loc) == 0)
 		return store_update(st, loc, v, w->value_len);
-	return store_insert(st, w->table, k, w->key_len, v, w->value_len, &loc);
+	int rc = store_insert_resv(st, rp, w->table, k, w->key_len, v, w->value_len, &loc);
+	if (rc == LOTUS_EEXISTS)   /* a writeback (no lock) inserted it meanwhile */
+		rc = store_update(st, loc, v, w->value_len);
+	return rc;
 }
 
-int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val)
+int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned count,
+		      store_resv_t **rp)
+{
+	struct wire_iter it;
+	const struct wire_write *w;
+	const unsigned char *k, *v;
+	unsigned need[STORE_MAX_TABLES];
+	int rc, any = 0;
+	wire_iter_bytes(&it, wl, len, count);
+	while (it.p < it.end && (rc = wire_next_write(&it, &w, &k, &v)) == 1) {
+		if (w->op == OP_DELETE || w->key_len == 0 || w->key_len > STORE_KEY_MAX)
+			continue;
+		if (w->hint && store_rec_at(st, w->hint, w->table, k, w->key_len))
+			continue;
+		if (store_get(st, w->table, k, w->key_len, NULL) == 0)
+			continue;
+		if (!any++)
+			memset(need, 0, sizeof(need));
+		need[w->table]++;
+	}
+	if (rc < 0)
+		return rc;
+	for (unsigned t = 0; any && t < STORE_MAX_TABLES; t++) {
+		unsigned have = need[t] ? store_reserved(*rp, (uint16_t)t) : 0;
+		if (need[t] > have && (rc = store_reserve(st, rp, (uint16_t)t, need[t] - have)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+		    store_resv_t **rp)
 {
 	struct wire_iter it;
 	const struct wire_write *w;
@@ -357,17 +407,34 @@ int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsig
 	int rc, first_err = 0;
 	wire_iter_bytes(&it, val, r->value_len, (unsigned)r->arg);
 	while ((rc = wire_next_write(&it, &w, &k, &v)) == 1) {
-		rc = ms_write_apply(srv->store, w, k, v);
+		rc = ms_write_apply(srv->store, rp, w, k, v);
 		if (rc && !first_err)
 			first_err = rc;
 	}
 	return first_err;
 }
 
+/* The txn's slot reservation (taken from its lock entry), topped up to
+ * everything the COMMIT's writes need.  Nothing is applied or logged unless
+ * this returned 0; on error *rp still holds what must be released. */
+static int commit_reserve(struct ms_server *srv, lock_txn_t *txn, const struct wire_req *r,
+			  const unsigned char *val, store_resv_t **rp)
+{
+	*rp = lock_txn_take_user(txn);
+	if (r->arg == 0)
+		return 0;
+	int rc = ms_writes_reserve(srv->store, val, r->value_len, (unsigned)r->arg, rp);
+	if (rc == LOTUS_ENOSPACE)
+		log_debug("commit of txn %llx refused: its %llu writes do not fit",
+			  (unsigned long long)r->txn_id, (unsigned long long)r->arg);
+	return rc;
+}
+
 static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	struct ms_server *srv = wk->srv;
+	store_resv_t *rv = NULL;
 	lock_txn_t *txn = lock_txn_find(srv->locks, r->txn_id);
 	if (!txn) {
 		rep_status(&wk->rep, r, r->arg ? LOTUS_ESTATE : 0, 0);
@@ -380,15 +447,18 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		/* phase one: the txn is now immune to wounds; keep its locks */
 		if (rc == 0 && r->arg)   /* durable 2PC: the PREPARE brings the writes */
 			rc = srv->log ? commit_check(srv, txn, r, val) : LOTUS_EPROTO;
+		if (rc == 0 && r->arg)   /* the space its writes need, before the log */
+			rc = commit_reserve(srv, txn, r, val, &rv);
 		if (rc == 0 && r->arg) {
 			uint64_t lsn;
-			rc = ms_prepare_logged(srv, r, val, &lsn);
+			rc = ms_prepare_logged(srv, r, val, &rv, &lsn);
 			if (rc == 0) {
 				lock_txn_put(srv->locks, txn);
 				ms_reply_durable(wk, seq, r, 0, 0, lsn);
 				return;
 			}
 		}
+		store_resv_release(srv->store, rv);
 		if (rc)
 			lock_txn_release(srv->locks, txn);
 		else
@@ -403,19 +473,23 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	}
 	if (rc == 0)
 		rc = commit_check(srv, txn, r, val);
+	if (rc == 0)   /* all or nothing: every slot the writes need, first */
+		rc = commit_reserve(srv, txn, r, val, &rv);
 	if (rc == 0 && srv->log) {
 		uint64_t lsn;
-		rc = ms_commit_logged(srv, r, val, &lsn);
+		rc = ms_commit_logged(srv, r, val, &rv, &lsn);
+		store_resv_release(srv->store, rv);
 		lock_txn_release(srv->locks, txn);
 		ms_reply_durable(wk, seq, r, rc, 0, lsn);
 		return;
 	}
 	if (rc == 0) {
-		rc = ms_commit_apply(srv, r, val);
-		if (rc)
+		rc = ms_commit_apply(srv, r, val, &rv);
+		if (rc)   /* cannot happen: checked and reserved above */
 			log_error("commit of txn %llx applied partially: %s",
 				  (unsigned long long)r->txn_id, lotus_strerror(rc));
 	}
+	store_resv_release(srv->store, rv);
 	lock_txn_release(srv->locks, txn);
 	rep_status(&wk->rep, r, rc, 0);
 }
@@ -505,7 +579,7 @@ static void h_writeback(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	uint32_t maxv = store_table_max_value(wk->srv->store, r->table);
 	uint64_t lsn = 0;
 	int rc = !maxv ? LOTUS_ENOTABLE : r->value_len > maxv ? LOTUS_ETOOBIG
-		 : !wk->srv->log ? ms_write_apply(wk->srv->store, &w, key, val)
+		 : !wk->srv->log ? ms_write_apply(wk->srv->store, NULL, &w, key, val)
 		 : ms_writeback_logged(wk, &w, r->txn_id, key, val, &lsn);
 	if (lsn)
 		ms_reply_durable(wk, seq, r, rc, 0, lsn);
@@ -571,7 +645,7 @@ void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 		else if (p->req.op == OP_SCAN)
 			scan_reply(wk, &b, p);
 		else
-			lockop_complete(wk, &b, &p->req, p->key);
+			lockop_complete(wk, &b, p->txn, &p->req, p->key);
 		ms_send_reply_msg(wk, c, &b);
 	}
 	wire_buf_free(&b);

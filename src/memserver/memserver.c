@@ -161,6 +161,13 @@ static void ms_notify(void *arg, struct lock_waiter *w, int result)
 		net_post(p->conn->wk->net, p);
 }
 
+/* Lock table hook: a released txn's unused slot reservation. */
+static void ms_resv_drop(void *arg, void *user)
+{
+	struct ms_server *srv = arg;
+	store_resv_release(srv->store, user);
+}
+
 static void *ms_worker_main(void *arg)
 {
 	struct ms_worker *wk = arg;
@@ -180,6 +187,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 	int rc = store_create(o->memory, 0, &srv->store);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
+	if (rc == 0)  /* a txn's slot reservation goes back with the txn */
+		lock_table_set_user_hook(srv->locks, ms_resv_drop, srv);
 	if (rc == 0 && o->durability != LOTUS_DUR_NONE)
 		rc = ms_durable_open(srv, o);
 	if (rc == 0)

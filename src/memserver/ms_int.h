@@ -173,6 +173,7 @@ struct ms_prep_ent {
 	int recovered;              /* found undecided by recovery */
 	uint32_t len;
 	unsigned char *payload;     /* the REDO_PREPARE payload */
+	store_resv_t *resv;         /* the slots its writes need */
 	struct ms_prep_ent *next;
 };
 
@@ -189,11 +190,20 @@ void ms_pending_free(struct ms_pending *p);
 /* handlers.c: the connection is lost; free its requests that are still parked. */
 void ms_conn_drop_pending(struct ms_conn *c);
 /* handlers.c: upsert or delete one write (a COMMIT item, a writeback or a
- * replayed record).  hint may be 0. */
-int ms_write_apply(store_t *st, const struct wire_write *w, const unsigned char *k,
-		   const unsigned char *v);
-/* handlers.c: apply a checked COMMIT's writes; 0 or the first store error. */
-int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val);
+ * replayed record).  hint may be 0.  rp (may be NULL): the slot reservation
+ * inserts take from and deletes give to. */
+int ms_write_apply(store_t *st, store_resv_t **rp, const struct wire_write *w,
+		   const unsigned char *k, const unsigned char *v);
+/* handlers.c: apply a checked and reserved COMMIT's writes; 0 or the first
+ * store error (none once ms_writes_reserve() succeeded). */
+int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+		    store_resv_t **rp);
+/* handlers.c: make *rp hold a slot for every write of the list (len bytes,
+ * at most count items) whose key does not exist yet, so that applying the
+ * list cannot run out of space.  0, LOTUS_ENOSPACE or -ENOMEM (then *rp
+ * holds what it held before, plus nothing). */
+int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned count,
+		      store_resv_t **rp);
 
 /* durable.c (threads: open/close from the main thread, before the workers
  * start and after they stopped; the rest from the worker that owns c). */
@@ -210,7 +220,7 @@ int ms_durable_refuses(struct ms_server *srv);
  * reply must wait for (0: none).  0, LOTUS_EREADONLY (nothing applied), or a
  * store error. */
 int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		     uint64_t *lsn);
+		     store_resv_t **rp, uint64_t *lsn);
 int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
 			const unsigned char *key, const unsigned char *val, uint64_t *lsn);
 int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
@@ -222,7 +232,7 @@ int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max
  * is prepared here, log its DECIDE (no wait), apply its writes (commit) or
  * drop them, return 1 with *rc set; 0 if it is not prepared here. */
 int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		      uint64_t *lsn);
+		      store_resv_t **rp, uint64_t *lsn);
 int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc);
 /* termination.c: cooperative termination of prepared transactions.
  * open/free: main thread (open before recovery).  start/stop: main thread,

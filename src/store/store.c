@@ -35,6 +35,15 @@
  * table; with the pool exhausted it also takes the others' partly carved
  * extents before failing with LOTUS_ENOSPACE.
  *
+ * Reservations (all-or-nothing commits).  A struct store_resv holds free
+ * slots, per table, popped off the free lists by store_reserve() exactly as
+ * an insert would pop them; while held they are on no list (still odd, so
+ * free in a checkpoint image).  store_insert_resv() takes its slot from the
+ * reservation, store_delete_resv() gives the freed slot to it, and
+ * store_resv_release() links whatever is left back onto a free list.  Since
+ * updates never need space (fixed-size slots), a caller that reserved one
+ * slot per write of an absent key can apply them all without LOTUS_ENOSPACE.
+ *
  * Thread rules: store_create/store_destroy from one thread with no other
  * users; everything else from any thread.  Table creation takes one mutex;
  * table lookup is lock-free (tables are never dropped).  Key bytes and gen are
@@ -365,18 +374,31 @@ static store_loc_t slot_alloc(store_t *st, struct table *t)
 	return 0;
 }
 
-/* Return an in-use slot (the record was removed from the index). */
-static void slot_free(store_t *st, struct table *t, store_loc_t loc)
+/* Put a free slot (odd generation) on this thread's free list. */
+static void slot_link(store_t *st, struct table *t, store_loc_t loc)
 {
 	struct shard *sh = &t->shard[my_shard()];
 	struct store_rec *r = slot_rec(t, loc_page(loc), loc_slot(loc));
-	STORE_REL(&r->gen, LOAD(&r->gen) + 1);          /* odd: free */
 	store_loc_t l = loc_make(loc_page(loc), loc_slot(loc), 0);
 	pthread_mutex_lock(&sh->mu);
 	STORE(rec_link(r), sh->free);
 	STORE(&sh->free, l);
 	pthread_mutex_unlock(&sh->mu);
+}
+
+/* Mark an in-use slot free (the record was removed from the index). */
+static void slot_unuse(store_t *st, struct table *t, store_loc_t loc)
+{
+	struct store_rec *r = slot_rec(t, loc_page(loc), loc_slot(loc));
+	STORE_REL(&r->gen, LOAD(&r->gen) + 1);          /* odd: free */
 	mark_rec_dirty(st, t, r);
+}
+
+/* Return an in-use slot (the record was removed from the index). */
+static void slot_free(store_t *st, struct table *t, store_loc_t loc)
+{
+	slot_unuse(st, t, loc);
+	slot_link(st, t, loc);
 }
 
 /* ---- store ---- */
@@ -579,20 +601,10 @@ int store_get(store_t *st, uint16_t table, const void *key, uint16_t klen, store
 	return rc;
 }
 
-int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
-		 const void *val, uint32_t vlen, store_loc_t *loc)
+/* Put (key, val) into the free slot l of t and index it. */
+static int insert_at(store_t *st, struct table *t, store_loc_t l, const void *key, uint16_t klen,
+		     const void *val, uint32_t vlen, store_loc_t *loc)
 {
-	struct table *t = table_get(st, table);
-	if (!t)
-		return LOTUS_ENOTABLE;
-	int rc = check_key(key, klen);
-	if (rc)
-		return rc;
-	if (vlen > t->max_value)
-		return LOTUS_ETOOBIG;
-	store_loc_t l = slot_alloc(st, t);
-	if (!l)
-		return LOTUS_ENOSPACE;
 	struct store_rec *r = slot_rec(t, loc_page(l), loc_slot(l));
 	uint32_t gen = LOAD(&r->gen) + 1;                  /* even: in use */
 	l |= gen_tag(gen);
@@ -602,7 +614,7 @@ int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
 	rec_value_store(r, val, vlen);
 	STORE_REL(&r->gen, gen);
 	uint64_t old = 0;
-	rc = index_insert(t->ix, key, klen, l, &old);
+	int rc = index_insert(t->ix, key, klen, l, &old);
 	if (rc) {
 		slot_free(st, t, l);
 		if (rc == LOTUS_EEXISTS && loc)
@@ -614,6 +626,12 @@ int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
 	if (loc)
 		*loc = l;
 	return 0;
+}
+
+int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
+		 const void *val, uint32_t vlen, store_loc_t *loc)
+{
+	return store_insert_resv(st, NULL, table, key, klen, val, vlen, loc);
 }
 
 int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen)
@@ -634,6 +652,118 @@ int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen)
 
 int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen)
 {
+	return store_delete_resv(st, NULL, table, key, klen);
+}
+
+/* ---- reservations ---- */
+
+/* The free slots of one table that a reservation holds (locations, no tag). */
+struct resv_group {
+	uint16_t table;
+	unsigned n, cap;
+	store_loc_t *loc;
+};
+
+struct store_resv {
+	unsigned ngroups;
+	struct resv_group group[8];   /* one per table touched; more: ENOMEM */
+};
+
+static struct resv_group *resv_group(store_resv_t *r, uint16_t table, int create)
+{
+	for (unsigned i = 0; r && i < r->ngroups; i++)
+		if (r->group[i].table == table)
+			return &r->group[i];
+	if (!r || !create || r->ngroups == sizeof(r->group) / sizeof(r->group[0]))
+		return NULL;
+	struct resv_group *g = &r->group[r->ngroups++];
+	memset(g, 0, sizeof(*g));
+	g->table = table;
+	return g;
+}
+
+static int resv_push(store_resv_t **rp, uint16_t table, store_loc_t l)
+{
+	if (!*rp && !(*rp = calloc(1, sizeof(**rp))))
+		return -ENOMEM;
+	struct resv_group *g = resv_group(*rp, table, 1);
+	if (!g)
+		return -ENOMEM;
+	if (g->n == g->cap) {
+		unsigned cap = g->cap ? 2 * g->cap : 8;
+		store_loc_t *p = realloc(g->loc, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		g->loc = p;
+		g->cap = cap;
+	}
+	g->loc[g->n++] = l;
+	return 0;
+}
+
+unsigned store_reserved(const store_resv_t *r, uint16_t table)
+{
+	struct resv_group *g = resv_group((store_resv_t *)r, table, 0);
+	return g ? g->n : 0;
+}
+
+int store_reserve(store_t *st, store_resv_t **rp, uint16_t table, unsigned n)
+{
+	struct table *t = table_get(st, table);
+	if (!t)
+		return LOTUS_ENOTABLE;
+	unsigned before = store_reserved(*rp, table);
+	int rc = 0;
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		store_loc_t l = slot_alloc(st, t);
+		if (!l)
+			rc = LOTUS_ENOSPACE;
+		else if ((rc = resv_push(rp, table, l)) != 0)
+			slot_link(st, t, l);
+	}
+	if (rc) {       /* give back what this call took */
+		struct resv_group *g = resv_group(*rp, table, 0);
+		while (g && g->n > before)
+			slot_link(st, t, g->loc[--g->n]);
+	}
+	return rc;
+}
+
+void store_resv_release(store_t *st, store_resv_t *r)
+{
+	if (!r)
+		return;
+	for (unsigned i = 0; i < r->ngroups; i++) {
+		struct resv_group *g = &r->group[i];
+		struct table *t = table_get(st, g->table);
+		while (t && g->n)
+			slot_link(st, t, g->loc[--g->n]);
+		free(g->loc);
+	}
+	free(r);
+}
+
+int store_insert_resv(store_t *st, store_resv_t **rp, uint16_t table, const void *key,
+		      uint16_t klen, const void *val, uint32_t vlen, store_loc_t *loc)
+{
+	struct table *t = table_get(st, table);
+	if (!t)
+		return LOTUS_ENOTABLE;
+	int rc = check_key(key, klen);
+	if (rc)
+		return rc;
+	if (vlen > t->max_value)
+		return LOTUS_ETOOBIG;
+	struct resv_group *g = rp ? resv_group(*rp, table, 0) : NULL;
+	store_loc_t l = g && g->n ? g->loc[--g->n] : slot_alloc(st, t);
+	if (!l)
+		return LOTUS_ENOSPACE;
+	return insert_at(st, t, l, key, klen, val, vlen, loc);
+}
+
+int store_delete_resv(store_t *st, store_resv_t **rp, uint16_t table, const void *key,
+		      uint16_t klen)
+{
 	struct table *t = table_get(st, table);
 	if (!t)
 		return LOTUS_ENOTABLE;
@@ -644,9 +774,21 @@ int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen)
 	rc = index_delete(t->ix, key, klen, &old);
 	if (rc)
 		return rc;
-	slot_free(st, t, old);
+	slot_unuse(st, t, old);
+	if (!rp || resv_push(rp, table, loc_make(loc_page(old), loc_slot(old), 0)) != 0)
+		slot_link(st, t, old);
 	__atomic_fetch_sub(&t->shard[my_shard()].records, 1, __ATOMIC_RELAXED);
 	return 0;
+}
+
+uint64_t store_table_extent_bytes(store_t *st, uint16_t table, unsigned *slots_per_extent)
+{
+	struct table *t = table_get(st, table);
+	if (!t)
+		return 0;
+	if (slots_per_extent)
+		*slots_per_extent = t->nslots;
+	return (uint64_t)t->ext_pages * st->page_size;
 }
 
 struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,

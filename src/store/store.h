@@ -63,6 +63,34 @@ int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
 int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen);
 int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen);
 
+/* ---- slot reservations (all or nothing commits) ----
+ * Records live in fixed-size slots, so an update never needs space; only a
+ * record that does not exist yet does.  A reservation holds free slots taken
+ * out of the table's free lists (or carved from new extents) for one user, a
+ * transaction: once store_reserve() returned 0, store_insert_resv() of that
+ * table cannot fail for space.  store_delete_resv() puts the freed slot into
+ * the reservation, so a later insert of the same commit can use it.  Taking
+ * slots is atomic against other threads: a slot belongs to one reservation.
+ * A reservation is used by one thread at a time (its owner's). */
+typedef struct store_resv store_resv_t;
+/* Take n more free slots of table into *rp (created on first use).  0, or
+ * LOTUS_ENOSPACE / LOTUS_ENOTABLE / -ENOMEM with nothing more taken. */
+int store_reserve(store_t *st, store_resv_t **rp, uint16_t table, unsigned n);
+/* Slots of table that *r holds (r may be NULL). */
+unsigned store_reserved(const store_resv_t *r, uint16_t table);
+/* Put the slots r still holds back on the free lists and free r (NULL: no-op). */
+void store_resv_release(store_t *st, store_resv_t *r);
+/* store_insert / store_delete through a reservation (rp may point to NULL:
+ * then as store_insert / store_delete, except that a delete starts one). */
+int store_insert_resv(store_t *st, store_resv_t **rp, uint16_t table, const void *key,
+		      uint16_t klen, const void *val, uint32_t vlen, store_loc_t *loc);
+int store_delete_resv(store_t *st, store_resv_t **rp, uint16_t table, const void *key,
+		      uint16_t klen);
+/* The bytes of pool one more record of table may need (its slot size, or
+ * one extent when a new extent must be carved for it): for messages that say
+ * how much --memory would be needed. */
+uint64_t store_table_extent_bytes(store_t *st, uint16_t table, unsigned *slots_per_extent);
+
 /* The record at loc, or NULL if loc is stale (slot free, other generation).
  * If key is non-NULL it must also match (the shortcut-hint check). */
 struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
