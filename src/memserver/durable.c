@@ -54,9 +54,12 @@
 /* ---- applying a logged write list ------------------------------------------ */
 
 /* Apply a wire_write list of len bytes (the count follows from the length).
- * Hints are ignored: they name locations of a store that no longer exists. */
+ * Hints are ignored: they name locations of a store that no longer exists.
+ * nospace (replay only; NULL elsewhere): a write that finds no space is
+ * counted there per table and skipped, so recovery can say how much space
+ * the whole log needs before it refuses to start. */
 static int writes_apply_all(store_t *st, store_resv_t **rp, const unsigned char *p, size_t len,
-			    uint64_t *n)
+			    uint64_t *n, uint64_t *nospace)
 {
 	struct wire_iter it;
 	const struct wire_write *wp;
@@ -70,6 +73,10 @@ static int writes_apply_all(store_t *st, store_resv_t **rp, const unsigned char 
 		if (w.key_len == 0 || w.key_len > STORE_KEY_MAX)
 			return LOTUS_EPROTO;
 		rc = ms_write_apply(st, rp, &w, k, v);
+		if (rc == LOTUS_ENOSPACE && nospace) {
+			nospace[w.table]++;
+			rc = 0;
+		}
 		if (rc)
 			return rc;
 		(*n)++;
@@ -91,7 +98,34 @@ struct replay {
 	struct ms_server *srv;
 	uint64_t apply_from;       /* records at or below are in the image */
 	struct ms_prepared *prep;
+	uint64_t nospace[STORE_MAX_TABLES];   /* writes that found no space */
 };
+
+/* After the replay: if writes found no space, the log holds more than this
+ * --memory can: say how much would hold it (an upper bound: every such write
+ * counted as a new record) and refuse to start.  0 or LOTUS_ENOSPACE. */
+static int replay_space_verdict(struct ms_server *srv, const struct replay *rp)
+{
+	uint64_t extra = 0, writes = 0;
+	size_t pool;
+	store_pool(srv->store, &pool);
+	for (unsigned t = 0; t < STORE_MAX_TABLES; t++) {
+		unsigned per = 1;
+		if (!rp->nospace[t])
+			continue;
+		uint64_t ext = store_table_extent_bytes(srv->store, (uint16_t)t, &per);
+		extra += (rp->nospace[t] + per - 1) / per * ext;
+		writes += rp->nospace[t];
+	}
+	if (!writes)
+		return 0;
+	uint64_t mib = (pool + extra + (1u << 20) - 1) >> 20;
+	log_error("recovery: the data in %s does not fit in this server's --memory (%zu MiB): %"
+		  PRIu64 " logged writes found no space.  Restart with --memory %" PRIu64 "M (enough "
+		  "for everything the log holds)", srv->data_dir,
+		  pool >> 20, writes, mib);
+	return LOTUS_ENOSPACE;
+}
 
 /* The write list inside a PREPARE payload. */
 static int prepare_writes(const struct ms_prepared *p, const unsigned char **w, size_t *wlen)
@@ -173,7 +207,8 @@ static int replay_decide(struct replay *rp, uint64_t lsn, uint64_t txn_id,
 		size_t wlen;
 		rc = prepare_writes(p, &w, &wlen);
 		if (rc == 0)
-			rc = writes_apply_all(rp->srv->store, NULL, w, wlen, &rp->srv->rec.writes);
+			rc = writes_apply_all(rp->srv->store, NULL, w, wlen, &rp->srv->rec.writes,
+					      rp->nospace);
 		if (rc == 0)
 			rp->srv->rec.txns++;
 		else
@@ -197,7 +232,7 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
 	case REDO_COMMIT:
 		if (!apply)
 			return 0;
-		rc = writes_apply_all(srv->store, NULL, payload, len, &srv->rec.writes);
+		rc = writes_apply_all(srv->store, NULL, payload, len, &srv->rec.writes, rp->nospace);
 		if (rc)
 			log_error("recovery: the commit of txn %" PRIx64 " at LSN %" PRIu64
 				  " cannot be applied: %s", txn_id, lsn, lotus_strerror(rc));
@@ -412,6 +447,8 @@ static int ms_recover(struct ms_server *srv)
 	if (rc)
 		log_error("recovery: replaying the log in %s failed: %s", srv->data_dir,
 			  lotus_strerror(rc));
+	else if ((rc = replay_space_verdict(srv, &rp)) != 0)
+		;
 	else
 		srv->rec.keep_lsn = ms_recovery_undecided(srv, rp.prep);
 	while (rp.prep) {
@@ -679,7 +716,7 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 			size_t wlen;
 			*rc = prepare_writes(&p, &w, &wlen);
 			if (*rc == 0)
-				*rc = writes_apply_all(srv->store, &e->resv, w, wlen, &nw);
+				*rc = writes_apply_all(srv->store, &e->resv, w, wlen, &nw, NULL);
 			if (*rc)
 				log_error("commit of prepared txn %" PRIx64 " applied partially: %s",
 					  txn_id, lotus_strerror(*rc));

@@ -1100,6 +1100,18 @@ int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t
 		}
 	}
 	const struct ck_info *used = &m->cur;
+	size_t pool_bytes0;
+	store_pool(st, &pool_bytes0);
+	if ((m->cur.pages_used + 1) * store_page_size(st) > pool_bytes0) {
+		/* not damage: the pool is smaller than when the image was taken */
+		log_error("ckpt: the checkpoint in %s holds %" PRIu64 " pages of %u bytes: it needs "
+			  "--memory %" PRIu64 "M or more (this server has %zu MiB)", dir,
+			  m->cur.pages_used, store_page_size(st),
+			  (((m->cur.pages_used + 1) * store_page_size(st)) + (1u << 20) - 1) >> 20,
+			  pool_bytes0 >> 20);
+		rc = LOTUS_ENOSPACE;
+		goto out;
+	}
 	rc = load_image(st, dir, &m->cur, backend, out);
 	if (rc == -EIO && m->prev.seq && m->prev.begin_lsn >= m->log_from) {
 		log_warn("ckpt: checkpoint %" PRIu64 " (%s) is damaged; recovering from the "
