@@ -845,7 +845,7 @@ void ms_reply_durable(struct ms_worker *wk, uint64_t seq, const struct wire_req 
 			rep.status = LOTUS_EDURABLE;
 	}
 	wk->dur_immediate++;
-	wire_buf_add_rep(&wk->rep, &rep, NULL, NULL);
+	ms_rep_add(wk, &wk->rep, &rep, NULL);
 }
 
 /* Log writer thread (or the caller's, if already durable): hand back. */
@@ -894,5 +894,6 @@ void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
 		ms_send_reply_msg(wk, c, &dw->rep);
 	wire_buf_free(&dw->rep);
 	free(dw);
+	ms_conn_settle(wk, c);
 	ms_conn_unref(c);
 }

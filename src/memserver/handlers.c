@@ -38,12 +38,60 @@ typedef void (*ms_handler_fn)(struct ms_worker *wk, struct ms_conn *c, uint32_t 
 			      uint64_t seq, const struct wire_req *r, const unsigned char *key,
 			      const unsigned char *val);
 
-static void rep_status(struct wire_buf *b, const struct wire_req *r, int status, uint64_t arg)
+/* Every request gets exactly one reply.  Replies go into b, the message
+ * being built for wk->out_conn (sequence wk->out_seq).  A message that is
+ * full (WIRE_MAX_MSG bytes or 65535 items) is sent as it is and the reply
+ * starts the next one, so a batch whose replies exceed one message is
+ * answered in several.  Returns the reply's value bytes (inplace: to be
+ * filled by the caller; otherwise just non-NULL), or NULL if it fits in no
+ * message or memory ran out. */
+static void *rep_put(struct ms_worker *wk, struct wire_buf *b, const struct wire_rep *rep,
+		     const void *value, int inplace)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (inplace) {
+			void *p = wire_buf_add_rep_inplace(b, rep, NULL);
+			if (p)
+				return p;
+		} else if (wire_buf_add_rep(b, rep, NULL, value) == 0) {
+			return b;
+		}
+		if (attempt || b->count == 0 || !wk->out_conn)
+			break;
+		ms_send_reply_msg(wk, wk->out_conn, b);   /* full: send it, start anew */
+		if (wire_buf_begin(b, WIRE_REP, wk->srv->id, wk->out_seq) != 0)
+			break;
+	}
+	return NULL;
+}
+
+/* The reply could not be queued at all (out of memory): the connection is
+ * closed once the current message is done, so the client learns that its
+ * requests are lost instead of waiting for a reply that never comes. */
+static void rep_lost(struct ms_worker *wk, const struct wire_rep *rep)
+{
+	if (wk->out_conn && !wk->out_conn->broken) {
+		log_error("worker %u: no memory for the reply to %s of txn %llx: closing the "
+			  "connection", wk->idx, wire_op_name(rep->op),
+			  (unsigned long long)rep->txn_id);
+		wk->out_conn->broken = 1;
+	}
+}
+
+void ms_rep_add(struct ms_worker *wk, struct wire_buf *b, const struct wire_rep *rep,
+		const void *value)
+{
+	if (!rep_put(wk, b, rep, value, 0))
+		rep_lost(wk, rep);
+}
+
+static void rep_status(struct ms_worker *wk, struct wire_buf *b, const struct wire_req *r,
+		       int status, uint64_t arg)
 {
 	struct wire_rep rep = {
 		.op = r->op, .status = status, .tag = r->tag, .txn_id = r->txn_id, .arg = arg,
 	};
-	wire_buf_add_rep(b, &rep, NULL, NULL);
+	ms_rep_add(wk, b, &rep, NULL);
 }
 
 /* Find the record named by (table, key), trying the client's hint first. */
@@ -102,10 +150,14 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 			break;
 		}
 		rep.value_len = rec->value_len;
-		void *dst = wire_buf_add_rep_inplace(b, &rep, NULL);
-		if (dst)
+		void *dst = rep_put(wk, b, &rep, NULL, 1);
+		if (dst) {
 			memcpy(dst, store_rec_value(rec), rec->value_len);
-		return;
+			return;
+		}
+		rep.value_len = 0;       /* no memory for the value: say so */
+		rep.status = -ENOMEM;
+		break;
 	case OP_INSERT:
 		if (rec)
 			rep.status = LOTUS_EEXISTS;
@@ -116,7 +168,7 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	default: /* OP_LOCK_X: a blind write needs only the lock */
 		break;
 	}
-	wire_buf_add_rep(b, &rep, NULL, NULL);
+	ms_rep_add(wk, b, &rep, NULL);
 }
 
 static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
@@ -195,22 +247,22 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	struct ms_server *srv = wk->srv;
 	int rc;
 	if (!store_table_max_value(srv->store, r->table)) {
-		rep_status(&wk->rep, r, LOTUS_ENOTABLE, 0);
+		rep_status(wk, &wk->rep, r, LOTUS_ENOTABLE, 0);
 		return;
 	}
 	if (srv->log && op_mode(r->op) == LOCK_X && (rc = ms_durable_refuses(srv)) != 0) {
-		rep_status(&wk->rep, r, rc, 0);
+		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
 	lock_txn_t *txn = lock_txn_get(srv->locks, r->txn_id, r->priority, c);
 	if (!txn) {
-		rep_status(&wk->rep, r, -ENOMEM, 0);
+		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
 	struct ms_pending *p = pending_take(wk, c, txn, sender, seq, r, key);
 	if (!p) {
 		lock_txn_put(srv->locks, txn);
-		rep_status(&wk->rep, r, -ENOMEM, 0);
+		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
 	rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
@@ -222,7 +274,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	if (rc == 0)
 		lockop_complete(wk, &wk->rep, txn, r, key);
 	else
-		rep_status(&wk->rep, r, rc, 0);
+		rep_status(wk, &wk->rep, r, rc, 0);
 	if (rc && log_enabled(LOG_DEBUG))
 		log_debug("txn %llx prio %llx cc %u: %s on key %02x%02x..: %s",
 			  (unsigned long long)r->txn_id, (unsigned long long)r->priority, r->cc,
@@ -269,7 +321,9 @@ static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
 static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pending *p)
 {
 	struct wire_buf rows;
-	unsigned n = 0;
+	unsigned n = 0, cut = 0;
+	/* the rows travel in one reply, so they must fit in one message */
+	const size_t room = WIRE_MAX_MSG - sizeof(struct wire_hdr) - sizeof(struct wire_rep) - 8;
 	wire_buf_init(&rows);
 	for (unsigned i = 0; i < p->scan_n; i++) {
 		store_loc_t loc;
@@ -280,14 +334,22 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 		if (!rec)
 			continue;
 		struct wire_row row = { .key_len = k->klen, .value_len = rec->value_len, .loc = loc };
-		if (wire_buf_append_row(&rows, &row, k->key, store_rec_value(rec)))
+		if (rows.len + wire_pad8(sizeof(row) + k->klen + rec->value_len) > room) {
+			cut = 1;          /* the rest would not fit: the client asks again */
 			break;
+		}
+		if (wire_buf_append_row(&rows, &row, k->key, store_rec_value(rec)) != 0) {
+			wire_buf_free(&rows);
+			rep_status(wk, b, &p->req, -ENOMEM, 0);
+			return;
+		}
 		n++;
 	}
 	struct wire_rep rep = { .op = OP_SCAN, .tag = p->req.tag, .txn_id = p->req.txn_id,
-				.value_len = (uint32_t)rows.len, .arg = n };
-	if (wire_buf_add_rep(b, &rep, NULL, rows.data) != 0)
-		rep_status(b, &p->req, -E2BIG, 0);
+				.value_len = (uint32_t)rows.len, .arg = n,
+				.flags = cut ? WIRE_REP_F_MORE : 0 };
+	if (!rep_put(wk, b, &rep, rows.data, 0))
+		rep_status(wk, b, &p->req, rows.len ? LOTUS_ETOOBIG : -ENOMEM, 0);
 	wire_buf_free(&rows);
 }
 
@@ -297,7 +359,7 @@ static void h_scan(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 	struct ms_server *srv = wk->srv;
 	unsigned max = (unsigned)MIN(r->arg, SCAN_MAX_ROWS);
 	if (!store_table_max_value(srv->store, r->table)) {
-		rep_status(&wk->rep, r, LOTUS_ENOTABLE, 0);
+		rep_status(wk, &wk->rep, r, LOTUS_ENOTABLE, 0);
 		return;
 	}
 	lock_txn_t *txn = lock_txn_get(srv->locks, r->txn_id, r->priority, c);
@@ -309,7 +371,7 @@ static void h_scan(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 			ms_pending_free(p);
 		else if (txn)
 			lock_txn_put(srv->locks, txn);
-		rep_status(&wk->rep, r, -ENOMEM, 0);
+		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
 	store_scan(srv->store, r->table, key, r->key_len, max, scan_collect_cb, &sc);
@@ -323,7 +385,7 @@ static void h_scan(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 	if (rc == 0)
 		scan_reply(wk, &wk->rep, p);
 	else
-		rep_status(&wk->rep, r, rc, 0);
+		rep_status(wk, &wk->rep, r, rc, 0);
 	ms_pending_free(p);
 }
 
@@ -437,7 +499,7 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	store_resv_t *rv = NULL;
 	lock_txn_t *txn = lock_txn_find(srv->locks, r->txn_id);
 	if (!txn) {
-		rep_status(&wk->rep, r, r->arg ? LOTUS_ESTATE : 0, 0);
+		rep_status(wk, &wk->rep, r, r->arg ? LOTUS_ESTATE : 0, 0);
 		return;
 	}
 	int rc = 0;
@@ -463,12 +525,12 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 			lock_txn_release(srv->locks, txn);
 		else
 			lock_txn_put(srv->locks, txn);
-		rep_status(&wk->rep, r, rc, 0);
+		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
 	if (rc == 0 && srv->log && r->arg == 0 && ms_prepared_decide(srv, r->txn_id, 1, &rc)) {
 		lock_txn_release(srv->locks, txn);   /* phase two of a durable 2PC */
-		rep_status(&wk->rep, r, rc, 0);
+		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
 	if (rc == 0)
@@ -491,7 +553,7 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	}
 	store_resv_release(srv->store, rv);
 	lock_txn_release(srv->locks, txn);
-	rep_status(&wk->rep, r, rc, 0);
+	rep_status(wk, &wk->rep, r, rc, 0);
 }
 
 static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
@@ -503,7 +565,7 @@ static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		ms_prepared_decide(wk->srv, r->txn_id, 0, &rc);
 	if (txn)
 		lock_txn_release(wk->srv->locks, txn);
-	rep_status(&wk->rep, r, 0, 0);
+	rep_status(wk, &wk->rep, r, 0, 0);
 }
 
 /* ---- administration ------------------------------------------------------ */
@@ -523,7 +585,7 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 	if (lsn)
 		ms_reply_durable(wk, seq, r, rc, id, lsn);
 	else
-		rep_status(&wk->rep, r, rc, id);
+		rep_status(wk, &wk->rep, r, rc, id);
 }
 
 static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
@@ -566,8 +628,8 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		n = MIN(n, (int)sizeof(buf) - 1);
 	}
 	struct wire_rep rep = { .op = OP_STATS, .tag = r->tag, .txn_id = r->txn_id,
-				.value_len = (uint32_t)n };
-	wire_buf_add_rep(&wk->rep, &rep, NULL, buf);
+				.value_len = (uint32_t)(n > 0 ? n : 0) };
+	ms_rep_add(wk, &wk->rep, &rep, buf);
 }
 
 static void h_writeback(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
@@ -584,7 +646,7 @@ static void h_writeback(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	if (lsn)
 		ms_reply_durable(wk, seq, r, rc, 0, lsn);
 	else
-		rep_status(&wk->rep, r, rc, 0);
+		rep_status(wk, &wk->rep, r, rc, 0);
 }
 
 /* Another memory server asks what became of a prepared txn (termination.c). */
@@ -598,7 +660,7 @@ static void h_txn_status(struct ms_worker *wk, struct ms_conn *c, uint32_t sende
 	if (lsn)   /* a refusal counts once it is durable */
 		ms_reply_durable(wk, seq, r, rc, (uint64_t)answer, lsn);
 	else
-		rep_status(&wk->rep, r, rc, (uint64_t)answer);
+		rep_status(wk, &wk->rep, r, rc, (uint64_t)answer);
 }
 
 static const ms_handler_fn handlers[OP_MAX] = {
@@ -614,7 +676,7 @@ void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 	wk->reqs++;
 	/* wire_msg_check has vetted op and lengths; the table is still belt and braces */
 	if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
-		rep_status(&wk->rep, r, LOTUS_EPROTO, 0);
+		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);
 		return;
 	}
 	handlers[r->op](wk, c, sender, seq, r, key, val);
@@ -639,16 +701,24 @@ void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 		}
 	}
 	wire_buf_init(&b);
+	wk->out_conn = c;
+	wk->out_seq = p->seq;
 	if (wire_buf_begin(&b, WIRE_REP, wk->srv->id, p->seq) == 0) {
 		if (rc != 0)
-			rep_status(&b, &p->req, rc, 0);
+			rep_status(wk, &b, &p->req, rc, 0);
 		else if (p->req.op == OP_SCAN)
 			scan_reply(wk, &b, p);
 		else
 			lockop_complete(wk, &b, p->txn, &p->req, p->key);
-		ms_send_reply_msg(wk, c, &b);
+		if (b.count)
+			ms_send_reply_msg(wk, c, &b);
+	} else {
+		struct wire_rep lost = { .op = p->req.op, .txn_id = p->req.txn_id };
+		rep_lost(wk, &lost);
 	}
+	wk->out_conn = NULL;
 	wire_buf_free(&b);
+	ms_conn_settle(wk, c);
 out:
 	ms_pending_free(p);
 	ms_conn_unref(c);

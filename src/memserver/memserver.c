@@ -48,7 +48,39 @@ int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *
 	size_t len;
 	wire_buf_end(b);
 	unsigned char *data = wire_buf_detach(b, &len);
-	return net_send(c->nc, data, len);
+	if (c->closed) {
+		net_buf_free(data);
+		return 0;
+	}
+	int rc = net_send(c->nc, data, len);
+	if (rc && !c->broken) {
+		log_error("worker %u: a reply message to %s (%zu bytes) could not be sent: %s; "
+			  "closing the connection", wk->idx, net_conn_peer(c->nc), len,
+			  lotus_strerror(rc));
+		c->broken = 1;
+	}
+	return rc;
+}
+
+/* Release what a lost client held (its connection is gone or going). */
+static void ms_conn_release(struct ms_worker *wk, struct ms_conn *c, int reason)
+{
+	c->closed = 1;
+	int n = lock_release_owner(wk->srv->locks, c);
+	if (n)
+		log_info("client %u lost (%s): released %d transactions", c->compute_id,
+			 lotus_strerror(reason), n);
+	ms_conn_drop_pending(c);
+}
+
+void ms_conn_settle(struct ms_worker *wk, struct ms_conn *c)
+{
+	if (!c->broken || c->closed)
+		return;
+	ms_conn_release(wk, c, LOTUS_EUNAVAIL);
+	net_conn_set_user(c->nc, NULL);
+	net_conn_close(c->nc);   /* no on_close for a local close */
+	ms_conn_unref(c);        /* the connection's own reference */
 }
 
 static void ms_send_error(struct ms_worker *wk, struct ms_conn *c, uint64_t seq, int status)
@@ -58,8 +90,11 @@ static void ms_send_error(struct ms_worker *wk, struct ms_conn *c, uint64_t seq,
 	if (wire_buf_begin(&b, WIRE_ERROR, wk->srv->id, seq) == 0) {
 		((struct wire_hdr *)b.data)->aux = status;
 		ms_send_reply_msg(wk, c, &b);
+	} else {
+		c->broken = 1;     /* the client must not wait for an answer */
 	}
 	wire_buf_free(&b);
+	ms_conn_settle(wk, c);
 }
 
 static void ms_on_accept(void *arg, net_conn_t *nc)
@@ -83,13 +118,19 @@ static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *
 	struct wire_iter it;
 	const struct wire_req *r;
 	const unsigned char *k, *v;
-	if (wire_buf_begin(&wk->rep, WIRE_REP, wk->srv->id, h->seq) != 0)
+	if (wire_buf_begin(&wk->rep, WIRE_REP, wk->srv->id, h->seq) != 0) {
+		log_error("worker %u: no memory for replies: closing the connection", wk->idx);
+		c->broken = 1;
 		return;
+	}
+	wk->out_conn = c;
+	wk->out_seq = h->seq;
 	wire_iter_init(&it, data, len);
-	while (wire_next_req(&it, &r, &k, &v) == 1)
+	while (!c->broken && wire_next_req(&it, &r, &k, &v) == 1)
 		ms_handle_req(wk, c, h->sender, h->seq, r, k, v);
 	if (wk->rep.count)
 		ms_send_reply_msg(wk, c, &wk->rep);
+	wk->out_conn = NULL;
 	if (wk->dur_rep.count)
 		ms_durable_flush(wk, c);
 }
@@ -112,6 +153,7 @@ static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 	switch (h->type) {
 	case WIRE_REQ:
 		ms_handle_reqs(wk, c, data, len);
+		ms_conn_settle(wk, c);
 		break;
 	case WIRE_HELLO:
 		c->compute_id = h->sender;
@@ -131,12 +173,7 @@ static void ms_on_close(void *arg, net_conn_t *nc, int reason)
 	struct ms_conn *c = net_conn_user(nc);
 	if (!c)
 		return;
-	c->closed = 1;
-	int n = lock_release_owner(wk->srv->locks, c);
-	if (n)
-		log_info("client %u lost (%s): released %d transactions", c->compute_id,
-			 lotus_strerror(reason), n);
-	ms_conn_drop_pending(c);
+	ms_conn_release(wk, c, reason);
 	ms_conn_unref(c);
 }
 

@@ -45,6 +45,8 @@ struct ms_worker {
 	pthread_t thread;
 	net_worker_t *net;
 	struct wire_buf rep;       /* reply being built for the current message */
+	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
+	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
 	/* durable.c: replies of the current message that wait for the log */
 	struct wire_buf dur_rep;
@@ -60,6 +62,7 @@ struct ms_conn {
 	net_conn_t *nc;
 	uint32_t compute_id;
 	int closed;
+	int broken;                /* a reply was lost: close at the next settle */
 	int refs;                  /* the conn itself + each parked request */
 	struct ms_pending *pending; /* parked requests (doubly linked) */
 };
@@ -184,6 +187,11 @@ enum ms_outcome { MS_OUT_NONE = 0, MS_OUT_COMMIT, MS_OUT_ABORT, MS_OUT_REFUSED }
  * wk->rep unless the request parks (then the reply is sent on grant). */
 void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		   const struct wire_req *r, const unsigned char *key, const unsigned char *val);
+/* handlers.c: append a reply to b, the message being built for
+ * wk->out_conn: a full message is sent first and the reply starts the next;
+ * a reply that cannot be queued at all marks the connection broken. */
+void ms_rep_add(struct ms_worker *wk, struct wire_buf *b, const struct wire_rep *rep,
+		const void *value);
 /* handlers.c: a parked request was granted or refused; reply now. */
 void ms_resume(struct ms_worker *wk, struct ms_pending *p);
 void ms_pending_free(struct ms_pending *p);
@@ -266,6 +274,11 @@ int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len);
 
 /* memserver.c */
 void ms_conn_unref(struct ms_conn *c);
+/* Send a reply message (nothing if c is closed).  A failed send marks c
+ * broken: its replies are lost, so the client must see the connection go. */
 int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *b);
+/* Owner thread, where c is known to be alive: close a broken c (release its
+ * transactions and parked requests as for a lost client). */
+void ms_conn_settle(struct ms_worker *wk, struct ms_conn *c);
 
 #endif

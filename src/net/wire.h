@@ -109,6 +109,9 @@ static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
 static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 
 #define WIRE_REP_F_HINT_STALE 0x1   /* the request's hint did not validate */
+#define WIRE_REP_F_MORE       0x2   /* SCAN: the rows stop early because the
+				       next would not fit in one message; more
+				       may follow the last row returned */
 #define WIRE_REQ_F_PREPARE    0x1   /* COMMIT phase one: move the txn to
 				       COMMITTING, keep its locks.  With writes
 				       (arg > 0, durable servers only): a durable
