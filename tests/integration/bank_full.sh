@@ -4,7 +4,10 @@
 # server is out of space: the run stops with a clear "out of space" line, and
 # `--verify` then passes (no transfer half applied: a commit that does not fit
 # changes nothing).  The servers keep serving: a second --verify passes too.
-# Over every protocol, one cluster each.
+# Over every protocol, one cluster each.  Then the same on a durable --local
+# cluster (sync, two-phase commit across the servers) of 256 KiB servers: the
+# --verify run restarts the servers on the full data directories with the same
+# --server-memory and passes.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
@@ -27,4 +30,12 @@ for cc in no_wait wait_die wound_wait; do
     || fail "$cc: second verify failed: $ver"
   cluster_stop
 done
+led="$dir/durable.ledger"
+out=$("$L" bank --local 2 --data-dir "$dir/data" --server-memory 256K --server-threads 2 \
+      --accounts 200 --seconds 40 --threads 4 --ledger "$led" --quiet 2>&1)
+echo "durable: $(echo "$out" | tail -n1)"
+echo "$out" | grep -q "out of space" || fail "durable: the run did not stop on out of space: $out"
+ver=$("$L" bank --local 2 --data-dir "$dir/data" --server-memory 256K --server-threads 1 \
+      --ledger "$led" --verify 2>&1) || fail "durable: verify after out of space failed: $ver"
+echo "durable: $(echo "$ver" | tail -n2 | tr '\n' ' ')"
 echo "ok"
