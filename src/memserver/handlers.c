@@ -14,6 +14,21 @@
  * longer be wounded), checks that every write is covered by an X lock it
  * holds, applies the writes, and releases the locks; ABORT just releases.
  *
+ * All or nothing.  Only a record that does not exist yet needs space (slots
+ * are fixed-size), so an INSERT or blind write (LOCK_X) of an absent key
+ * reserves its slot when it takes the X lock (store_reserve; the reservation
+ * hangs on the txn's lock entry and goes back with it).  A txn that would not
+ * fit thus fails with LOTUS_ENOSPACE before it commits anywhere.  COMMIT
+ * then tops the reservation up to every absent key its writes name
+ * (ms_writes_reserve) before it applies or logs anything; a check that fails
+ * leaves the store untouched, and applying cannot fail after it.
+ *
+ * Replies.  Every request gets exactly one reply (rep_put): a message that is
+ * full is sent and the reply starts the next one, with the same sequence.  A
+ * reply that cannot be queued, or a send that fails, marks the connection
+ * broken, and it is closed at the end of the message (ms_conn_settle), so a
+ * client never waits for a reply that was dropped.
+ *
  * With a data directory (srv->log set; durable.c) the writes of a COMMIT, a
  * WRITEBACK and a new table are logged before they are applied, and the reply
  * may wait for the log (ms_reply_durable).  A PREPARE that carries writes
@@ -437,14 +452,15 @@ int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned
 	const struct wire_write *w;
 	const unsigned char *k, *v;
 	unsigned need[STORE_MAX_TABLES];
-	int rc, any = 0;
+	int rc = 0, any = 0;
 	wire_iter_bytes(&it, wl, len, count);
 	while (it.p < it.end && (rc = wire_next_write(&it, &w, &k, &v)) == 1) {
-		if (w->op == OP_DELETE || w->key_len == 0 || w->key_len > STORE_KEY_MAX)
-			continue;
+		if (w->op == OP_DELETE || w->key_len == 0 || w->key_len > STORE_KEY_MAX ||
+		    w->table >= STORE_MAX_TABLES)
+			continue;   /* needs no slot, or fails its own check */
 		if (w->hint && store_rec_at(st, w->hint, w->table, k, w->key_len))
 			continue;
-		if (store_get(st, w->table, k, w->key_len, NULL) == 0)
+		if (store_get(st, w->table, k, w->key_len, NULL) != LOTUS_ENOTFOUND)
 			continue;
 		if (!any++)
 			memset(need, 0, sizeof(need));
