@@ -853,7 +853,7 @@ static void durwait_notify(void *arg, int status)
 {
 	struct ms_durwait *dw = arg;
 	dw->status = status;
-	if (net_post(dw->conn->wk->net, dw) != 0)
+	if (ms_post(dw->conn->wk->net, dw) != 0)
 		log_error("out of memory: %u replies that waited for the log are lost",
 			  dw->rep.count);
 }

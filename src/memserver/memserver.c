@@ -188,6 +188,16 @@ static void ms_on_post(void *arg, void *item)
 		ms_resume(wk, item);
 }
 
+int ms_post(net_worker_t *w, void *item)
+{
+	int rc;
+	for (int i = 0; (rc = net_post(w, item)) != 0 && i < 1000; i++)
+		usleep(1000);   /* out of memory for the mail: a reply depends on it */
+	if (rc)
+		log_error("out of memory: a reply could not be handed to its worker");
+	return rc;
+}
+
 /* Lock manager callback, any thread: hand the parked request to its owner. */
 static void ms_notify(void *arg, struct lock_waiter *w, int result)
 {
@@ -195,7 +205,7 @@ static void ms_notify(void *arg, struct lock_waiter *w, int result)
 	int exp = PEND_PARKED;
 	p->result = result;
 	if (atomic_compare_exchange_strong(&p->state, &exp, PEND_NOTIFIED))
-		net_post(p->conn->wk->net, p);
+		ms_post(p->conn->wk->net, p);
 }
 
 /* Lock table hook: a released txn's unused slot reservation. */

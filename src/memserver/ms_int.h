@@ -274,6 +274,9 @@ int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len);
 
 /* memserver.c */
 void ms_conn_unref(struct ms_conn *c);
+/* net_post from any thread, retried for a while if memory is short (a reply
+ * waits on the item); 0 or -ENOMEM (logged). */
+int ms_post(net_worker_t *w, void *item);
 /* Send a reply message (nothing if c is closed).  A failed send marks c
  * broken: its replies are lost, so the client must see the connection go. */
 int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *b);
