@@ -665,17 +665,27 @@ struct resv_group {
 };
 
 struct store_resv {
-	unsigned ngroups;
-	struct resv_group group[8];   /* one per table touched; more: ENOMEM */
+	unsigned ngroups, cap;
+	struct resv_group *group;     /* one per table touched */
 };
 
+/* The group of table (created if asked; a pointer valid until the next
+ * creation), or NULL. */
 static struct resv_group *resv_group(store_resv_t *r, uint16_t table, int create)
 {
 	for (unsigned i = 0; r && i < r->ngroups; i++)
 		if (r->group[i].table == table)
 			return &r->group[i];
-	if (!r || !create || r->ngroups == sizeof(r->group) / sizeof(r->group[0]))
+	if (!r || !create)
 		return NULL;
+	if (r->ngroups == r->cap) {
+		unsigned cap = r->cap ? 2 * r->cap : 2;
+		struct resv_group *g = realloc(r->group, cap * sizeof(*g));
+		if (!g)
+			return NULL;
+		r->group = g;
+		r->cap = cap;
+	}
 	struct resv_group *g = &r->group[r->ngroups++];
 	memset(g, 0, sizeof(*g));
 	g->table = table;
@@ -740,6 +750,7 @@ void store_resv_release(store_t *st, store_resv_t *r)
 			slot_link(st, t, g->loc[--g->n]);
 		free(g->loc);
 	}
+	free(r->group);
 	free(r);
 }
 
