@@ -107,7 +107,7 @@ static uint64_t key0_tag(lotus_session_t *s, lotus_table_t tb)
 static int insert_txn(lotus_session_t *s, lotus_table_t tb, uint64_t first, unsigned n,
 		      uint64_t tag0)
 {
-	static unsigned char v[VLEN];
+	unsigned char v[VLEN];   /* per call: threads share this function */
 	lotus_txn_t *t;
 	unsigned char k[8];
 	CHECK_RC(lotus_txn_begin(s, &t));
