@@ -5,7 +5,10 @@
  * is a request; in a REP message each item is a reply.  Every request gets
  * exactly one reply, matched by (txn_id, tag); replies to the requests of one
  * message go out together in one message unless a request waits for a lock
- * (lazy notification), in which case its reply comes later in another message.
+ * (lazy notification), in which case its reply comes later in another message,
+ * or they would exceed WIRE_MAX_MSG, in which case they fill several messages
+ * of the same seq.  A memory server that cannot send a reply closes the
+ * connection instead.
  *
  *   message := wire_hdr item*               (hdr.length = total bytes)
  *   request := wire_req key[key_len] value[value_len] pad-to-8
