@@ -733,7 +733,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	if (json) {
 		fprintf(f, "{\"workload\":\"%c\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
-			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"seconds\":%.3f,"
+			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"partitioning\":\"%s\","
+			"\"compute_id\":%u,\"compute_count\":%u,\"seconds\":%.3f,"
 			"\"txns_committed\":%llu,\"txns_aborted\":%llu,\"abort_rate\":%.5f,"
 			"\"txn_per_s\":%.1f,\"ops_per_s\":%.1f,\"max_attempts\":%llu,"
 			"\"aborts\":{\"conflict\":%llu,\"preempted\":%llu,\"other\":%llu},"
@@ -746,7 +747,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"local_hits\":%llu},\"digest\":\"%016llx\",\"digest_rows\":%llu}\n",
 			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
-			batch_name(o->lo.batch), r->seconds, (unsigned long long)r->committed,
+			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
+			o->lo.compute_id, o->lo.compute_count, r->seconds, (unsigned long long)r->committed,
 			(unsigned long long)r->aborted, abort_rate, (double)r->committed / secs,
 			(double)r->ops / secs, (unsigned long long)r->retries_max,
 			(unsigned long long)r->aborts_conflict, (unsigned long long)r->aborts_preempted,

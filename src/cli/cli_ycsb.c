@@ -64,7 +64,8 @@ int cmd_ycsb(int argc, char **argv)
 		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i>" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
-		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default 1)", .min = 1, .max = 4096 },
+		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default: "
+		  "the config's compute_servers, else 1)", .min = 1, .max = 4096 },
 		{ "partitioning", OPT_CHOICE, &part, "P", "compute partitioning (default none)", parts },
 		{ "cache", OPT_SIZE, &cache, "SIZE", "record cache capacity, e.g. 64M (default 0: off)" },
 		{ "cache-admit", OPT_DOUBLE, &admit, "P", "probability that a cache miss is admitted (default 1)", .min = 0, .max = 1 },
@@ -114,6 +115,20 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.data_dir = data_dir;
 	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[durability] : NULL;
 	o.lo.partitioning = (enum lotus_partitioning)part;
+	struct lotus_config cfg;
+	if (config) {
+		if (config_load(config, &cfg))
+			return 2;
+		if (!cli_find(opts, "cc")->seen)
+			o.lo.cc = (enum lotus_cc)cfg.cc;
+		/* compute_servers is the cluster's compute count: co-partitioning
+		 * needs every compute server to agree on it. */
+		if (!cli_find(opts, "compute-count")->seen)
+			compute_count = cfg.compute_servers;
+		else if (cfg.compute_servers > 1 && compute_count != cfg.compute_servers)
+			return cli_fail("ycsb", "--compute-count %llu contradicts compute_servers = %u in %s",
+					(unsigned long long)compute_count, cfg.compute_servers, config);
+	}
 	o.lo.compute_count = (unsigned)compute_count;
 	o.lo.cache_bytes = cache;
 	o.lo.cache_admit = admit;
@@ -122,8 +137,10 @@ int cmd_ycsb(int argc, char **argv)
 	o.digest = digest;
 	o.no_run = no_run;
 	if (compute_id >= compute_count)
-		return cli_fail("ycsb", "--compute-id %llu must be below --compute-count %llu",
-				(unsigned long long)compute_id, (unsigned long long)compute_count);
+		return cli_fail("ycsb", "--compute-id %llu must be below the compute count %llu (%s)",
+				(unsigned long long)compute_id, (unsigned long long)compute_count,
+				cli_find(opts, "compute-count")->seen ? "--compute-count"
+				: config ? "compute_servers in the config" : "--compute-count, default 1");
 	/* Busy polling only pays when every polling thread has a core.  A local
 	 * cluster's servers poll on this host too. */
 	unsigned cores = (unsigned)cpu_count();
@@ -138,13 +155,6 @@ int cmd_ycsb(int argc, char **argv)
 	/* default pool: the data set twice over, spread across servers, at least 256 MiB */
 	o.lo.server_memory = smem ? smem
 			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
-	if (config) {
-		struct lotus_config cfg;
-		if (config_load(config, &cfg))
-			return 2;
-		if (!cli_find(opts, "cc")->seen)
-			o.lo.cc = (enum lotus_cc)cfg.cc;
-	}
 	log_set_tag("ycsb");
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

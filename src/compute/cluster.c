@@ -197,6 +197,15 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	}
 	if (!c->opts.transport)
 		snprintf(c->transport, sizeof(c->transport), "%s", cfg.transport);
+	/* compute_servers is the cluster's compute count, which co-partitioning
+	 * divides the keys by; an explicit compute_count above 1 wins. */
+	if (c->opts.compute_count <= 1)
+		c->opts.compute_count = cfg.compute_servers;
+	if (c->opts.partitioning == LOTUS_PART_CO && c->opts.compute_id >= c->opts.compute_count) {
+		log_error("compute id %u is not below the compute count %u (compute_servers in %s)",
+			  c->opts.compute_id, c->opts.compute_count, path);
+		return LOTUS_ECONFIG;
+	}
 	/* as on the servers: a data directory without a durability means sync */
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
