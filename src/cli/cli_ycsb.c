@@ -73,8 +73,9 @@ int cmd_ycsb(int argc, char **argv)
 		{ "spin-us", OPT_U64, &spin, "US", "busy-poll before sleeping (default: 100, or 0 when threads outnumber cores)", .max = 1000000 },
 		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds" },
 		{ "digest", OPT_FLAG, &digest, NULL, "read the whole table at the end and print its digest" },
-		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading (the table is already there)" },
-		{ "no-run", OPT_FLAG, &no_run, NULL, "skip the transactions (load and/or --digest only)" },
+		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading: the table is already there (checked: an empty or "
+		  "smaller table is an error)" },
+		{ "no-run", OPT_FLAG, &no_run, NULL, "skip the transactions (load and/or --digest only; prints what was loaded)" },
 		{ "seed", OPT_U64, &seed, "N", "random seed (default 1)" },
 		{ "trace-keys", OPT_STR, &trace, "FILE", "write every generated key id, one per line" },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON object instead of the table" },
@@ -161,7 +162,7 @@ int cmd_ycsb(int argc, char **argv)
 	struct ycsb_result res;
 	rc = ycsb_run(&o, &res);
 	if (rc) {
-		fprintf(stderr, "lotus ycsb: %s\n", lotus_strerror(rc));
+		fprintf(stderr, "lotus ycsb: %s\n", res.message[0] ? res.message : lotus_strerror(rc));
 		return 1;
 	}
 	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport : "tcp",
