@@ -50,11 +50,14 @@ int cmd_ycsb(int argc, char **argv)
 		{ "zipf", OPT_DOUBLE, &o.zipf, "THETA", "zipfian skew (default 0.99, YCSB's; the paper uses 0.9)", .min = 0.01, .max = 10 },
 		{ "dist", OPT_CHOICE, &dist, "D", "key distribution (default scrambled zipfian, as YCSB; D uses latest)", dists },
 		{ "threads", OPT_U64, &threads, "T", "compute threads (default: the core count)", .min = 1, .max = 1024 },
-		{ "inflight", OPT_U64, &inflight, "K", "transactions in flight per thread (default 1)", .min = 1, .max = 1024 },
+		{ "inflight", OPT_U64, &inflight, "K", "transactions in flight per thread (default 1; 2 under --batch inter, "
+		  "so that messages carry requests of several transactions)", .min = 1, .max = 1024 },
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "measured run time (default 10)", .min = 0.1, .max = 86400 },
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
-		{ "batch", OPT_CHOICE, &batch, "B", "request batching (default intra)", batches },
+		{ "batch", OPT_CHOICE, &batch, "B", "request batching: none = one request per message, intra = one message "
+		  "per server per transaction step, inter = also across the transactions of a thread (--inflight) "
+		  "and of a sending group (--group-size) (default intra)", batches },
 		{ "max-scan", OPT_U64, &max_scan, "N", "longest scan of workload E (default 100)", .min = 1, .max = 1000 },
 		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
 		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback (default 2)", .min = 1, .max = 64 },
@@ -94,6 +97,10 @@ int cmd_ycsb(int argc, char **argv)
 	o.record_size = (uint32_t)rsize;
 	o.ops_per_txn = (unsigned)ops;
 	o.threads = (unsigned)threads;
+	/* Under inter, one transaction per thread in flight leaves nothing to batch
+	 * across but the other threads of the group: take two unless told. */
+	if (batch == LOTUS_BATCH_INTER && !cli_find(opts, "inflight")->seen)
+		inflight = 2;
 	o.inflight = (unsigned)inflight;
 	o.max_scan = (unsigned)max_scan;
 	o.seed = seed;
