@@ -718,6 +718,12 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 			if (ths[i].error)
 				return ths[i].error;
 		res->load_seconds = (double)(clock_now_ns() - t0) / 1e9;
+		if (atomic_load(&ycsb_stopping)) {
+			snprintf(res->message, sizeof(res->message), "interrupted while loading: "
+				 "%llu of %llu records loaded", (unsigned long long)atomic_load(&sh->loaded),
+				 (unsigned long long)o->records);
+			return -EINTR;
+		}
 		if (!o->quiet)
 			fprintf(stderr, "ycsb: loaded %llu records in %.1f s\n",
 				(unsigned long long)atomic_load(&sh->loaded), res->load_seconds);
