@@ -72,7 +72,8 @@ struct lotus_options {
 	enum lotus_cc cc;         /* protocol of this process's transactions */
 	enum lotus_batch batch;   /* default LOTUS_BATCH_INTRA */
 	unsigned compute_id;      /* unique per compute process (0..4095) */
-	unsigned compute_count;   /* compute processes in the cluster (CO partitioning) */
+	unsigned compute_count;   /* compute processes in the cluster (CO partitioning);
+	                             1 (default): the config's compute_servers */
 	enum lotus_partitioning partitioning;
 	uint64_t cache_bytes;     /* record cache capacity; 0 = no cache */
 	double cache_admit;       /* admission probability of a miss (default 1) */

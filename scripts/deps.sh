@@ -2,7 +2,10 @@
 # Installs the Debian packages lotus needs, only those that are missing.
 # Runs `apt-get update` once, and only when something must be installed.
 set -euo pipefail
-need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev fio gnuplot-nox iproute2 procps)
+# fio, jq: scripts/compare-fio; gnuplot-nox, jq: scripts/plot-iobench and the
+# plots of scripts/bench-ycsb; python3 (/usr/bin/python3): the tests' JSON checks.
+need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev fio gnuplot-nox jq python3
+      iproute2 procps util-linux coreutils)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -46,16 +46,24 @@
  *   maybe 0x1a2b3c4d00000002                        outcome unknown
  *   # end 0x1a2b3c4d committed 1 maybe 1 status ok
  * Transfer threads buffer their lines and append them under ledger.mu; the
- * main thread fflush()es and fdatasync()s once a second and at the end.  A
- * line without its newline (the process died mid-write) is ignored on read.
+ * main thread fflush()es and fdatasync()s once a second and at the end.
+ *
+ * One process at a time: bank_main() holds an exclusive flock() on the ledger
+ * from before it connects until it returns, so a second bank on the same
+ * ledger stops at once with a clear error instead of interleaving its lines.
+ * Under that lock it repairs a torn tail: a last line without its newline
+ * (a process killed mid-write) is cut off, with a message on stderr, before
+ * anything is read or appended; it was never acknowledged to anyone.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -173,6 +181,74 @@ static int ledger_close(struct ledger *l)
 	return rc;
 }
 
+/* Cut a torn last line (no newline) off the ledger open on fd.  0 or -errno. */
+static int ledger_repair_tail(int fd, const char *path)
+{
+	struct stat st;
+	char buf[4096];
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	off_t end = st.st_size, pos = end, keep = 0;
+	if (end == 0)
+		return 0;
+	if (pread(fd, buf, 1, end - 1) != 1)
+		return -EIO;
+	if (buf[0] == '\n')
+		return 0;
+	while (pos > 0 && keep == 0) {    /* find the last newline */
+		size_t n = (size_t)MIN((off_t)sizeof(buf), pos);
+		pos -= (off_t)n;
+		if (pread(fd, buf, n, pos) != (ssize_t)n)
+			return -EIO;
+		for (size_t i = n; i-- > 0;)
+			if (buf[i] == '\n') {
+				keep = pos + (off_t)i + 1;
+				break;
+			}
+	}
+	char frag[48] = "";
+	ssize_t fn = pread(fd, frag, MIN((off_t)sizeof(frag) - 1, end - keep), keep);
+	frag[fn > 0 ? fn : 0] = 0;
+	frag[strcspn(frag, "\r\n")] = 0;
+	if (ftruncate(fd, keep) != 0 || fsync(fd) != 0)
+		return -errno;
+	fprintf(stderr, "lotus bank: ledger %s: cut off a torn last line (%lld bytes, '%s%s'): "
+		"a bank died while writing it; it acknowledged nothing\n", path,
+		(long long)(end - keep), frag, end - keep > (off_t)strlen(frag) ? "..." : "");
+	return 0;
+}
+
+/* Lock the ledger for this process (see the top comment) and repair its tail.
+ * Returns the locked fd, -1 when the file does not exist and !create (the
+ * reader reports that), or -2 after writing the reason to msg. */
+static int ledger_lock(const char *path, bool create, char *msg, size_t len)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+	if (fd < 0) {
+		if (errno == ENOENT && !create)
+			return -1;
+		snprintf(msg, len, "cannot open the ledger %s: %s", path, strerror(errno));
+		return -2;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+		close(fd);
+		if (e == EWOULDBLOCK)
+			snprintf(msg, len, "the ledger %s is in use by another lotus bank; give each "
+				 "concurrent bank its own --ledger", path);
+		else
+			snprintf(msg, len, "cannot lock the ledger %s: %s", path, strerror(e));
+		return -2;
+	}
+	int rc = ledger_repair_tail(fd, path);
+	if (rc) {
+		close(fd);
+		snprintf(msg, len, "cannot repair the ledger %s: %s", path, strerror(-rc));
+		return -2;
+	}
+	return fd;
+}
+
 /* ---- ledger: reading --------------------------------------------------------- */
 
 struct ledger_data {
@@ -270,7 +346,7 @@ static int ledger_read(const char *path, struct ledger_data *d, bool may_be_abse
 	while (rc == 0 && (n = getline(&line, &cap, f)) > 0) {
 		lineno++;
 		if (line[n - 1] != '\n')
-			break;  /* torn last line: never finished, never acknowledged */
+			break;  /* torn last line (only if ledger_lock() could not run) */
 		rc = ledger_line(d, line, lineno);
 	}
 	if (rc == 0 && ferror(f))
@@ -1162,10 +1238,15 @@ int bank_main(const struct bank_opts *o, struct bank_run_result *run,
 	lotus_session_t *s = NULL;
 	memset(run, 0, sizeof(*run));
 	memset(ver, 0, sizeof(*ver));
+	int lock_fd = ledger_lock(o->ledger, o->run, run->message, sizeof(run->message));
+	if (lock_fd == -2)
+		return -EBUSY;
 	int rc = lotus_connect(&o->lo, &sh.cl);
 	if (rc) {
 		fail_msg(run->message, sizeof(run->message), rc, "cannot connect: %s",
 			 lotus_strerror(rc));
+		if (lock_fd >= 0)
+			close(lock_fd);
 		return rc;
 	}
 	run->servers = lotus_cluster_servers(sh.cl);
@@ -1183,6 +1264,8 @@ int bank_main(const struct bank_opts *o, struct bank_run_result *run,
 		rc = bank_verify(&sh, s, ver);
 	lotus_session_close(s);
 	lotus_disconnect(sh.cl);
+	if (lock_fd >= 0)
+		close(lock_fd);   /* releases the lock */
 	return rc;
 }
 

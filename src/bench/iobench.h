@@ -1,6 +1,7 @@
 /*
  * iobench.h - private interface of `lotus iobench`, the paper's §3
- * microbenchmarks (papers/io-uring-oracle.txt, Tables 3-8, Figures 2-3, §3.4).
+ * microbenchmarks ("io_uring in Oracle Database: A Hybrid Storage I/O
+ * Architecture at Production Scale", Tables 3-8, Figures 2-3, §3.4).
  *
  * Files:
  *   iobench.c       harness: configuration, data files (created, removed, also

@@ -32,10 +32,19 @@
 #include "bench/ycsb.h"
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/config.h"
 #include "common/log.h"
 
 #define LOAD_BATCH 64
 #define MAX_OPS 128
+#define CHECK_SAMPLES 64          /* keys --no-load reads to check the table */
+
+_Static_assert(YCSB_MAX_SERVERS == LOTUS_MAX_SERVERS, "one server limit");
+
+const char *const ycsb_srv_keys[YCSB_SRV_KEYS] = {
+	"acquires", "waits", "wait_ns", "grants_after_wait", "rejects", "preemptions",
+	"preempted_aborts", "hint_hits", "hint_stale", "bad_msgs",
+};
 
 static _Atomic int ycsb_stopping;
 
@@ -461,6 +470,29 @@ static void *run_main(void *arg)
 
 static _Atomic unsigned threads_done;
 
+/* The memory servers' counters at the start of the measured run, taken by the
+ * main thread on its own session while the run threads work. */
+struct srv_snap {
+	lotus_session_t *s;
+	unsigned nservers;
+	bool taken;
+	uint64_t v[YCSB_MAX_SERVERS][YCSB_SRV_KEYS];
+	bool ok[YCSB_MAX_SERVERS];
+};
+
+static uint64_t json_u64(const char *text, const char *key, bool *found);
+
+static void srv_read(lotus_session_t *s, unsigned nservers,
+		     uint64_t v[][YCSB_SRV_KEYS], bool *ok)
+{
+	for (unsigned sv = 0; sv < nservers && sv < YCSB_MAX_SERVERS; sv++) {
+		const char *txt = lotus_server_stats(s, sv);
+		ok[sv] = txt != NULL;
+		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++)
+			v[sv][k] = json_u64(txt, ycsb_srv_keys[k], NULL);
+	}
+}
+
 static void *spawn_trampoline(void *p)
 {
 	struct ycsb_thread *th = p;
@@ -470,17 +502,26 @@ static void *spawn_trampoline(void *p)
 }
 
 static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), int progress,
-		     struct ycsb_shared *sh)
+		     struct ycsb_shared *sh, struct srv_snap *snap)
 {
 	unsigned started = 0;
 	atomic_store(&threads_done, 0);
 	sh->thread_fn = fn;
+	if (snap && clock_now_ns() >= sh->t_warm) {   /* no warm-up: before any txn */
+		srv_read(snap->s, snap->nservers, snap->v, snap->ok);
+		snap->taken = true;
+	}
 	for (; started < n; started++)
 		if (pthread_create(&ths[started].tid, NULL, spawn_trampoline, &ths[started]))
 			break;
 	uint64_t last = clock_now_ns();
-	while (progress && atomic_load(&threads_done) < started && !atomic_load(&ycsb_stopping)) {
-		usleep(50000);
+	while ((progress || snap) && atomic_load(&threads_done) < started &&
+	       !atomic_load(&ycsb_stopping)) {
+		usleep(snap ? 10000 : 50000);
+		if (snap && !snap->taken && clock_now_ns() >= sh->t_warm) {
+			srv_read(snap->s, snap->nservers, snap->v, snap->ok);
+			snap->taken = true;
+		}
 		if (clock_now_ns() - last >= 1000000000ULL && !sh->o->quiet) {
 			last = clock_now_ns();
 			uint64_t l = atomic_load(&sh->loaded);
@@ -491,10 +532,73 @@ static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), i
 	}
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(ths[i].tid, NULL);
+	if (snap && !snap->taken) {   /* stopped before the warm-up ended */
+		srv_read(snap->s, snap->nservers, snap->v, snap->ok);
+		snap->taken = true;
+	}
 	return started == n ? 0 : -EAGAIN;
 }
 
-static void sum_cc_stats(lotus_session_t *s, unsigned nservers, char *out, size_t len);
+static void srv_delta(lotus_session_t *s, const struct srv_snap *before, struct ycsb_result *res);
+
+/* --no-load: the table must hold what --records and --record-size say, or the
+ * run would measure misses and report them as success.  Reads CHECK_SAMPLES
+ * keys spread over 0..records-1 (both ends included).  0, or LOTUS_ENOTFOUND
+ * with res->message naming the problem. */
+static int check_loaded(struct ycsb_shared *sh, lotus_session_t *s, struct ycsb_result *res)
+{
+	const struct ycsb_opts *o = sh->o;
+	unsigned n = (unsigned)MIN((uint64_t)CHECK_SAMPLES, o->records), missing = 0, badlen = 0;
+	uint64_t first_missing = 0;
+	size_t seen_len = 0;
+	lotus_txn_t *t;
+	int rc = lotus_txn_begin(s, &t);
+	for (int attempt = 0; rc == 0 && attempt < 100; attempt++) {
+		unsigned char k[8];
+		missing = badlen = 0;
+		for (unsigned i = 0; i < n; i++) {
+			key_from_u64(n > 1 ? i * (o->records - 1) / (n - 1) : 0, k);
+			lotus_txn_read(t, sh->table, k, 8);
+		}
+		rc = lotus_txn_execute(t);
+		for (unsigned i = 0; rc == 0 && i < n; i++) {
+			const void *v;
+			size_t vlen;
+			uint64_t id = n > 1 ? i * (o->records - 1) / (n - 1) : 0;
+			if (lotus_txn_result(t, (int)i, &v, &vlen) != 0) {
+				if (!missing++)
+					first_missing = id;
+			} else if (vlen != o->record_size) {
+				badlen++;
+				seen_len = vlen;
+			}
+		}
+		if (rc == 0)
+			rc = lotus_txn_commit(t);
+		else
+			lotus_txn_abort(t);
+		if (!lotus_err_retryable(rc))
+			break;
+		rc = lotus_txn_restart(t);
+	}
+	lotus_txn_free(t);
+	if (rc)
+		return rc;
+	if (missing == n)
+		snprintf(res->message, sizeof(res->message), "--no-load: the table usertable is "
+			 "empty (none of %u sampled keys of 0..%llu exists): load it first (run without "
+			 "--no-load)", n, (unsigned long long)o->records - 1);
+	else if (missing)
+		snprintf(res->message, sizeof(res->message), "--no-load: the table usertable holds "
+			 "fewer records than --records %llu (record %llu and %u of %u sampled keys are "
+			 "missing): give the --records it was loaded with, or load it again",
+			 (unsigned long long)o->records, (unsigned long long)first_missing, missing, n);
+	else if (badlen)
+		snprintf(res->message, sizeof(res->message), "--no-load: the table's records are "
+			 "%zu B, not --record-size %u: give the --record-size it was loaded with",
+			 seen_len, o->record_size);
+	return res->message[0] ? LOTUS_ENOTFOUND : 0;
+}
 
 /* --digest: read the whole table in key order (after the run, with the
  * co-partitioned cache's dirty records written back) and hash it, so two runs
@@ -599,7 +703,7 @@ static void merge_results(struct ycsb_result *res, struct ycsb_thread *ths, unsi
 }
 
 static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned n,
-		       struct ycsb_result *res)
+		       lotus_session_t *main_s, struct ycsb_result *res)
 {
 	const struct ycsb_opts *o = sh->o;
 	int rc = lotus_table_create(ths[0].s, "usertable", o->record_size, &sh->table);
@@ -609,29 +713,45 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 	}
 	if (!o->no_load) {
 		uint64_t t0 = clock_now_ns();
-		spawn_all(ths, n, load_main, 1, sh);
+		spawn_all(ths, n, load_main, 1, sh, NULL);
 		for (unsigned i = 0; i < n; i++)
 			if (ths[i].error)
 				return ths[i].error;
+		res->load_seconds = (double)(clock_now_ns() - t0) / 1e9;
+		if (atomic_load(&ycsb_stopping)) {
+			snprintf(res->message, sizeof(res->message), "interrupted while loading: "
+				 "%llu of %llu records loaded", (unsigned long long)atomic_load(&sh->loaded),
+				 (unsigned long long)o->records);
+			return -EINTR;
+		}
 		if (!o->quiet)
 			fprintf(stderr, "ycsb: loaded %llu records in %.1f s\n",
-				(unsigned long long)atomic_load(&sh->loaded),
-				(double)(clock_now_ns() - t0) / 1e9);
+				(unsigned long long)atomic_load(&sh->loaded), res->load_seconds);
+	} else if ((rc = check_loaded(sh, ths[0].s, res)) != 0) {
+		if (!res->message[0])
+			snprintf(res->message, sizeof(res->message), "--no-load: cannot read the "
+				 "table: %s", lotus_strerror(rc));
+		return rc;
 	}
 	res->loaded = atomic_load(&sh->loaded);
+	res->servers = lotus_cluster_servers(sh->cl);
 	sh->t_start = clock_now_ns();
 	sh->t_warm = sh->t_start + (uint64_t)(o->txns ? 0 : o->warmup * 1e9);
 	sh->t_end = o->txns ? UINT64_MAX / 2 : sh->t_warm + (uint64_t)(o->seconds * 1e9);
-	if (!o->quiet)
-		fprintf(stderr, "ycsb: running workload %c for %.0f s (+%.0f s warm-up)\n",
-			o->workload, o->seconds, o->warmup);
-	if (!o->no_run)
-		spawn_all(ths, n, run_main, 0, sh);
-	uint64_t end = MIN(clock_now_ns(), sh->t_end);
-	res->seconds = end > sh->t_warm ? (double)(end - sh->t_warm) / 1e9 : 0;
-	merge_results(res, ths, n);
-	res->servers = lotus_cluster_servers(sh->cl);
-	sum_cc_stats(ths[0].s, res->servers, res->cc_stats, sizeof(res->cc_stats));
+	if (!o->no_run) {
+		struct srv_snap snap = { .s = main_s, .nservers = res->servers };
+		if (!o->quiet && o->txns)
+			fprintf(stderr, "ycsb: running workload %c, %llu transactions per thread\n",
+				o->workload, (unsigned long long)o->txns);
+		else if (!o->quiet)
+			fprintf(stderr, "ycsb: running workload %c for %g s (+%g s warm-up)\n",
+				o->workload, o->seconds, o->warmup);
+		spawn_all(ths, n, run_main, 0, sh, &snap);
+		uint64_t end = MIN(clock_now_ns(), sh->t_end);
+		res->seconds = end > sh->t_warm ? (double)(end - sh->t_warm) / 1e9 : 0;
+		merge_results(res, ths, n);
+		srv_delta(main_s, &snap, res);
+	}
 	lotus_cluster_cache_counters(sh->cl, &res->cache);
 	if (o->digest && !res->error)
 		return table_digest(sh, ths[0].s, res);
@@ -665,8 +785,12 @@ int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res)
 		goto out;
 	ths = calloc(n, sizeof(*ths));
 	rc = ths ? threads_setup(&sh, ths, n) : -ENOMEM;
+	lotus_session_t *main_s = NULL;   /* the main thread's own, for server stats */
 	if (rc == 0)
-		rc = ycsb_phases(&sh, ths, n, res);
+		rc = lotus_session_open(sh.cl, &main_s);
+	if (rc == 0)
+		rc = ycsb_phases(&sh, ths, n, main_s, res);
+	lotus_session_close(main_s);
 	if (ths)
 		threads_teardown(&sh, ths, n);
 	free(ths);
@@ -680,29 +804,36 @@ out:
 
 /* ---- reporting ------------------------------------------------------------- */
 
-static uint64_t json_u64(const char *text, const char *key)
+static uint64_t json_u64(const char *text, const char *key, bool *found)
 {
 	char pat[64];
 	snprintf(pat, sizeof(pat), "\"%s\":", key);
 	const char *p = text ? strstr(text, pat) : NULL;
+	if (found)
+		*found = p != NULL;
 	return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
 }
 
-static void sum_cc_stats(lotus_session_t *s, unsigned nservers, char *out, size_t len)
+/* res->srv = the counters now minus those of before; cc_stats = their sums. */
+static void srv_delta(lotus_session_t *s, const struct srv_snap *before, struct ycsb_result *res)
 {
-	static const char *keys[] = { "acquires", "waits", "wait_ns", "grants_after_wait",
-				      "rejects", "preemptions", "preempted_aborts", "hint_hits",
-				      "hint_stale", "bad_msgs" };
-	uint64_t sum[ARRAY_SIZE(keys)] = { 0 };
-	for (unsigned sv = 0; sv < nservers; sv++) {
-		const char *txt = lotus_server_stats(s, sv);
-		for (size_t i = 0; txt && i < ARRAY_SIZE(keys); i++)
-			sum[i] += json_u64(txt, keys[i]);
+	uint64_t sum[YCSB_SRV_KEYS] = { 0 };
+	unsigned nsv = MIN(before->nservers, (unsigned)YCSB_MAX_SERVERS);
+	srv_read(s, nsv, res->srv, res->srv_ok);
+	for (unsigned sv = 0; sv < nsv; sv++) {
+		res->srv_ok[sv] = res->srv_ok[sv] && before->ok[sv];
+		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++) {
+			uint64_t a = res->srv[sv][k], b = before->v[sv][k];
+			res->srv[sv][k] = res->srv_ok[sv] && a >= b ? a - b : 0;
+			sum[k] += res->srv[sv][k];
+		}
 	}
+	char *out = res->cc_stats;
+	size_t len = sizeof(res->cc_stats);
 	size_t n = (size_t)snprintf(out, len, "{");
-	for (size_t i = 0; i < ARRAY_SIZE(keys) && n < len; i++)
-		n += (size_t)snprintf(out + n, len - n, "%s\"%s\":%llu", i ? "," : "", keys[i],
-				      (unsigned long long)sum[i]);
+	for (unsigned k = 0; k < YCSB_SRV_KEYS && n < len; k++)
+		n += (size_t)snprintf(out + n, len - n, "%s\"%s\":%llu", k ? "," : "",
+				      ycsb_srv_keys[k], (unsigned long long)sum[k]);
 	if (n < len)
 		snprintf(out + n, len - n, "}");
 }
@@ -717,9 +848,77 @@ static const char *batch_name(enum lotus_batch b)
 	return b == LOTUS_BATCH_NONE ? "none" : b == LOTUS_BATCH_INTER ? "inter" : "intra";
 }
 
+/* The memory servers' counters over the run: one row per server, and a total. */
+static void print_srv_table(FILE *f, const struct ycsb_result *r)
+{
+	static const char *const head[YCSB_SRV_KEYS] = {
+		"acquires", "waits", "wait ms", "granted", "rejects", "preempts", "pre-abort",
+		"hint hit", "stale", "bad msgs",
+	};
+	uint64_t sum[YCSB_SRV_KEYS] = { 0 };
+	unsigned nsv = MIN(r->servers, (unsigned)YCSB_MAX_SERVERS);
+	fprintf(f, "  %-12s over the run (all clients), per memory server:\n", "servers");
+	fprintf(f, "  %12s", "server");
+	for (unsigned k = 0; k < YCSB_SRV_KEYS; k++)
+		fprintf(f, " %9s", head[k]);
+	fprintf(f, "\n");
+	for (unsigned sv = 0; sv <= nsv; sv++) {
+		const uint64_t *v = sv < nsv ? r->srv[sv] : sum;
+		if (sv < nsv && !r->srv_ok[sv]) {
+			fprintf(f, "  %12u %9s\n", sv, "(no stats)");
+			continue;
+		}
+		if (sv < nsv)
+			fprintf(f, "  %12u", sv);
+		else if (nsv > 1)
+			fprintf(f, "  %12s", "total");
+		else
+			break;
+		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++) {
+			if (sv < nsv)
+				sum[k] += v[k];
+			if (!strcmp(ycsb_srv_keys[k], "wait_ns"))
+				fprintf(f, " %9.1f", (double)v[k] / 1e6);
+			else
+				fprintf(f, " %9llu", (unsigned long long)v[k]);
+		}
+		fprintf(f, "\n");
+	}
+}
+
+/* --no-run: what was loaded (and the digest), no run table. */
+static void print_no_run(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
+			 bool json)
+{
+	if (json) {
+		fprintf(f, "{\"records\":%llu,\"record_size\":%u,\"loaded\":%llu,"
+			"\"load_seconds\":%.3f,\"servers\":%u,\"no_run\":true",
+			(unsigned long long)o->records, o->record_size, (unsigned long long)r->loaded,
+			r->load_seconds, r->servers);
+		if (o->digest)
+			fprintf(f, ",\"digest\":\"%016llx\",\"digest_rows\":%llu",
+				(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
+		fprintf(f, "}\n");
+		return;
+	}
+	if (o->no_load)
+		fprintf(f, "lotus ycsb: table of %llu records of %u B on %u servers checked (--no-load --no-run)\n",
+			(unsigned long long)o->records, o->record_size, r->servers);
+	else
+		fprintf(f, "lotus ycsb: loaded %llu records of %u B on %u servers in %.1f s (--no-run)\n",
+			(unsigned long long)r->loaded, o->record_size, r->servers, r->load_seconds);
+	if (o->digest)
+		fprintf(f, "  %-12s %016llx over %llu rows\n", "digest", (unsigned long long)r->digest,
+			(unsigned long long)r->digest_rows);
+}
+
 void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r, bool json,
 		const char *transport, unsigned servers_unused)
 {
+	if (o->no_run) {
+		print_no_run(f, o, r, json);
+		return;
+	}
 	unsigned servers = r->servers;
 	double secs = r->seconds > 0 ? r->seconds : 1;
 	double c = r->committed ? (double)r->committed : 1;
@@ -733,7 +932,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	if (json) {
 		fprintf(f, "{\"workload\":\"%c\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
-			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"seconds\":%.3f,"
+			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"partitioning\":\"%s\","
+			"\"compute_id\":%u,\"compute_count\":%u,\"seconds\":%.3f,"
 			"\"txns_committed\":%llu,\"txns_aborted\":%llu,\"abort_rate\":%.5f,"
 			"\"txn_per_s\":%.1f,\"ops_per_s\":%.1f,\"max_attempts\":%llu,"
 			"\"aborts\":{\"conflict\":%llu,\"preempted\":%llu,\"other\":%llu},"
@@ -746,7 +946,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"local_hits\":%llu},\"digest\":\"%016llx\",\"digest_rows\":%llu}\n",
 			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
-			batch_name(o->lo.batch), r->seconds, (unsigned long long)r->committed,
+			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
+			o->lo.compute_id, o->lo.compute_count, r->seconds, (unsigned long long)r->committed,
 			(unsigned long long)r->aborted, abort_rate, (double)r->committed / secs,
 			(double)r->ops / secs, (unsigned long long)r->retries_max,
 			(unsigned long long)r->aborts_conflict, (unsigned long long)r->aborts_preempted,
@@ -789,5 +990,5 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	if (o->digest)
 		fprintf(f, "  %-12s %016llx over %llu rows\n", "digest", (unsigned long long)r->digest,
 			(unsigned long long)r->digest_rows);
-	fprintf(f, "  %-12s %s\n", "servers", r->cc_stats);
+	print_srv_table(f, r);
 }

@@ -12,6 +12,10 @@
 #include "common/hist.h"
 #include "common/ycsb_gen.h"
 
+#define YCSB_MAX_SERVERS 64       /* LOTUS_MAX_SERVERS */
+#define YCSB_SRV_KEYS    10       /* the memory server counters ycsb reports */
+extern const char *const ycsb_srv_keys[YCSB_SRV_KEYS];
+
 struct ycsb_opts {
 	struct lotus_options lo;
 	char workload;            /* 'A'..'F' */
@@ -34,12 +38,22 @@ struct ycsb_result {
 	struct hist lat;          /* committed transactions, first attempt to commit */
 	struct lotus_net_counters net;
 	uint64_t retries_max;     /* most attempts one transaction needed */
-	char cc_stats[512];       /* JSON object summed over memory servers */
+	/* The memory servers' counters over this run (from the end of the warm-up
+	 * to the end: after-minus-before, so the load and earlier runs are not in
+	 * them; other clients running at the same time are).  srv[i][k] is
+	 * counter ycsb_srv_keys[k] of server i. */
+	uint64_t srv[YCSB_MAX_SERVERS][YCSB_SRV_KEYS];
+	bool srv_ok[YCSB_MAX_SERVERS];   /* both snapshots of server i were taken */
+	char cc_stats[512];       /* JSON object: srv summed over memory servers */
 	struct lotus_cache_counters cache;
 	uint64_t digest, digest_rows;  /* FNV-1a over every (key, value) in key order */
 	unsigned servers;
+	double load_seconds;
 	int error;
+	char message[256];        /* why ycsb_run() failed, when it says more than the code */
 };
+
+
 
 void ycsb_opts_init(struct ycsb_opts *o);
 /* Run the whole benchmark (connect, load, run, disconnect). 0 or an error. */

@@ -1,6 +1,7 @@
 /*
  * cli_iobench.c - `lotus iobench <experiment> [options]`: the hybrid I/O
- * layer's microbenchmarks (papers/io-uring-oracle.txt §3).  This file only
+ * layer's microbenchmarks (§3 of "io_uring in Oracle Database: A Hybrid
+ * Storage I/O Architecture at Production Scale").  This file only
  * parses and validates; src/bench/iobench*.c runs the experiments.  Nothing
  * is created on disk before every argument is valid.
  */

@@ -8,8 +8,12 @@
  * directory without a durability setting (or with the config's default none)
  * means sync; --durability none runs in memory and ignores the directory.
  */
+#include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "common/common.h"
@@ -42,6 +46,56 @@ static int memserver_durability(struct cli_opt *opts, const struct lotus_config 
 	o->data_dir = durability != LOTUS_DUR_NONE ? data_dir : NULL;
 	o->checkpoint_log = ckpt_log;
 	o->checkpoint_interval_ms = (unsigned)ckpt_ms;
+	return 0;
+}
+
+/* Bind the listen address once ourselves before UCX does, so the common
+ * mistakes (a port in use, an address of another host: usually the wrong
+ * --id) get a lotus message that names them instead of UCX's log lines.
+ * 0, or 1 after the message.  UCX binds again moments later; the probe only
+ * explains, it reserves nothing. */
+static int listen_probe(const char *host, uint16_t port, const char *config, unsigned id)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV | AI_PASSIVE }, *ai = NULL;
+	char ports[8];
+	int one = 1, err = 0;
+	snprintf(ports, sizeof(ports), "%u", port);
+	int gai = getaddrinfo(host, ports, &hints, &ai);
+	if (gai) {
+		fprintf(stderr, "lotus memserver: cannot resolve the listen host '%s': %s\n", host,
+			gai_strerror(gai));
+		return 1;
+	}
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)); /* as UCX */
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+			err = errno;
+		close(fd);
+	}
+	freeaddrinfo(ai);
+	if (err == EADDRINUSE) {
+		fprintf(stderr, "lotus memserver: %s:%u is already in use (another memory server, "
+			"or another program, listens there)%s\n", host, port,
+			config ? "; is --id the right server?" : "; pick another port, or 0 for any");
+		return 1;
+	}
+	if (err == EADDRNOTAVAIL) {
+		if (config)
+			fprintf(stderr, "lotus memserver: [memserver %u] of %s listens on %s, which is "
+				"not an address of this host: is --id %u this host's server?\n", id,
+				config, host, id);
+		else
+			fprintf(stderr, "lotus memserver: --listen %s: not an address of this host\n",
+				host);
+		return 1;
+	}
+	if (err == EACCES) {
+		fprintf(stderr, "lotus memserver: %s:%u: permission denied (ports below 1024 need "
+			"privileges)\n", host, port);
+		return 1;
+	}
 	return 0;
 }
 
@@ -82,8 +136,9 @@ int cmd_memserver(int argc, char **argv)
 			return 2;
 		int i = si = config_find_server(&cfg, (unsigned)id);
 		if (i < 0)
-			return cli_fail("memserver", "%s has no [memserver %llu] section", config,
-					(unsigned long long)id);
+			return cli_fail("memserver", "--id %llu: %s has no [memserver %llu] section "
+					"(its servers are 0..%u)", (unsigned long long)id, config,
+					(unsigned long long)id, cfg.nservers - 1);
 		snprintf(host, sizeof(host), "%s", cfg.servers[i].host);
 		port = cfg.servers[i].port;
 		if (!cli_find(opts, "threads")->seen)
@@ -105,6 +160,8 @@ int cmd_memserver(int argc, char **argv)
 	o.config_path = config;
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
 		return 2;
+	if (listen_probe(host, port, config, o.id))
+		return 1;
 	char tag[32];
 	snprintf(tag, sizeof(tag), "memserver %u", o.id);
 	log_set_tag(tag);

@@ -50,11 +50,14 @@ int cmd_ycsb(int argc, char **argv)
 		{ "zipf", OPT_DOUBLE, &o.zipf, "THETA", "zipfian skew (default 0.99, YCSB's; the paper uses 0.9)", .min = 0.01, .max = 10 },
 		{ "dist", OPT_CHOICE, &dist, "D", "key distribution (default scrambled zipfian, as YCSB; D uses latest)", dists },
 		{ "threads", OPT_U64, &threads, "T", "compute threads (default: the core count)", .min = 1, .max = 1024 },
-		{ "inflight", OPT_U64, &inflight, "K", "transactions in flight per thread (default 1)", .min = 1, .max = 1024 },
+		{ "inflight", OPT_U64, &inflight, "K", "transactions in flight per thread (default 1; 2 under --batch inter, "
+		  "so that messages carry requests of several transactions)", .min = 1, .max = 1024 },
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "measured run time (default 10)", .min = 0.1, .max = 86400 },
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
-		{ "batch", OPT_CHOICE, &batch, "B", "request batching (default intra)", batches },
+		{ "batch", OPT_CHOICE, &batch, "B", "request batching: none = one request per message, intra = one message "
+		  "per server per transaction step, inter = also across the transactions of a thread (--inflight) "
+		  "and of a sending group (--group-size) (default intra)", batches },
 		{ "max-scan", OPT_U64, &max_scan, "N", "longest scan of workload E (default 100)", .min = 1, .max = 1000 },
 		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
 		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback (default 2)", .min = 1, .max = 64 },
@@ -64,7 +67,8 @@ int cmd_ycsb(int argc, char **argv)
 		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i>" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
-		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default 1)", .min = 1, .max = 4096 },
+		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default: "
+		  "the config's compute_servers, else 1)", .min = 1, .max = 4096 },
 		{ "partitioning", OPT_CHOICE, &part, "P", "compute partitioning (default none)", parts },
 		{ "cache", OPT_SIZE, &cache, "SIZE", "record cache capacity, e.g. 64M (default 0: off)" },
 		{ "cache-admit", OPT_DOUBLE, &admit, "P", "probability that a cache miss is admitted (default 1)", .min = 0, .max = 1 },
@@ -72,8 +76,9 @@ int cmd_ycsb(int argc, char **argv)
 		{ "spin-us", OPT_U64, &spin, "US", "busy-poll before sleeping (default: 100, or 0 when threads outnumber cores)", .max = 1000000 },
 		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds" },
 		{ "digest", OPT_FLAG, &digest, NULL, "read the whole table at the end and print its digest" },
-		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading (the table is already there)" },
-		{ "no-run", OPT_FLAG, &no_run, NULL, "skip the transactions (load and/or --digest only)" },
+		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading: the table is already there (checked: an empty or "
+		  "smaller table is an error)" },
+		{ "no-run", OPT_FLAG, &no_run, NULL, "skip the transactions (load and/or --digest only; prints what was loaded)" },
 		{ "seed", OPT_U64, &seed, "N", "random seed (default 1)" },
 		{ "trace-keys", OPT_STR, &trace, "FILE", "write every generated key id, one per line" },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON object instead of the table" },
@@ -92,6 +97,10 @@ int cmd_ycsb(int argc, char **argv)
 	o.record_size = (uint32_t)rsize;
 	o.ops_per_txn = (unsigned)ops;
 	o.threads = (unsigned)threads;
+	/* Under inter, one transaction per thread in flight leaves nothing to batch
+	 * across but the other threads of the group: take two unless told. */
+	if (batch == LOTUS_BATCH_INTER && !cli_find(opts, "inflight")->seen)
+		inflight = 2;
 	o.inflight = (unsigned)inflight;
 	o.max_scan = (unsigned)max_scan;
 	o.seed = seed;
@@ -114,6 +123,20 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.data_dir = data_dir;
 	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[durability] : NULL;
 	o.lo.partitioning = (enum lotus_partitioning)part;
+	struct lotus_config cfg;
+	if (config) {
+		if (config_load(config, &cfg))
+			return 2;
+		if (!cli_find(opts, "cc")->seen)
+			o.lo.cc = (enum lotus_cc)cfg.cc;
+		/* compute_servers is the cluster's compute count: co-partitioning
+		 * needs every compute server to agree on it. */
+		if (!cli_find(opts, "compute-count")->seen)
+			compute_count = cfg.compute_servers;
+		else if (cfg.compute_servers > 1 && compute_count != cfg.compute_servers)
+			return cli_fail("ycsb", "--compute-count %llu contradicts compute_servers = %u in %s",
+					(unsigned long long)compute_count, cfg.compute_servers, config);
+	}
 	o.lo.compute_count = (unsigned)compute_count;
 	o.lo.cache_bytes = cache;
 	o.lo.cache_admit = admit;
@@ -122,8 +145,10 @@ int cmd_ycsb(int argc, char **argv)
 	o.digest = digest;
 	o.no_run = no_run;
 	if (compute_id >= compute_count)
-		return cli_fail("ycsb", "--compute-id %llu must be below --compute-count %llu",
-				(unsigned long long)compute_id, (unsigned long long)compute_count);
+		return cli_fail("ycsb", "--compute-id %llu must be below the compute count %llu (%s)",
+				(unsigned long long)compute_id, (unsigned long long)compute_count,
+				cli_find(opts, "compute-count")->seen ? "--compute-count"
+				: config ? "compute_servers in the config" : "--compute-count, default 1");
 	/* Busy polling only pays when every polling thread has a core.  A local
 	 * cluster's servers poll on this host too. */
 	unsigned cores = (unsigned)cpu_count();
@@ -138,20 +163,13 @@ int cmd_ycsb(int argc, char **argv)
 	/* default pool: the data set twice over, spread across servers, at least 256 MiB */
 	o.lo.server_memory = smem ? smem
 			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
-	if (config) {
-		struct lotus_config cfg;
-		if (config_load(config, &cfg))
-			return 2;
-		if (!cli_find(opts, "cc")->seen)
-			o.lo.cc = (enum lotus_cc)cfg.cc;
-	}
 	log_set_tag("ycsb");
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	struct ycsb_result res;
 	rc = ycsb_run(&o, &res);
 	if (rc) {
-		fprintf(stderr, "lotus ycsb: %s\n", lotus_strerror(rc));
+		fprintf(stderr, "lotus ycsb: %s\n", res.message[0] ? res.message : lotus_strerror(rc));
 		return 1;
 	}
 	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport : "tcp",

@@ -1,6 +1,6 @@
 /*
- * cache.h - the compute server's record cache (papers/lotus-two-sided-rdma.txt,
- * "record-level caching").  One cache per compute process, shared by its
+ * cache.h - the compute server's record cache (the Lotus paper, "Two-sided
+ * RDMA Striking Back for Disaggregated Memory Databases", record-level caching).  One cache per compute process, shared by its
  * threads; capacity in bytes; admission with a probability; eviction of the
  * least frequently used record (sampled LFU).
  *

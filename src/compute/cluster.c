@@ -6,8 +6,10 @@
  * A local server is `lotus memserver --listen 127.0.0.1:0 --ready-json`: it
  * picks a free port itself and reports it on a pipe, so there is no race for
  * ports.  Children get PR_SET_PDEATHSIG, so they die with the parent even if
- * the parent is killed; lotus_disconnect() stops them with SIGTERM and reaps
- * them, and SIGKILLs any that do not exit within a few seconds.
+ * the parent is killed, and run in their own process group, so a signal to
+ * the caller's group (Ctrl-C) does not stop them under a running client;
+ * lotus_disconnect() stops them with SIGTERM and reaps them, and SIGKILLs any
+ * that do not exit within a few seconds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,6 +74,10 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 	const char *argv[24];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Its own process group: a Ctrl-C (or `timeout -s INT`, or any signal to
+	 * the caller's group) reaches the client only, which finishes what is in
+	 * flight, reports, and then stops its servers itself. */
+	setpgid(0, 0);
 	dup2(outfd, STDOUT_FILENO);
 	setenv("LOTUS_LOG", "warn", 0); /* local servers speak only of trouble */
 	snprintf(ids, sizeof(ids), "%u", id);
@@ -191,6 +197,15 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	}
 	if (!c->opts.transport)
 		snprintf(c->transport, sizeof(c->transport), "%s", cfg.transport);
+	/* compute_servers is the cluster's compute count, which co-partitioning
+	 * divides the keys by; an explicit compute_count above 1 wins. */
+	if (c->opts.compute_count <= 1)
+		c->opts.compute_count = cfg.compute_servers;
+	if (c->opts.partitioning == LOTUS_PART_CO && c->opts.compute_id >= c->opts.compute_count) {
+		log_error("compute id %u is not below the compute count %u (compute_servers in %s)",
+			  c->opts.compute_id, c->opts.compute_count, path);
+		return LOTUS_ECONFIG;
+	}
 	/* as on the servers: a data directory without a durability means sync */
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)

@@ -36,7 +36,7 @@
  * another participant has already preempted.
  *
  * On durable servers (cluster->durable) a transaction that writes on two or
- * more servers commits in two phases (DESIGN.md "Commit and durability"):
+ * more servers commits in two phases (docs/design.md, "Commit and durability"):
  * PREPARE carries each writer's writes and the writer list, and is durable on
  * the server before it is answered; read-only participants get a plain COMMIT
  * in the same round (they just release).  Once every writer prepared, COMMIT

@@ -1,6 +1,7 @@
 /*
  * txn_cache.c - the record cache and co-partitioning on the transaction path
- * (papers/lotus-two-sided-rdma.txt, "record-level caching"; DESIGN.md).
+ * (the Lotus paper's record-level caching and co-partitioning, its §2.3;
+ * docs/design.md).
  *
  * Non-partitioned (--partitioning none): the cache holds location hints.  A
  * request carries the cached location; the memory server checks it against

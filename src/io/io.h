@@ -1,5 +1,6 @@
 /*
- * io.h - the hybrid storage I/O layer (papers/io-uring-oracle.txt §4.1).
+ * io.h - the hybrid storage I/O layer (§4.1 of "io_uring in Oracle Database: A
+ * Hybrid Storage I/O Architecture at Production Scale").
  *
  * Shape: setup, prepare, submit, reap, plus synchronous single-block read and
  * write.  One io_ctx per thread; nothing on the I/O path is shared, so no

@@ -1,7 +1,7 @@
 /*
  * lock.c - the memory server's lock table: S/X locks per (table, key), wait
  * queues ordered by priority, and the NO_WAIT / WAIT_DIE / WOUND_WAIT decisions
- * (papers/lotus-two-sided-rdma.txt §4).  txn.c holds the status table.
+ * (the Lotus paper, §4; docs/design.md).  txn.c holds the status table.
  *
  * Structure.  A hash table of `struct lk` with one latch per bucket (striped);
  * an entry is created by the first lock_acquire on its key and freed as soon as

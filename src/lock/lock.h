@@ -1,5 +1,6 @@
 /*
- * lock.h - the memory server's lock manager (papers/lotus-two-sided-rdma.txt §4):
+ * lock.h - the memory server's lock manager (the Lotus paper, "Two-sided RDMA
+ * Striking Back for Disaggregated Memory Databases", §4):
  * S/X locks per (table, key), wait queues ordered by priority, the transaction
  * status table, and the three protocols NO_WAIT, WAIT_DIE and WOUND_WAIT.
  *

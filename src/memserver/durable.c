@@ -1,8 +1,8 @@
 /*
  * durable.c - the memory server on a data directory: recovery at start, the
  * redo records of commits, writebacks and table creations, replies that wait
- * for the log, and the read-only state after a log error (DESIGN.md "Commit
- * and durability", docs/durability.md).  Nothing here runs with
+ * for the log, and the read-only state after a log error (docs/design.md,
+ * "Commit and durability"; docs/durability.md).  Nothing here runs with
  * --durability none: then srv->log is NULL and the handlers never call in.
  *
  * Start (ms_durable_open, main thread, before any worker runs):

@@ -1,6 +1,7 @@
 /*
- * termination.c - cooperative termination of prepared transactions (DESIGN.md
- * "Commit and durability", after Cornus, VLDB 2022), on durable servers only.
+ * termination.c - cooperative termination of prepared transactions
+ * (docs/design.md, "Commit and durability", after Cornus, VLDB 2022), on
+ * durable servers only.
  *
  * A transaction prepared here waits for its client's COMMIT or ABORT.  When
  * that does not come - the server restarted with the PREPARE undecided in its

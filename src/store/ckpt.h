@@ -1,6 +1,6 @@
 /*
  * ckpt.h - checkpoints (the page writer) and page recovery for the memory
- * server (DESIGN.md "Storage engine").
+ * server (docs/design.md, "Storage engine").
  *
  * A fuzzy checkpoint:
  *   1. begin = redo_next_lsn(): every change made before it is in the log.

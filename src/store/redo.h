@@ -1,6 +1,6 @@
 /*
- * redo.h - the memory server's redo log (DESIGN.md "Storage engine", and the
- * redo part of papers/io-uring-oracle.txt).
+ * redo.h - the memory server's redo log (docs/design.md, "Storage engine"; the
+ * redo log writes of the hybrid I/O paper, "io_uring in Oracle Database", §3.6).
  *
  * The log is a byte stream cut into segment files (DIR/redo-<first-lsn>.log).
  * An LSN is a byte offset in that stream; a record's LSN is the offset just
