@@ -202,11 +202,20 @@ static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t 
 	return 0;
 }
 
+/* A staging call failed: the transaction is doomed (sticky errors), so a
+ * commit can never apply the calls that did succeed. */
+static int stage_failed(lotus_txn_t *t, int err)
+{
+	if (!t->sticky && t->state != TXN_DONE)
+		t->sticky = err;
+	return err;
+}
+
 static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key, size_t klen)
 {
 	int err;
 	struct txn_op *o = op_add(t, op, tb, key, klen, &err);
-	return o ? (int)(o - t->ops) : err;
+	return o ? (int)(o - t->ops) : stage_failed(t, err);
 }
 
 int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
@@ -242,10 +251,10 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 	if (!o)
 		o = op_add(t, lock_op, tb, key, klen, &err);
 	if (!o)
-		return err;
+		return stage_failed(t, err);
 	err = op_set_value(t, o, v, vlen);
 	if (err)
-		return err;
+		return stage_failed(t, err);
 	o->write = wkind;
 	return (int)(o - t->ops);
 }
@@ -273,7 +282,7 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 	int err;
 	struct txn_op *o = op_add(t, OP_SCAN, tb, start, slen, &err);
 	if (!o)
-		return err;
+		return stage_failed(t, err);
 	o->count = count;
 	return (int)(o - t->ops);
 }
@@ -438,7 +447,9 @@ static int txn_fail_now(lotus_txn_t *t, int rc)
 
 static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
-	if (t->state != TXN_IDLE || t->sticky)
+	if (t->sticky)
+		return t->sticky;
+	if (t->state != TXN_IDLE)
 		return LOTUS_ESTATE;
 	t->cb = cb;
 	t->cb_arg = arg;
@@ -723,7 +734,9 @@ static int txn_commit_start(lotus_txn_t *t)
 
 static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
-	if (t->state != TXN_IDLE || t->sticky)
+	if (t->sticky)
+		return t->sticky;
+	if (t->state != TXN_IDLE)
 		return LOTUS_ESTATE;
 	t->cb = cb;
 	t->cb_arg = arg;
