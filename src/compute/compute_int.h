@@ -181,6 +181,19 @@ struct lotus_session {
 	struct txn_op *grants;
 };
 
+/* Does o's write take effect at commit?  Its own INSERT / DELETE only if the
+ * lock request found the key as it needs (status 0).  A write staged later
+ * onto an earlier op's X lock (o->write != o->op: an update after a
+ * read-for-update, insert or delete of the key) applies whatever that op
+ * found: the X lock is held either way. */
+static inline int txn_write_applies(const struct txn_op *o)
+{
+	if (!o->write)
+		return 0;
+	return o->status == 0 ||
+	       (o->write != o->op && (o->status == LOTUS_ENOTFOUND || o->status == LOTUS_EEXISTS));
+}
+
 /* session.c */
 void group_lock(struct sgroup *g);
 void group_unlock(struct sgroup *g);

@@ -645,7 +645,7 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uin
 	wb->count = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (o->server != sv || !o->write || o->status != 0 || txn_write_is_cached(t, o))
+		if (o->server != sv || !txn_write_applies(o) || txn_write_is_cached(t, o))
 			continue;
 		struct wire_write w = {
 			.op = o->write, .table = c->tables[o->table].ids[sv], .key_len = o->klen,
@@ -667,7 +667,7 @@ static uint64_t txn_writers(lotus_txn_t *t)
 	uint64_t w = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (o->write && o->status == 0 && !txn_write_is_cached(t, o))
+		if (txn_write_applies(o) && !txn_write_is_cached(t, o))
 			w |= 1ULL << o->server;
 	}
 	return w & t->participants;
