@@ -7,7 +7,8 @@
  * read-mostly routing and table registry (table creation takes a mutex).
  *
  * Request routing: hash partitioning, server = fnv1a64(key) % nservers.
- * Scans go to every server and their rows are merged in key order.
+ * Scans go to every server and their rows are merged in key order, in as
+ * many round trips as the servers' reply caps need (txn_view.c).
  *
  * Batching (per session; lotus_options.batch):
  *   NONE   every request is flushed as a message of its own
@@ -90,6 +91,18 @@ struct lotus_cluster {
 					   multi-writer commits prepare with their writes */
 };
 
+/* How an op is answered (txn_view.c). */
+enum { RYW_NONE = 0,     /* by its memory server */
+       RYW_SERVED = 1 }; /* by the client (a scan of 0 rows) */
+
+/* A scan's continuation state (txn_view.c). */
+struct scan_cont {
+	uint64_t more;                       /* servers whose last reply was capped */
+	unsigned target;                     /* server rows wanted: count + own deletes */
+	uint16_t klen[LOTUS_MAX_SERVERS];    /* the last key each capped server covered */
+	unsigned char key[LOTUS_MAX_SERVERS][128];
+};
+
 struct txn_op {
 	uint8_t op;          /* wire op of the lock request */
 	uint8_t write;       /* 0, or OP_LOCK_X (update) / OP_INSERT / OP_DELETE at commit */
@@ -100,6 +113,9 @@ struct txn_op {
 	uint16_t replies_due;
 	uint8_t local;       /* CO: an owned key, locked in this process */
 	uint8_t fill;        /* CO: fill the cache with the value read */
+	uint8_t ryw;         /* RYW_*: empty scans answered by the client */
+	uint8_t finished;    /* SCAN: rows merged into row_ptrs */
+	struct scan_cont *scan;
 	unsigned count;      /* SCAN: rows wanted */
 	int status;
 	uint64_t loc;
@@ -210,6 +226,7 @@ int session_writeback(lotus_session_t *s, unsigned server, uint16_t table, const
 /* txn.c */
 int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val);
 int txn_op_send_remote(lotus_txn_t *t, unsigned idx);
+int txn_op_send(lotus_txn_t *t, unsigned idx);
 void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status);
 void txn_step_ready(lotus_txn_t *t);
 void txn_drain_ready(lotus_session_t *s);
@@ -226,7 +243,16 @@ void cluster_cache_destroy(lotus_cluster_t *c);
 void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w);
 void txn_drain_grants(lotus_session_t *s);
 void txn_on_reply(lotus_txn_t *t, unsigned server, const struct wire_rep *r,
-		  const unsigned char *value);
+		  const unsigned char *key, const unsigned char *value);
+/* txn_view.c: scan continuation */
+int txn_view_stage_scan(lotus_txn_t *t, struct txn_op *o);
+void txn_view_scan_reply(lotus_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
+			 const unsigned char *key);
+/* At the end of an execute step's replies: send what the step still needs
+ * (scan continuations); returns the requests sent. */
+int txn_view_followups(lotus_txn_t *t);
+/* Then merge every scan of the step. */
+void txn_view_finish(lotus_txn_t *t);
 void txn_on_server_lost(lotus_txn_t *t, unsigned server);
 /* cluster.c */
 int cluster_start_local(lotus_cluster_t *c);

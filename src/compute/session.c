@@ -274,7 +274,7 @@ static void sess_on_admin_reply(struct sgroup *g, unsigned sv, const struct wire
 }
 
 static void sess_on_reply(struct sgroup *g, unsigned sv, const struct wire_rep *r,
-			  const unsigned char *value)
+			  const unsigned char *key, const unsigned char *value)
 {
 	unsigned slot = r->tag >> 16;
 	if (slot == TAG_ADMIN_SLOT) {
@@ -286,7 +286,7 @@ static void sess_on_reply(struct sgroup *g, unsigned sv, const struct wire_rep *
 			  (unsigned long long)r->txn_id);
 		return;
 	}
-	txn_on_reply(g->slots[slot], sv, r, value);
+	txn_on_reply(g->slots[slot], sv, r, key, value);
 }
 
 static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
@@ -311,7 +311,7 @@ static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 	}
 	wire_iter_init(&it, data, len);
 	while (wire_next_rep(&it, &r, &k, &v) == 1)
-		sess_on_reply(g, sv, r, v);
+		sess_on_reply(g, sv, r, k, v);
 }
 
 static void sess_on_close(void *arg, net_conn_t *nc, int reason)

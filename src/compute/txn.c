@@ -127,6 +127,7 @@ void lotus_txn_free(lotus_txn_t *t)
 	for (unsigned i = 0; i < t->cap; i++) {
 		free(t->ops[i].wval);
 		free(t->ops[i].rval);
+		free(t->ops[i].scan);
 	}
 	free(t->ops);
 	group_lock(s->g);
@@ -182,6 +183,7 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 	o->rows = 0;
 	o->count = 0;
 	o->wlen = 0;
+	o->ryw = o->finished = 0;
 	memcpy(o->key, key, klen);
 	return o;
 }
@@ -284,6 +286,9 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 	if (!o)
 		return stage_failed(t, err);
 	o->count = count;
+	err = txn_view_stage_scan(t, o);
+	if (err)
+		return stage_failed(t, err);
 	return (int)(o - t->ops);
 }
 
@@ -322,34 +327,6 @@ int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **ke
 	return 0;
 }
 
-static int row_cmp(const void *a, const void *b)
-{
-	const struct wire_row *x = *(const struct wire_row *const *)a;
-	const struct wire_row *y = *(const struct wire_row *const *)b;
-	int c = memcmp(x + 1, y + 1, MIN(x->key_len, y->key_len));
-	return c ? c : (int)x->key_len - (int)y->key_len;
-}
-
-/* Rows from every server, merged in key order, cut at the count asked for. */
-static void scan_finish(struct txn_op *o)
-{
-	struct wire_iter it;
-	const struct wire_row *row;
-	const unsigned char *k, *v;
-	unsigned n = 0;
-	free(o->row_ptrs);
-	o->row_ptrs = malloc((o->rows ? o->rows : 1) * sizeof(*o->row_ptrs));
-	if (!o->row_ptrs) {
-		o->status = -ENOMEM;
-		return;
-	}
-	wire_iter_bytes(&it, o->rval, o->rlen, o->rows);
-	while (n < o->rows && wire_next_row(&it, &row, &k, &v) == 1)
-		o->row_ptrs[n++] = (const unsigned char *)row;
-	qsort(o->row_ptrs, n, sizeof(*o->row_ptrs), row_cmp);
-	o->rows = MIN(n, o->count);
-}
-
 /* ---- steps --------------------------------------------------------------- */
 
 static void txn_step_done(lotus_txn_t *t);
@@ -376,7 +353,7 @@ int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 	lotus_cluster_t *c = t->s->cl;
 	struct txn_op *o = &t->ops[idx];
 	struct wire_req r = { .op = o->op, .key_len = o->klen, .tag = t->slot << 16 | idx,
-			      .arg = o->count };
+			      .arg = o->scan ? o->scan->target : o->count };
 	o->sent = 1;
 	if (o->op != OP_SCAN) {
 		r.table = c->tables[o->table].ids[o->server];
@@ -394,9 +371,13 @@ int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 	return 0;
 }
 
-static int op_send(lotus_txn_t *t, unsigned idx)
+int txn_op_send(lotus_txn_t *t, unsigned idx)
 {
 	struct txn_op *o = &t->ops[idx];
+	if (o->ryw) {  /* answered by the client (txn_view.c) */
+		o->sent = 1;
+		return 0;
+	}
 	if (t->s->cl->local_locks && o->op != OP_SCAN && cluster_owns(t->s->cl, o->key, o->klen))
 		return txn_op_local(t, idx);
 	return txn_op_send_remote(t, idx);
@@ -457,7 +438,7 @@ static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	t->err = 0;
 	t->state = TXN_EXEC;
 	for (; t->next_unsent < t->nops; t->next_unsent++) {
-		int rc = op_send(t, t->next_unsent);
+		int rc = txn_op_send(t, t->next_unsent);
 		if (rc) {
 			t->next_unsent = t->nops;
 			return txn_fail_now(t, rc);
@@ -490,11 +471,16 @@ static void txn_finish(lotus_txn_t *t, int result)
 
 static void txn_exec_done(lotus_txn_t *t, int err)
 {
-	for (unsigned i = 0; i < t->nops; i++) {
-		struct txn_op *o = &t->ops[i];
-		if (o->op == OP_SCAN && o->status == 0 && o->sent)
-			scan_finish(o);
+	if (!err && txn_view_followups(t) > 0) {  /* another round trip of this step */
+		if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
+			session_flush(t->s);
+		if (t->outstanding == 0)
+			txn_step_ready(t);
+		return;
 	}
+	if (!err)
+		txn_view_finish(t);
+	err = t->err;
 	if (!err)
 		txn_cache_after_exec(t);
 	if (err) {
@@ -594,7 +580,8 @@ void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status)
 		t->err = status;
 }
 
-void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *v)
+void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *k,
+		  const unsigned char *v)
 {
 	unsigned idx = r->tag & 0xffff;
 	if (t->due[sv] == 0 || t->outstanding == 0)
@@ -607,6 +594,7 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 		if (o->op == OP_SCAN) {
 			op_store_value(o, v, r->value_len, 1);
 			o->rows += (unsigned)r->arg;
+			txn_view_scan_reply(t, sv, o, r, k);
 		} else {
 			o->loc = r->loc;
 			if (r->value_len || o->op == OP_READ || o->op == OP_READ_X)

@@ -32,7 +32,11 @@
 #include "common/log.h"
 #include "memserver/ms_int.h"
 
+/* One SCAN reply holds at most this many rows and (after its first row) this
+ * many bytes; a capped reply says where it stopped and the client continues
+ * after that key (compute/txn_view.c). */
 #define SCAN_MAX_ROWS 1000
+#define SCAN_MAX_BYTES (4u << 20)
 
 typedef void (*ms_handler_fn)(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
 			      uint64_t seq, const struct wire_req *r, const unsigned char *key,
@@ -219,6 +223,8 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 struct scan_collect {
 	struct scan_key *keys;
 	unsigned n, max;
+	const unsigned char *after;  /* WIRE_REQ_F_SCAN_AFTER: skip this key */
+	uint16_t after_len;
 };
 
 static int scan_collect_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc_t loc)
@@ -227,6 +233,8 @@ static int scan_collect_cb(void *arg, const unsigned char *key, uint16_t klen, s
 	(void)loc;
 	if (sc->n >= sc->max)
 		return 1;
+	if (sc->after && klen == sc->after_len && !memcmp(key, sc->after, klen))
+		return 0;
 	sc->keys[sc->n].klen = klen;
 	memcpy(sc->keys[sc->n].key, key, klen);
 	sc->n++;
@@ -249,13 +257,16 @@ static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
 	return 0;
 }
 
-/* All rows are locked: send them (rows deleted meanwhile are skipped). */
+/* All rows are locked: send them (rows deleted meanwhile are skipped).  A
+ * reply capped by rows or bytes is flagged and carries the last key it
+ * covered, after which the client continues. */
 static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pending *p)
 {
 	struct wire_buf rows;
-	unsigned n = 0;
+	unsigned n = 0, i;
+	const struct scan_key *last = NULL;
 	wire_buf_init(&rows);
-	for (unsigned i = 0; i < p->scan_n; i++) {
+	for (i = 0; i < p->scan_n; i++) {
 		store_loc_t loc;
 		struct scan_key *k = &p->scan_keys[i];
 		if (store_get(wk->srv->store, p->req.table, k->key, k->klen, &loc))
@@ -263,15 +274,29 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 		struct store_rec *rec = store_rec_at(wk->srv->store, loc, p->req.table, NULL, 0);
 		if (!rec)
 			continue;
+		if (n && rows.len + sizeof(struct wire_row) + k->klen + rec->value_len > SCAN_MAX_BYTES)
+			break;
 		struct wire_row row = { .key_len = k->klen, .value_len = rec->value_len, .loc = loc };
 		if (wire_buf_append_row(&rows, &row, k->key, store_rec_value(rec)))
 			break;
 		n++;
+		last = k;
 	}
 	struct wire_rep rep = { .op = OP_SCAN, .tag = p->req.tag, .txn_id = p->req.txn_id,
 				.value_len = (uint32_t)rows.len, .arg = n };
-	if (wire_buf_add_rep(b, &rep, NULL, rows.data) != 0)
+	if (i < p->scan_n) {            /* stopped early: continue after the last row */
+		rep.flags = WIRE_REP_F_SCAN_MORE;
+	} else if (p->scan_capped) {    /* continue after the last key collected */
+		rep.flags = WIRE_REP_F_SCAN_MORE;
+		last = &p->scan_keys[p->scan_n - 1];
+	}
+	if (rep.flags && !last) {       /* nothing fit at all */
 		rep_status(b, &p->req, -E2BIG, 0);
+	} else {
+		rep.key_len = rep.flags ? last->klen : 0;
+		if (wire_buf_add_rep(b, &rep, rep.flags ? last->key : NULL, rows.data) != 0)
+			rep_status(b, &p->req, -E2BIG, 0);
+	}
 	wire_buf_free(&rows);
 }
 
@@ -296,9 +321,16 @@ static void h_scan(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 		rep_status(&wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	store_scan(srv->store, r->table, key, r->key_len, max, scan_collect_cb, &sc);
+	if (r->flags & WIRE_REQ_F_SCAN_AFTER) {
+		sc.after = key;
+		sc.after_len = r->key_len;
+	}
+	/* the index counts the skipped key as visited */
+	store_scan(srv->store, r->table, key, r->key_len, max + (sc.after != NULL),
+		   scan_collect_cb, &sc);
 	p->scan_keys = sc.keys;
 	p->scan_n = sc.n;
+	p->scan_capped = sc.n > 0 && sc.n == max && max < r->arg;
 	int rc = scan_lock_rest(wk, p);
 	if (rc == 1) {
 		pending_park(p);
