@@ -91,9 +91,10 @@ struct lotus_cluster {
 					   multi-writer commits prepare with their writes */
 };
 
-/* How an op is answered (txn_view.c). */
+/* How a read is answered (txn_view.c). */
 enum { RYW_NONE = 0,     /* by its memory server */
-       RYW_SERVED = 1 }; /* by the client (a scan of 0 rows) */
+       RYW_SERVED = 1,   /* by the client: from the write set (or a scan of 0 rows) */
+       RYW_WAIT = 2 };   /* by the outcome of an own insert not yet executed */
 
 /* A scan's continuation state (txn_view.c). */
 struct scan_cont {
@@ -113,8 +114,11 @@ struct txn_op {
 	uint16_t replies_due;
 	uint8_t local;       /* CO: an owned key, locked in this process */
 	uint8_t fill;        /* CO: fill the cache with the value read */
-	uint8_t ryw;         /* RYW_*: empty scans answered by the client */
+	uint8_t ryw;         /* RYW_*: reads and empty scans answered by the client */
+	uint8_t observed;    /* a later read or scan saw this op's write: a later
+				write of the key stages a new op, never rewrites it */
 	uint8_t finished;    /* SCAN: rows merged into row_ptrs */
+	unsigned ryw_src;    /* RYW_WAIT: index of the insert it waits for */
 	struct scan_cont *scan;
 	unsigned count;      /* SCAN: rows wanted */
 	int status;
@@ -244,14 +248,15 @@ void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w);
 void txn_drain_grants(lotus_session_t *s);
 void txn_on_reply(lotus_txn_t *t, unsigned server, const struct wire_rep *r,
 		  const unsigned char *key, const unsigned char *value);
-/* txn_view.c: scan continuation */
+/* txn_view.c: read-your-writes and scan continuation */
+void txn_view_stage_read(lotus_txn_t *t, struct txn_op *o);
 int txn_view_stage_scan(lotus_txn_t *t, struct txn_op *o);
 void txn_view_scan_reply(lotus_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
 			 const unsigned char *key);
 /* At the end of an execute step's replies: send what the step still needs
- * (scan continuations); returns the requests sent. */
+ * (waiting reads, scan continuations); returns the requests sent. */
 int txn_view_followups(lotus_txn_t *t);
-/* Then merge every scan of the step. */
+/* Then merge every scan of the step with the transaction's own writes. */
 void txn_view_finish(lotus_txn_t *t);
 void txn_on_server_lost(lotus_txn_t *t, unsigned server);
 /* cluster.c */

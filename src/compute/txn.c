@@ -183,7 +183,7 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 	o->rows = 0;
 	o->count = 0;
 	o->wlen = 0;
-	o->ryw = o->finished = 0;
+	o->ryw = o->observed = o->finished = 0;
 	memcpy(o->key, key, klen);
 	return o;
 }
@@ -217,7 +217,10 @@ static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *
 {
 	int err;
 	struct txn_op *o = op_add(t, op, tb, key, klen, &err);
-	return o ? (int)(o - t->ops) : stage_failed(t, err);
+	if (!o)
+		return stage_failed(t, err);
+	txn_view_stage_read(t, o);   /* maybe answered by the write set */
+	return (int)(o - t->ops);
 }
 
 int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
@@ -235,7 +238,7 @@ static struct txn_op *op_find_x(lotus_txn_t *t, lotus_table_t tb, const void *ke
 {
 	for (unsigned i = t->nops; i-- > 0;) {
 		struct txn_op *o = &t->ops[i];
-		if (o->table == tb && o->klen == klen && !memcmp(o->key, key, klen) &&
+		if (o->table == tb && o->klen == klen && !memcmp(o->key, key, klen) && !o->ryw &&
 		    (o->op == OP_READ_X || o->op == OP_LOCK_X || o->op == OP_INSERT ||
 		     o->op == OP_DELETE))
 			return o;
@@ -250,6 +253,12 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 	struct txn_op *o = NULL;
 	if (lock_op != OP_INSERT && t->state == TXN_IDLE && !t->sticky && tb < t->s->cl->ntables)
 		o = op_find_x(t, tb, key, klen);
+	if (o && o->observed) {
+		/* a read or scan saw that op's write: keep it, stage this one on
+		 * the X lock already held (a blind X request, granted at once) */
+		o = NULL;
+		lock_op = OP_LOCK_X;
+	}
 	if (!o)
 		o = op_add(t, lock_op, tb, key, klen, &err);
 	if (!o)
