@@ -77,6 +77,8 @@ struct lotus_options {
 	uint64_t cache_bytes;     /* record cache capacity; 0 = no cache */
 	double cache_admit;       /* admission probability of a miss (default 1) */
 	unsigned group_size;      /* INTER batching: sessions per sending group (default 8) */
+	unsigned timeout_ms;      /* deadline of every wait for a memory server, ms; 0:
+				     the config's [cluster] timeout_ms, else 10000 */
 	/* for local clusters: */
 	unsigned server_threads;  /* 0: follow the core count */
 	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */

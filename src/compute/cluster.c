@@ -191,6 +191,8 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	}
 	if (!c->opts.transport)
 		snprintf(c->transport, sizeof(c->transport), "%s", cfg.transport);
+	if (!c->opts.timeout_ms && cfg.timeout_ms)
+		c->timeout_ns = cfg.timeout_ms * 1000000ULL;
 	/* as on the servers: a data directory without a durability means sync */
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
@@ -205,6 +207,8 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	if (!c)
 		return -ENOMEM;
 	c->opts = *o;
+	c->timeout_ns = (uint64_t)(o->timeout_ms ? o->timeout_ms : LOTUS_DEFAULT_TIMEOUT_MS) *
+			1000000ULL;
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
@@ -281,7 +285,7 @@ int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
 	for (unsigned sv = 0; sv < c->nservers && rc == 0; sv++) {
 		struct wire_req r = { .op = OP_CREATE_TABLE, .key_len = (uint16_t)nlen,
 				      .arg = max_value };
-		rc = session_admin(s, sv, &r, name, NULL, 10000);
+		rc = session_admin(s, sv, &r, name, NULL, 0);
 		te.ids[sv] = (uint16_t)s->g->admin_arg[sv];
 	}
 	if (rc == 0) {

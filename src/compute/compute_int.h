@@ -57,6 +57,7 @@
 #include "net/wire.h"
 
 #define LOTUS_MAX_TABLES 64
+#define LOTUS_DEFAULT_TIMEOUT_MS 10000
 #define TAG_ADMIN_SLOT 0xffffu
 #define TAG_TXN_OP     0xffffu  /* op index of COMMIT/ABORT replies */
 
@@ -89,6 +90,7 @@ struct lotus_cluster {
 	_Atomic uint64_t stale_hints;
 	int durable;                    /* the servers log (durability async|sync):
 					   multi-writer commits prepare with their writes */
+	uint64_t timeout_ns;            /* deadline of every wait (opts.timeout_ms) */
 };
 
 /* How a read is answered (txn_view.c). */
@@ -158,6 +160,9 @@ struct lotus_txn {
 	uint64_t writers;            /* durable 2PC: bit per server that prepared writes */
 	int abort_result;            /* what the abort step reports */
 	lock_txn_t *local;           /* CO: this txn in the local lock table */
+	uint64_t deadline_ns;        /* the step's requests expire then (0: none out) */
+	uint64_t unresponsive;       /* servers that missed a deadline of this attempt:
+					their late replies are dropped, ABORT is not awaited */
 	int ready;                   /* on the session's ready list */
 	lotus_txn_t *ready_next;
 };
@@ -181,6 +186,7 @@ struct sgroup {
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
+	uint64_t next_expiry_ns;         /* when poll next looks for expired steps */
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
 	uint64_t admin_arg[LOTUS_MAX_SERVERS];
@@ -221,6 +227,7 @@ int session_queue(lotus_session_t *s, unsigned server, const struct wire_req *r,
 		  const void *key, const void *value);
 void session_flush(lotus_session_t *s);
 void session_flush_server(lotus_session_t *s, unsigned server);
+/* timeout_ms 0: the cluster's timeout (lotus_options.timeout_ms). */
 int session_admin(lotus_session_t *s, unsigned server, struct wire_req *r, const void *key,
 		  const void *value, int timeout_ms);
 /* Write key=value to its memory server outside any transaction (OP_WRITEBACK)
@@ -259,6 +266,8 @@ int txn_view_followups(lotus_txn_t *t);
 /* Then merge every scan of the step with the transaction's own writes. */
 void txn_view_finish(lotus_txn_t *t);
 void txn_on_server_lost(lotus_txn_t *t, unsigned server);
+/* The step's deadline passed: give up on its replies (LOTUS_ETIMEOUT). */
+void txn_on_timeout(lotus_txn_t *t);
 /* cluster.c */
 int cluster_start_local(lotus_cluster_t *c);
 void cluster_stop_local(lotus_cluster_t *c);

@@ -95,6 +95,8 @@ static void txn_clear_ops(lotus_txn_t *t)
 	memset(t->due, 0, sizeof(t->due));
 	t->err = t->sticky = 0;
 	t->commit_after_exec = 0;
+	t->deadline_ns = 0;
+	t->unresponsive = 0;
 }
 
 int lotus_txn_recycle(lotus_txn_t *t)
@@ -350,6 +352,8 @@ int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, c
 	int rc = session_queue(t->s, sv, r, key, val);
 	if (rc)
 		return rc;
+	if (!t->deadline_ns)  /* the first request of a round starts its clock */
+		t->deadline_ns = clock_now_ns() + t->s->cl->timeout_ns;
 	t->participants |= 1ULL << sv;
 	t->due[sv]++;
 	t->outstanding++;
@@ -397,6 +401,7 @@ int txn_op_send(lotus_txn_t *t, unsigned idx)
 void txn_step_ready(lotus_txn_t *t)
 {
 	lotus_session_t *s = t->s;
+	t->deadline_ns = 0;  /* nothing is outstanding */
 	if (t->ready)
 		return;
 	t->ready = 1;
@@ -629,6 +634,29 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
 		txn_step_ready(t);
 }
 
+/* The deadline passed with replies outstanding: the servers that owe them
+ * are unresponsive for the rest of this attempt (their late replies find no
+ * due count and are dropped), and the step ends with LOTUS_ETIMEOUT.  Local
+ * lock waits (co-partitioning) still complete as usual. */
+void txn_on_timeout(lotus_txn_t *t)
+{
+	t->deadline_ns = 0;
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
+		if (!t->due[sv])
+			continue;
+		log_warn("memory server %u did not answer transaction %llx within %llu ms", sv,
+			 (unsigned long long)t->id,
+			 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
+		t->unresponsive |= 1ULL << sv;
+		t->outstanding -= t->due[sv];
+		t->due[sv] = 0;
+	}
+	if (!t->err)
+		t->err = LOTUS_ETIMEOUT;
+	if (t->outstanding == 0)
+		txn_step_ready(t);
+}
+
 /* ---- commit and abort ------------------------------------------------------ */
 
 /* Send sv its COMMIT (flags 0) or durable PREPARE (WIRE_REQ_F_PREPARE, hint =
@@ -767,6 +795,14 @@ static int txn_abort_start(lotus_txn_t *t)
 		if (!(parts & 1) || !t->s->g->conns[sv])
 			continue;
 		struct wire_req r = { .op = OP_ABORT, .tag = t->slot << 16 | TAG_TXN_OP };
+		if (t->unresponsive >> sv & 1) {
+			/* it missed a deadline: tell it, but do not wait for it again */
+			r.txn_id = t->id;
+			r.priority = t->prio;
+			r.cc = (uint8_t)t->s->cl->opts.cc;
+			session_queue(t->s, sv, &r, NULL, NULL);
+			continue;
+		}
 		if (txn_send(t, sv, &r, NULL, NULL) != 0 && !t->abort_result)
 			t->abort_result = LOTUS_EUNAVAIL;
 	}
