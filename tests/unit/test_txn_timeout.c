@@ -1,7 +1,8 @@
 /*
  * test_txn_timeout.c - every wait has a deadline (lotus_options.timeout_ms).
- * Two memory servers run as processes of this test; the client connects
- * through a config file, which sets the deadline ([cluster] timeout_ms).  One server is stopped with SIGSTOP:
+ * Two memory servers run as processes of this test (test_procs.h); the
+ * client connects through a config file, which sets the deadline ([cluster]
+ * timeout_ms).  One server is stopped with SIGSTOP:
  *   - a synchronous execute that needs it returns LOTUS_ETIMEOUT within the
  *     deadline plus slack, and lotus_txn_abort() then returns promptly;
  *   - a commit that needs it returns LOTUS_ETIMEOUT (outcome unknown);
@@ -10,18 +11,11 @@
  * After SIGCONT the cluster serves again, and the timed-out transactions
  * left no lock behind.
  */
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
-#include "testutil.h"
+#include "test_procs.h"
 
 #define TIMEOUT_MS 1500
 #define SLACK_MS   1500
-
-static pid_t servers[2];
-static unsigned ports[2];
 
 static uint64_t now_ms(void)
 {
@@ -30,71 +24,9 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* lotus memserver --listen 127.0.0.1:0 --ready-json; its port from stdout. */
-static pid_t start_server(unsigned id, unsigned *port)
+static void on_alarm(int sig)
 {
-	int pfd[2];
-	char ids[8], line[256] = { 0 };
-	CHECK(pipe(pfd) == 0);
-	snprintf(ids, sizeof(ids), "%u", id);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(pfd[1], STDOUT_FILENO);
-		close(pfd[0]);
-		execl(getenv("LOTUS_BIN"), "lotus", "memserver", "--listen", "127.0.0.1:0", "--id",
-		      ids, "--threads", "1", "--memory", "64M", "--ready-json", (char *)NULL);
-		_exit(127);
-	}
-	close(pfd[1]);
-	size_t n = 0;
-	while (n < sizeof(line) - 1 && !strchr(line, '}')) {
-		ssize_t r = read(pfd[0], line + n, sizeof(line) - 1 - n);
-		CHECK(r > 0);
-		n += (size_t)r;
-	}
-	close(pfd[0]);
-	const char *p = strstr(line, "\"port\":");
-	CHECK(p);
-	*port = (unsigned)atoi(p + 7);
-	return pid;
-}
-
-static void stop_servers(void)
-{
-	for (int i = 0; i < 2; i++)
-		if (servers[i] > 0) {
-			kill(servers[i], SIGCONT);
-			kill(servers[i], SIGTERM);
-			waitpid(servers[i], NULL, 0);
-			servers[i] = 0;
-		}
-}
-
-/* SIGSTOP, and wait until every thread of the server has stopped. */
-static void stop_server(int i)
-{
-	char path[64], buf[512];
-	kill(servers[i], SIGSTOP);
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)servers[i]);
-	for (int tries = 0; tries < 200; tries++) {
-		FILE *f = fopen(path, "r");
-		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-		if (f)
-			fclose(f);
-		buf[n] = 0;
-		const char *p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && p[2] == 'T')
-			return;
-		usleep(10 * 1000);
-	}
-	CHECK(!"the server did not stop");
-}
-
-static void on_signal(int sig)
-{
-	stop_servers();
+	procs_stop();
 	_exit(1);
 }
 
@@ -136,24 +68,12 @@ static void on_done(lotus_txn_t *t, int result, void *arg)
 
 int main(void)
 {
-	char config[] = "/tmp/lotus-timeout-XXXXXX";
-	if (!getenv("LOTUS_BIN")) {
-		printf("skip: LOTUS_BIN is not set (run through tests/run)\n");
-		return 77;
-	}
-	signal(SIGALRM, on_signal);
-	alarm(60);
-	for (unsigned i = 0; i < 2; i++)
-		servers[i] = start_server(i, &ports[i]);
-	atexit(stop_servers);
-	int fd = mkstemp(config);
-	CHECK(fd >= 0);
-	FILE *f = fdopen(fd, "w");
+	char extra[64];
+	snprintf(extra, sizeof(extra), "timeout_ms = %d\n", TIMEOUT_MS);
 	/* the deadline comes from the file here (lotus_options.timeout_ms = 0) */
-	fprintf(f, "[cluster]\ntransport = tcp\ntimeout_ms = %d\n[memserver 0]\n"
-		   "listen = 127.0.0.1:%u\n[memserver 1]\nlisten = 127.0.0.1:%u\n",
-		TIMEOUT_MS, ports[0], ports[1]);
-	fclose(f);
+	const char *config = procs_start(2, extra);
+	signal(SIGALRM, on_alarm);
+	alarm(60);
 
 	struct lotus_options o;
 	lotus_cluster_t *cl;
@@ -170,7 +90,7 @@ int main(void)
 	key_on(cl, s, tb, 1, k1);
 
 	/* 1. execute against a stopped server */
-	stop_server(1);
+	procs_sigstop(1);
 	CHECK_RC(lotus_txn_begin(s, &t));
 	CHECK_RC(lotus_txn_write(t, tb, k0, strlen(k0), "a", 1));
 	CHECK_RC(lotus_txn_read_for_update(t, tb, k1, strlen(k1)));
@@ -186,12 +106,12 @@ int main(void)
 	CHECK(now_ms() - t0 < 500);        /* does not wait for the stopped server again */
 
 	/* 2. commit against a stopped server: the outcome is unknown */
-	kill(servers[1], SIGCONT);
+	procs_sigcont(1);
 	CHECK_RC(lotus_txn_restart(t));
 	CHECK_RC(lotus_txn_write(t, tb, k0, strlen(k0), "b", 1));
 	CHECK_RC(lotus_txn_write(t, tb, k1, strlen(k1), "b", 1));
 	CHECK_RC(lotus_txn_execute(t));
-	stop_server(1);
+	procs_sigstop(1);
 	t0 = now_ms();
 	rc = lotus_txn_commit(t);
 	took = now_ms() - t0;
@@ -216,7 +136,7 @@ int main(void)
 	CHECK(cb_calls == 1);
 
 	/* 4. the server resumes: both keys are writable again (no lock left) */
-	kill(servers[1], SIGCONT);
+	procs_sigcont(1);
 	usleep(200 * 1000);
 	for (int attempt = 0;; attempt++) {
 		CHECK(attempt < 50);
@@ -233,8 +153,7 @@ int main(void)
 	lotus_txn_free(t2);
 	lotus_session_close(s);
 	lotus_disconnect(cl);
-	stop_servers();
-	unlink(config);
+	procs_stop();
 	printf("ok\n");
 	return 0;
 }
