@@ -263,9 +263,11 @@ int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
 		       lotus_table_t *out)
 {
 	lotus_cluster_t *c = s->cl;
-	size_t nlen = strlen(name);
 	int rc = 0;
-	if (nlen == 0 || nlen > 64)
+	if (!name || !*name || !out)
+		return -EINVAL;
+	size_t nlen = strlen(name);
+	if (nlen > 64)
 		return LOTUS_ETOOBIG;
 	if (max_value == 0)
 		max_value = 1024;

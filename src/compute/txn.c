@@ -157,7 +157,11 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 		*err = LOTUS_ENOTABLE;
 		return NULL;
 	}
-	if (klen == 0 || klen > 128 || t->nops >= 0xfffe) {
+	if (klen == 0 || !key) {  /* keys are 1..128 bytes */
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (klen > 128 || t->nops >= 0xfffe) {
 		*err = LOTUS_ETOOBIG;
 		return NULL;
 	}
@@ -194,6 +198,10 @@ static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t 
 {
 	if (vlen > t->s->cl->tables[o->table].max_value)
 		return LOTUS_ETOOBIG;
+	if (vlen == 0) {
+		o->wlen = 0;
+		return 0;
+	}
 	if (vlen > o->wcap) {
 		unsigned char *p = realloc(o->wval, vlen);
 		if (!p)
@@ -253,6 +261,8 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 {
 	int err;
 	struct txn_op *o = NULL;
+	if ((!v && vlen) || !key || !klen)
+		return stage_failed(t, -EINVAL);
 	if (lock_op != OP_INSERT && t->state == TXN_IDLE && !t->sticky && tb < t->s->cl->ntables)
 		o = op_find_x(t, tb, key, klen);
 	if (o && o->observed) {
