@@ -104,6 +104,13 @@ const char *lotus_cluster_transport(const lotus_cluster_t *c);
  * server.  max_value 0 = 1 KiB; at most 64 KiB.  Needs an open session. */
 int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
 		       lotus_table_t *out);
+/* Open a table that exists on the memory servers (created by any client),
+ * whatever its size.  Errors: LOTUS_ENOTABLE (no such table), -EINVAL (NULL
+ * or empty name), LOTUS_ETOOBIG (name over 64 bytes), LOTUS_ETIMEOUT /
+ * LOTUS_EUNAVAIL.  Any thread, on its own session. */
+int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out);
+/* The largest value table tb takes, in bytes (0: no such table). */
+uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb);
 
 /* One session per thread.  Errors: LOTUS_EUNAVAIL, -ENOMEM. */
 int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out);

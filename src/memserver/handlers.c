@@ -475,6 +475,12 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 	uint64_t lsn = 0;
 	memcpy(name, key, r->key_len);
 	name[r->key_len] = 0;
+	if (r->flags & WIRE_REQ_F_TABLE_OPEN) {   /* a client that does not know its size */
+		uint32_t maxv = 0;
+		int rc = store_table_find(wk->srv->store, name, &id, &maxv);
+		rep_status(&wk->rep, r, rc, rc ? 0 : id | (uint64_t)maxv << 32);
+		return;
+	}
 	int rc = r->arg > STORE_VALUE_MAX ? LOTUS_ETOOBIG
 		 : !wk->srv->log ? store_table_create(wk->srv->store, name, (uint32_t)r->arg, &id)
 		 : ms_table_create_logged(wk->srv, name, (uint32_t)r->arg, &id, &lsn);

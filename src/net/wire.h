@@ -50,7 +50,9 @@ enum wire_op {
 			     server may answer fewer (WIRE_REP_F_SCAN_MORE) */
 	OP_COMMIT,        /* apply writes in value, release all locks */
 	OP_ABORT,         /* release all locks */
-	OP_CREATE_TABLE,  /* key = name, arg = max value size; reply arg = table id */
+	OP_CREATE_TABLE,  /* key = name, arg = max value size; reply arg = table id
+			     | max value size << 32 (WIRE_REQ_F_TABLE_OPEN: open an
+			     existing table only, else LOTUS_ENOTABLE) */
 	OP_STATS,         /* reply value = JSON text of server counters */
 	OP_WRITEBACK,     /* upsert key=value outside any transaction: a
 			     co-partitioned compute server's evicted dirty
@@ -113,6 +115,7 @@ static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 #define WIRE_REP_F_SCAN_MORE  0x2   /* SCAN: the server capped its answer (rows or
 				       bytes); the reply's key is the last key it
 				       covered, and rows after it may exist */
+#define WIRE_REQ_F_TABLE_OPEN 0x2   /* CREATE_TABLE: open, never create */
 #define WIRE_REQ_F_SCAN_AFTER 0x2   /* SCAN: rows with key > the key given (a
 				       continuation), not >= */
 #define WIRE_REQ_F_PREPARE    0x1   /* COMMIT phase one: move the txn to
