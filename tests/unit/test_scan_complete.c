@@ -69,14 +69,14 @@ static void scan(lotus_session_t *s, lotus_table_t tb, const char *start, unsign
 	lotus_txn_free(t);
 }
 
-static void run(unsigned nservers)
+static void run(unsigned nservers, enum lotus_cc cc, enum lotus_batch batch)
 {
 	static const unsigned counts[] = { 0, 1, 999, 1000, 1001, 2999, 3000, 5000, 6000 };
 	static const struct { const char *start; unsigned first; } starts[] = {
 		{ "r", 0 }, { "r00000", 0 }, { "r02500", 2500 }, { "r024995", 2500 },
 		{ "r04990", 4990 }, { "s", NKEYS },
 	};
-	lotus_cluster_t *cl = test_cluster((int)nservers, "tcp", LOTUS_NO_WAIT, LOTUS_BATCH_INTRA);
+	lotus_cluster_t *cl = test_cluster((int)nservers, "tcp", cc, batch);
 	lotus_session_t *s;
 	lotus_table_t tb, big;
 	CHECK_RC(lotus_session_open(cl, &s));
@@ -97,7 +97,10 @@ static void run(unsigned nservers)
 int main(void)
 {
 	for (unsigned n = 1; n <= 3; n++)
-		run(n);
+		run(n, LOTUS_NO_WAIT, LOTUS_BATCH_INTRA);
+	/* continuations through the other batching paths */
+	run(2, LOTUS_WAIT_DIE, LOTUS_BATCH_NONE);
+	run(2, LOTUS_WOUND_WAIT, LOTUS_BATCH_INTER);
 	printf("ok\n");
 	return 0;
 }
