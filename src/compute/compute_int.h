@@ -257,6 +257,9 @@ void txn_on_reply(lotus_txn_t *t, unsigned server, const struct wire_rep *r,
 		  const unsigned char *key, const unsigned char *value);
 /* txn_view.c: read-your-writes and scan continuation */
 void txn_view_stage_read(lotus_txn_t *t, struct txn_op *o);
+/* How an insert of (table, key) staged now is answered. */
+enum { INSERT_REMOTE, INSERT_EXISTS, INSERT_UPSERT };
+int txn_view_stage_insert(lotus_txn_t *t, uint16_t table, const void *key, uint16_t klen);
 int txn_view_stage_scan(lotus_txn_t *t, struct txn_op *o);
 void txn_view_scan_reply(lotus_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
 			 const unsigned char *key);

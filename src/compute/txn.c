@@ -263,6 +263,23 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 	struct txn_op *o = NULL;
 	if ((!v && vlen) || !key || !klen)
 		return stage_failed(t, -EINVAL);
+	if (lock_op == OP_INSERT && t->state == TXN_IDLE && !t->sticky &&
+	    tb < t->s->cl->ntables && klen <= 128) {
+		/* the transaction's own writes may already decide the insert */
+		int how = txn_view_stage_insert(t, (uint16_t)tb, key, (uint16_t)klen);
+		if (how == INSERT_UPSERT) {
+			lock_op = wkind = OP_LOCK_X;
+		} else if (how == INSERT_EXISTS) {
+			if (vlen > t->s->cl->tables[tb].max_value)
+				return stage_failed(t, LOTUS_ETOOBIG);
+			o = op_add(t, OP_INSERT, tb, key, klen, &err);
+			if (!o)
+				return stage_failed(t, err);
+			o->ryw = RYW_SERVED;
+			o->status = LOTUS_EEXISTS;
+			return (int)(o - t->ops);
+		}
+	}
 	if (lock_op != OP_INSERT && t->state == TXN_IDLE && !t->sticky && tb < t->s->cl->ntables)
 		o = op_find_x(t, tb, key, klen);
 	if (o && o->observed) {

@@ -13,6 +13,10 @@
  *   own insert, not yet run  RYW_WAIT: decided when the step's replies are
  *                            in (txn_view_followups), maybe by one more
  *                            round trip
+ * An insert asks the same question first: if the transaction's own writes
+ * say the key exists, the insert fails at once with LOTUS_EEXISTS (no
+ * request); if they deleted it, the insert is a write on the X lock already
+ * held.  Only when they say nothing does the server decide.
  * A write that a later read or scan has seen is marked observed and never
  * rewritten in place: a later write of the key stages a new op on the X lock
  * already held (op_find_x in txn.c), so every result keeps the value of its
@@ -111,6 +115,17 @@ void txn_view_stage_read(lotus_txn_t *t, struct txn_op *o)
 		o->ryw_src = src;
 		t->ops[src].observed = 1;
 	}
+}
+
+int txn_view_stage_insert(lotus_txn_t *t, uint16_t table, const void *key, uint16_t klen)
+{
+	unsigned src;
+	int r = ryw_lookup(t, t->nops, table, key, klen, &src);
+	if (r == RYW_WAIT)  /* after an own insert: the key exists either way */
+		return INSERT_EXISTS;
+	if (r == RYW_SERVED)
+		return t->ops[src].write == OP_DELETE ? INSERT_UPSERT : INSERT_EXISTS;
+	return INSERT_REMOTE;
 }
 
 /* The insert a read waited for has run: serve the read, or send it. */
