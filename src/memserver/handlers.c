@@ -286,7 +286,10 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 				.value_len = (uint32_t)rows.len, .arg = n };
 	if (i < p->scan_n) {            /* stopped early: continue after the last row */
 		rep.flags = WIRE_REP_F_SCAN_MORE;
-	} else if (p->scan_capped) {    /* continue after the last key collected */
+	} else if (p->scan_capped && n < p->req.arg) {
+		/* fewer rows than asked (the row cap, or keys deleted before their
+		 * lock was granted) while more keys may follow: continue after the
+		 * last key collected */
 		rep.flags = WIRE_REP_F_SCAN_MORE;
 		last = &p->scan_keys[p->scan_n - 1];
 	}
@@ -330,7 +333,7 @@ static void h_scan(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 		   scan_collect_cb, &sc);
 	p->scan_keys = sc.keys;
 	p->scan_n = sc.n;
-	p->scan_capped = sc.n > 0 && sc.n == max && max < r->arg;
+	p->scan_capped = sc.n > 0 && sc.n == max;  /* the index may hold more */
 	int rc = scan_lock_rest(wk, p);
 	if (rc == 1) {
 		pending_park(p);
