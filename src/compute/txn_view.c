@@ -352,8 +352,17 @@ static int scan_merge(struct txn_op *o, struct row_view *s, unsigned ns, struct 
 		out[n++] = r;
 		bytes += row_size(r);
 	}
-	unsigned char *buf = malloc(bytes ? bytes : 1);
 	const unsigned char **ptrs = malloc((n ? n : 1) * sizeof(*ptrs));
+	if (ptrs && nw == 0) {  /* only server rows: point into the replies as they are */
+		for (unsigned k = 0; k < n; k++)
+			ptrs[k] = out[k]->key - sizeof(struct wire_row);
+		free(out);
+		free(o->row_ptrs);
+		o->row_ptrs = ptrs;
+		o->rows = n;
+		return 0;
+	}
+	unsigned char *buf = malloc(bytes ? bytes : 1);
 	if (!buf || !ptrs) {
 		free(buf);
 		free(ptrs);
