@@ -95,8 +95,8 @@ static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 		    : net_worker_create(c->net, &sess_handlers, g, &g->net);
 	for (unsigned sv = 0; rc == 0 && sv < c->nservers; sv++) {
 		wire_buf_init(&g->out[sv]);
-		rc = net_connect(g->net, c->servers[sv].host, c->servers[sv].port, 10000,
-				 &g->conns[sv]);
+		rc = net_connect(g->net, c->servers[sv].host, c->servers[sv].port,
+				 (int)(c->timeout_ns / 1000000), &g->conns[sv]);
 		if (rc) {
 			log_error("cannot reach memory server %u at %s:%u: %s", sv,
 				  c->servers[sv].host, c->servers[sv].port, lotus_strerror(rc));
