@@ -667,10 +667,12 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
  * lock waits (co-partitioning) still complete as usual. */
 void txn_on_timeout(lotus_txn_t *t)
 {
+	int late = 0;
 	t->deadline_ns = 0;
 	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
 		if (!t->due[sv])
 			continue;
+		late = 1;
 		log_warn("memory server %u did not answer transaction %llx within %llu ms", sv,
 			 (unsigned long long)t->id,
 			 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
@@ -678,6 +680,8 @@ void txn_on_timeout(lotus_txn_t *t)
 		t->outstanding -= t->due[sv];
 		t->due[sv] = 0;
 	}
+	if (!late)  /* only local lock waits are left: they end with their holders */
+		return;
 	if (!t->err)
 		t->err = LOTUS_ETIMEOUT;
 	if (t->outstanding == 0)
