@@ -27,7 +27,9 @@
  * Transaction states (lotus_txn_*):
  *
  *   IDLE --stage ops--> IDLE --execute--> EXEC --all replies--> IDLE
- *     |                                     \--error--> FAILED (sticky)
+ *     |      \--staging error: sticky      |  \--error / deadline--> FAILED (sticky)
+ *     |                                    \--scan continuation, waiting read
+ *     |                                        (txn_view_followups): EXEC again
  *     +--commit--> [PREPARE -->] COMMIT --replies--> DONE
  *     +--abort / FAILED--abort--> ABORT --replies--> DONE --restart--> IDLE
  *

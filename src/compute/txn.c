@@ -10,7 +10,16 @@
  *
  * A step waits for every reply it asked for, even after a first error: under
  * lazy notification a parked request is answered only when granted, and the
- * abort that follows must not overtake it.
+ * abort that follows must not overtake it.  The one exception is the
+ * deadline: a round of requests that is not answered within timeout_ms ends
+ * with LOTUS_ETIMEOUT (txn_on_timeout, from lotus_session_poll); the servers
+ * that missed it get the abort without being waited for, and their late
+ * replies are dropped.
+ *
+ * Staging keeps program order for what the transaction sees (txn_view.c):
+ * reads of its own writes are answered from them, and a write that a read or
+ * scan saw is never rewritten in place.  Any failed staging call dooms the
+ * transaction (t->sticky).
  */
 #include <errno.h>
 #include <stdlib.h>
