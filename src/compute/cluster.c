@@ -267,7 +267,7 @@ static int table_register(lotus_session_t *s, const char *name, uint32_t max_val
 	int rc = 0;
 	if (!name || !*name || !out)
 		return -EINVAL;
-	size_t nlen = strlen(name);
+	size_t nlen = strnlen(name, 65);
 	if (nlen > 64)
 		return LOTUS_ETOOBIG;
 	pthread_mutex_lock(&c->tables_mu);

@@ -31,10 +31,10 @@ static lotus_txn_t *fresh(lotus_session_t *s, lotus_txn_t *t)
 
 static void bad_arguments(lotus_session_t *s, lotus_table_t tb)
 {
-	static char big[200];
+	static char big[201];   /* 200 bytes and a NUL */
 	lotus_txn_t *t = NULL;
 	lotus_table_t x;
-	memset(big, 'k', sizeof(big));
+	memset(big, 'k', 200);
 	EXPECT(lotus_table_create(s, "", 100, &x), -EINVAL);
 	EXPECT(lotus_table_create(s, NULL, 100, &x), -EINVAL);
 	EXPECT(lotus_table_create(s, big, 100, &x), LOTUS_ETOOBIG);
@@ -61,7 +61,7 @@ static void bad_arguments(lotus_session_t *s, lotus_table_t tb)
 	t = fresh(s, t);
 	EXPECT(lotus_txn_insert(t, tb, "key", 3, NULL, 5), -EINVAL);
 	t = fresh(s, t);
-	EXPECT(lotus_txn_read(t, tb, big, sizeof(big)), LOTUS_ETOOBIG);
+	EXPECT(lotus_txn_read(t, tb, big, 200), LOTUS_ETOOBIG);
 	/* an empty value is fine, with or without a pointer */
 	t = fresh(s, t);
 	CHECK_RC(lotus_txn_write(t, tb, "e1", 2, NULL, 0));
