@@ -33,6 +33,8 @@
  *                 deleted returns that write (LOTUS_ENOTFOUND after a
  *                 delete), from the client, without a message; a scan shows
  *                 the transaction's writes staged before it in its range.
+ *                 An insert sees them too: LOTUS_EEXISTS after an own write
+ *                 or insert of the key, success after an own delete.
  *   Sticky errors after a failed staging call or step, every call but
  *                 lotus_txn_abort() returns the error (a commit applies
  *                 nothing); then lotus_txn_restart() or lotus_txn_free().
