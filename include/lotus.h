@@ -40,8 +40,8 @@
  *                 nothing); then lotus_txn_restart() or lotus_txn_free().
  *   Durable       with durability sync, a commit that returned 0 survives a
  *                 crash of the memory servers.
- *   Deadlines     every wait for a memory server ends within timeout_ms
- *                 (lotus_options), with LOTUS_ETIMEOUT.  From execute: the
+ *   Deadlines     every wait for a memory server ends once timeout_ms
+ *                 (lotus_options) has passed, with LOTUS_ETIMEOUT.  From execute: the
  *                 transaction failed (sticky); abort it, which does not wait
  *                 for the server that missed the deadline.  From commit: the
  *                 OUTCOME IS UNKNOWN; the writes may have landed on every,

@@ -158,8 +158,8 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 {
 	lotus_cluster_t *c = t->s->cl;
 	*err = 0;
-	if (t->state != TXN_IDLE || t->sticky) {
-		*err = LOTUS_ESTATE;
+	if (t->sticky || t->state != TXN_IDLE) {
+		*err = t->sticky ? t->sticky : LOTUS_ESTATE;
 		return NULL;
 	}
 	if (tb >= c->ntables) {
