@@ -16,9 +16,39 @@
  *                    (their requests are batched together).
  *
  * Return codes: 0 (or a non-negative count/index) on success, -errno for a
- * system failure, or one of the LOTUS_E* codes below.  lotus_strerror() names
- * any of them.  Errors on a transaction are sticky: after one, only
- * lotus_txn_abort() (then lotus_txn_restart() or lotus_txn_free()) is accepted.
+ * system failure (-EINVAL: a bad argument, such as a NULL or empty key or
+ * name), or one of the LOTUS_E* codes below.  lotus_strerror() names any of
+ * them.
+ *
+ * Guarantees of a transaction:
+ *   Serializable  strict two-phase locking at the memory servers: every key
+ *                 read is S-locked, every key written X-locked, until the
+ *                 commit or abort.  A scan locks the rows it returns, not the
+ *                 gaps between them: a row another transaction inserts into
+ *                 a scanned range is not kept out (no phantom protection).
+ *   Atomic        a commit applies all of its writes or none (README,
+ *                 "Guarantees", for what each commit mode promises when a
+ *                 client or server fails).
+ *   Read-your-writes  a read of a key the transaction wrote, inserted or
+ *                 deleted returns that write (LOTUS_ENOTFOUND after a
+ *                 delete), from the client, without a message; a scan shows
+ *                 the transaction's writes staged before it in its range.
+ *                 An insert sees them too: LOTUS_EEXISTS after an own write
+ *                 or insert of the key, success after an own delete.
+ *   Sticky errors after a failed staging call or step, every call but
+ *                 lotus_txn_abort() returns the error (a commit applies
+ *                 nothing); then lotus_txn_restart() or lotus_txn_free().
+ *   Durable       with durability sync, a commit that returned 0 survives a
+ *                 crash of the memory servers.
+ *   Deadlines     every wait for a memory server ends once timeout_ms
+ *                 (lotus_options) has passed, with LOTUS_ETIMEOUT.  From execute: the
+ *                 transaction failed (sticky); abort it, which does not wait
+ *                 for the server that missed the deadline.  From commit: the
+ *                 OUTCOME IS UNKNOWN; the writes may have landed on every,
+ *                 some or no server (with a one-phase commit), so read the
+ *                 keys back before deciding.  Late replies are dropped.
+ * Known limit: with co-partitioning, committed updates may wait in the
+ * owner's cache; scans read the memory servers and may not see them.
  */
 #ifndef LOTUS_H
 #define LOTUS_H
@@ -78,6 +108,8 @@ struct lotus_options {
 	uint64_t cache_bytes;     /* record cache capacity; 0 = no cache */
 	double cache_admit;       /* admission probability of a miss (default 1) */
 	unsigned group_size;      /* INTER batching: sessions per sending group (default 8) */
+	unsigned timeout_ms;      /* deadline of every wait for a memory server, ms; 0:
+				     the config's [cluster] timeout_ms, else 10000 */
 	/* for local clusters: */
 	unsigned server_threads;  /* 0: follow the core count */
 	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */
@@ -88,44 +120,67 @@ struct lotus_options {
 				     checkpoints in DATA_DIR/ms<i> and recovers from it at
 				     start; created if missing */
 };
+/* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);
 
 /* Connect to the cluster the options name (starting local servers if asked).
  * Errors: LOTUS_ECONFIG (message on stderr names file and line),
  * LOTUS_EUNAVAIL, LOTUS_EUNSUPPORTED, -ENOMEM.  Any thread, once. */
 int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out);
-/* Close every session first.  Stops local servers.  */
+/* Close every session first.  Stops local servers.  The thread that
+ * connected, once. */
 void lotus_disconnect(lotus_cluster_t *c);
+/* Any thread. */
 unsigned lotus_cluster_servers(const lotus_cluster_t *c);
 const char *lotus_cluster_transport(const lotus_cluster_t *c);
 
 /* Create (or open, if it exists with the same size) a table on every memory
- * server.  max_value 0 = 1 KiB; at most 64 KiB.  Needs an open session. */
+ * server.  max_value 0 = 1 KiB; at most 64 KiB.  Errors: -EINVAL (NULL or
+ * empty name), LOTUS_ETOOBIG (name over 64 bytes, max_value over 64 KiB),
+ * LOTUS_EEXISTS (exists with another size), -ENOSPC (64 tables),
+ * LOTUS_ETIMEOUT / LOTUS_EUNAVAIL.  Any thread, on its own session. */
 int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
 		       lotus_table_t *out);
+/* Open a table that exists on the memory servers (created by any client),
+ * whatever its size.  Errors: LOTUS_ENOTABLE (no such table), -EINVAL (NULL
+ * or empty name), LOTUS_ETOOBIG (name over 64 bytes), LOTUS_ETIMEOUT /
+ * LOTUS_EUNAVAIL.  Any thread, on its own session. */
+int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out);
+/* The largest value table tb takes, in bytes (0: no such table). */
+uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb);
 
-/* One session per thread.  Errors: LOTUS_EUNAVAIL, -ENOMEM. */
+/* One session per thread: the opening thread alone uses it and its
+ * transactions from then on.  Errors: LOTUS_EUNAVAIL, -ENOMEM.  Free every
+ * transaction of a session before closing it. */
 int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out);
 void lotus_session_close(lotus_session_t *s);
-/* Drive the network: send what is ready, handle replies, run callbacks of
- * asynchronous calls.  Waits up to timeout_ms if nothing is ready (0: poll).
- * Returns the number of callbacks run. */
+/* Drive the network: send what is ready, handle replies, end the steps whose
+ * deadline passed (LOTUS_ETIMEOUT), run callbacks of asynchronous calls.
+ * Waits up to timeout_ms if nothing is ready (0: poll).  Returns the number
+ * of network events handled (>= 0).  The session's thread. */
 int lotus_session_poll(lotus_session_t *s, int timeout_ms);
 
 /* Begin a transaction (new priority).  lotus_txn_restart() reuses the txn
- * after an abort and KEEPS its priority (starvation freedom). */
+ * after an abort and KEEPS its priority (starvation freedom); LOTUS_ESTATE if
+ * it still holds locks (abort first).  Errors: -ENOMEM.  The session's
+ * thread, as for every lotus_txn_* call. */
 int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out);
 int lotus_txn_restart(lotus_txn_t *t);
 /* Reuse a finished transaction object for a NEW transaction (new priority). */
 int lotus_txn_recycle(lotus_txn_t *t);
+/* Free a transaction that holds no locks (committed, aborted or new). */
 void lotus_txn_free(lotus_txn_t *t);
 uint64_t lotus_txn_id(const lotus_txn_t *t);
 uint64_t lotus_txn_priority(const lotus_txn_t *t);
 
 /* Stage operations; nothing is sent until execute/commit.  Each returns an op
- * index >= 0 to fetch its result with, or LOTUS_ETOOBIG / LOTUS_ESTATE.  Keys
- * are 1..128 bytes; values at most the table's max.  Keys and values are
- * copied. */
+ * index >= 0 to fetch its result with, or an error that dooms the
+ * transaction (sticky): -EINVAL (NULL or empty key, NULL value with vlen >
+ * 0), LOTUS_ETOOBIG (key over 128 bytes, value over the table's max),
+ * LOTUS_ENOTABLE, LOTUS_ESTATE (a step is in flight, or the txn is done),
+ * -ENOMEM, or the transaction's earlier error.  Keys and values are copied.
+ * A read of a key this transaction wrote is answered from its writes (see
+ * "Read-your-writes" above). */
 int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen);
 int lotus_txn_read_for_update(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen);
 /* Write: takes an X lock at execute time (unless already held), applies at commit. */
@@ -134,39 +189,53 @@ int lotus_txn_write(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t kl
 int lotus_txn_insert(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
 		     const void *value, size_t vlen);
 int lotus_txn_delete(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen);
-/* Up to count rows with key >= start, in key order, S-locked.  Rows come from
- * every memory server and are merged in order. */
+/* Exactly min(count, rows that exist) rows with key >= start, in key order,
+ * S-locked, merged from every memory server (in as many round trips of the
+ * step as the servers' per-reply caps need), with this transaction's own
+ * writes staged before the scan applied.  start: 1..128 bytes (-EINVAL if
+ * empty).  count 0 sends nothing. */
 int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
 		   unsigned count);
 
 /* Send every staged operation (one message per memory server) and wait for the
- * replies.  0, or the first error (LOTUS_EABORTED, LOTUS_EPREEMPTED: abort and
- * retry; LOTUS_ENOTFOUND etc. are reported per op and do not fail execute). */
+ * replies.  0, or the first error, which is sticky: LOTUS_EABORTED,
+ * LOTUS_EPREEMPTED (abort and retry), LOTUS_ETIMEOUT, LOTUS_EUNAVAIL,
+ * LOTUS_EREADONLY, -ENOMEM.  LOTUS_ENOTFOUND / LOTUS_EEXISTS are reported per
+ * op and do not fail execute. */
 int lotus_txn_execute(lotus_txn_t *t);
 /* Result of op: 0 and the value (valid until the txn is restarted/freed), or
- * LOTUS_ENOTFOUND / LOTUS_EEXISTS / a lock error. */
+ * LOTUS_ENOTFOUND / LOTUS_EEXISTS / a lock error; -EINVAL for a bad op. */
 int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen);
-/* Scan results: number of rows, then each row. */
+/* Scan results: number of rows (or the scan's error), then each row (0, or
+ * -EINVAL for a bad op or row). */
 int lotus_txn_scan_rows(const lotus_txn_t *t, int op);
 int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key,
 		       size_t *klen, const void **value, size_t *vlen);
 
-/* Commit: apply the writes and release the locks.  0 or an error (after an
- * error the transaction is aborted). */
+/* Commit: execute what is still staged, apply the writes, release the locks.
+ * 0: every write landed.  LOTUS_ETIMEOUT or LOTUS_EUNAVAIL (a server lost
+ * during the commit round): the outcome is unknown, see "Deadlines".  Any
+ * other error: nothing landed and the transaction is aborted (the sticky
+ * error of an earlier failure is returned as is). */
 int lotus_txn_commit(lotus_txn_t *t);
-/* Abort: release the locks.  Always leaves the txn ready to restart or free. */
+/* Abort: release the locks.  Always leaves the txn ready to restart or free;
+ * returns 0 or the error that ended the transaction.  LOTUS_ESTATE while an
+ * asynchronous step is in flight. */
 int lotus_txn_abort(lotus_txn_t *t);
 
-/* Asynchronous forms: start the step and return; cb runs from
- * lotus_session_poll() with the same result the synchronous call returns.
- * Several transactions of one session may be in flight at once; their
- * requests to a memory server share messages (inter-transaction batching). */
+/* Asynchronous forms: start the step and return 0 (or an error, and then cb
+ * never runs); cb runs from lotus_session_poll() with the same result the
+ * synchronous call returns, by the deadline at the latest (LOTUS_ETIMEOUT).
+ * After a failed commit_async, call lotus_txn_abort_async.  Several
+ * transactions of one session may be in flight at once; their requests to a
+ * memory server share messages (inter-transaction batching). */
 typedef void (*lotus_txn_cb)(lotus_txn_t *t, int result, void *arg);
 int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg);
 int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg);
 int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg);
 
-/* Network counters of a session (messages, bytes, requests by type). */
+/* Network counters of a session (messages, bytes, requests by type).  The
+ * session's thread. */
 struct lotus_net_counters {
 	uint64_t msgs_sent, bytes_sent, msgs_recv, bytes_recv, reqs_sent;
 	uint64_t hint_stale;      /* replies saying a cached location was stale */
@@ -179,7 +248,8 @@ void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters 
  * the server does not answer. */
 const char *lotus_server_stats(lotus_session_t *s, unsigned sv);
 
-/* Record-cache counters of the whole compute process (zeros without a cache). */
+/* Record-cache counters of the whole compute process (zeros without a cache).
+ * Any thread. */
 struct lotus_cache_counters {
 	uint64_t hits, misses, stale_hints, evictions, writebacks, entries, bytes;
 };

@@ -124,6 +124,16 @@ static int set_compute_servers(struct lotus_config *c, const char *v, const char
 	return 0;
 }
 
+static int set_timeout_ms(struct lotus_config *c, const char *v, const char **why)
+{
+	uint64_t n;
+	*why = "expected milliseconds from 1 to 86400000";
+	if (parse_u64(v, &n) || n < 1 || n > 86400000)
+		return -EINVAL;
+	c->timeout_ms = (unsigned)n;
+	return 0;
+}
+
 static int set_listen(struct lotus_server_config *s, const char *v, const char **why)
 {
 	char host[sizeof(s->host)];
@@ -179,6 +189,7 @@ static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "cc", set_cc },
 	{ "durability", set_durability },
 	{ "compute_servers", set_compute_servers },
+	{ "timeout_ms", set_timeout_ms },
 };
 
 static const struct { const char *name; server_set_fn set; } server_keys[] = {
@@ -447,6 +458,8 @@ int config_write(FILE *f, const struct lotus_config *c)
 		"transport = %s\ncc = %s\ndurability = %s\ncompute_servers = %u\n",
 		c->transport, config_cc_name(c->cc), config_durability_name(c->durability),
 		c->compute_servers);
+	if (c->timeout_ms)
+		fprintf(f, "timeout_ms = %u\n", c->timeout_ms);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		const struct lotus_server_config *s = &c->servers[i];
 		format_size(s->memory, mem, sizeof(mem));

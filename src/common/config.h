@@ -7,6 +7,7 @@
  *   cc = no_wait                   ; no_wait|wait_die|wound_wait
  *   durability = none              ; none|async|sync
  *   compute_servers = 1
+ *   timeout_ms = 10000             ; clients: deadline of every wait (ms)
  *
  *   [memserver 0]                  ; ids are 0..N-1, each exactly once
  *   listen = 10.0.0.1:7000         ; required
@@ -49,6 +50,7 @@ struct lotus_config {
 	int cc;                  /* enum lotus_cc */
 	int durability;          /* enum lotus_durability */
 	unsigned compute_servers;
+	unsigned timeout_ms;     /* compute side: deadline of every wait; 0: default */
 	unsigned nservers;
 	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
 };

@@ -206,6 +206,8 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 			  c->opts.compute_id, c->opts.compute_count, path);
 		return LOTUS_ECONFIG;
 	}
+	if (!c->opts.timeout_ms && cfg.timeout_ms)
+		c->timeout_ns = cfg.timeout_ms * 1000000ULL;
 	/* as on the servers: a data directory without a durability means sync */
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
@@ -220,6 +222,8 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	if (!c)
 		return -ENOMEM;
 	c->opts = *o;
+	c->timeout_ns = (uint64_t)(o->timeout_ms ? o->timeout_ms : LOTUS_DEFAULT_TIMEOUT_MS) *
+			1000000ULL;
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
@@ -269,18 +273,17 @@ void lotus_disconnect(lotus_cluster_t *c)
 	free(c);
 }
 
-/* Create the table on every server; each server returns its own id for it. */
-int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
-		       lotus_table_t *out)
+/* Create (flags 0) or open (WIRE_REQ_F_TABLE_OPEN) the table on every
+ * server; each server returns its own id for it, and its size. */
+static int table_register(lotus_session_t *s, const char *name, uint32_t max_value,
+			  uint16_t flags, lotus_table_t *out)
 {
 	lotus_cluster_t *c = s->cl;
-	size_t nlen = strlen(name);
 	int rc = 0;
-	if (nlen == 0 || nlen > 64)
-		return LOTUS_ETOOBIG;
-	if (max_value == 0)
-		max_value = 1024;
-	if (max_value > 64 * 1024)
+	if (!name || !*name || !out)
+		return -EINVAL;
+	size_t nlen = strnlen(name, 65);
+	if (nlen > 64)
 		return LOTUS_ETOOBIG;
 	pthread_mutex_lock(&c->tables_mu);
 	unsigned i;
@@ -294,11 +297,20 @@ int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
 	struct table_ent te = { .max_value = max_value };
 	memcpy(te.name, name, nlen + 1);
 	for (unsigned sv = 0; sv < c->nservers && rc == 0; sv++) {
-		struct wire_req r = { .op = OP_CREATE_TABLE, .key_len = (uint16_t)nlen,
-				      .arg = max_value };
-		rc = session_admin(s, sv, &r, name, NULL, 10000);
-		te.ids[sv] = (uint16_t)s->g->admin_arg[sv];
+		struct wire_req r = { .op = OP_CREATE_TABLE, .flags = flags,
+				      .key_len = (uint16_t)nlen, .arg = max_value };
+		rc = session_admin(s, sv, &r, name, NULL, 0);
+		uint64_t arg = s->g->admin_arg[sv];
+		te.ids[sv] = (uint16_t)arg;
+		if (rc == 0 && flags) {  /* open: every server must know it, at one size */
+			if (sv == 0)
+				te.max_value = (uint32_t)(arg >> 32);
+			else if (te.max_value != (uint32_t)(arg >> 32))
+				rc = LOTUS_ECONFIG;
+		}
 	}
+	if (rc == LOTUS_ECONFIG)
+		log_error("table %s has different sizes on different memory servers", name);
 	if (rc == 0) {
 		c->tables[i] = te;
 		if (i == c->ntables)
@@ -308,4 +320,28 @@ int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
 out:
 	pthread_mutex_unlock(&c->tables_mu);
 	return rc;
+}
+
+int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
+		       lotus_table_t *out)
+{
+	if (max_value == 0)
+		max_value = 1024;
+	if (max_value > 64 * 1024)
+		return LOTUS_ETOOBIG;
+	return table_register(s, name, max_value, 0, out);
+}
+
+int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out)
+{
+	return table_register(s, name, 0, WIRE_REQ_F_TABLE_OPEN, out);
+}
+
+uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb)
+{
+	lotus_cluster_t *c = s->cl;
+	pthread_mutex_lock(&c->tables_mu);
+	uint32_t v = tb < c->ntables ? c->tables[tb].max_value : 0;
+	pthread_mutex_unlock(&c->tables_mu);
+	return v;
 }

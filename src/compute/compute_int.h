@@ -7,7 +7,8 @@
  * read-mostly routing and table registry (table creation takes a mutex).
  *
  * Request routing: hash partitioning, server = fnv1a64(key) % nservers.
- * Scans go to every server and their rows are merged in key order.
+ * Scans go to every server and their rows are merged in key order, in as
+ * many round trips as the servers' reply caps need (txn_view.c).
  *
  * Batching (per session; lotus_options.batch):
  *   NONE   every request is flushed as a message of its own
@@ -26,7 +27,9 @@
  * Transaction states (lotus_txn_*):
  *
  *   IDLE --stage ops--> IDLE --execute--> EXEC --all replies--> IDLE
- *     |                                     \--error--> FAILED (sticky)
+ *     |      \--staging error: sticky      |  \--error / deadline--> FAILED (sticky)
+ *     |                                    \--scan continuation, waiting read
+ *     |                                        (txn_view_followups): EXEC again
  *     +--commit--> [PREPARE -->] COMMIT --replies--> DONE
  *     +--abort / FAILED--abort--> ABORT --replies--> DONE --restart--> IDLE
  *
@@ -56,6 +59,7 @@
 #include "net/wire.h"
 
 #define LOTUS_MAX_TABLES 64
+#define LOTUS_DEFAULT_TIMEOUT_MS 10000
 #define TAG_ADMIN_SLOT 0xffffu
 #define TAG_TXN_OP     0xffffu  /* op index of COMMIT/ABORT replies */
 
@@ -88,6 +92,20 @@ struct lotus_cluster {
 	_Atomic uint64_t stale_hints;
 	int durable;                    /* the servers log (durability async|sync):
 					   multi-writer commits prepare with their writes */
+	uint64_t timeout_ns;            /* deadline of every wait (opts.timeout_ms) */
+};
+
+/* How a read is answered (txn_view.c). */
+enum { RYW_NONE = 0,     /* by its memory server */
+       RYW_SERVED = 1,   /* by the client: from the write set (or a scan of 0 rows) */
+       RYW_WAIT = 2 };   /* by the outcome of an own insert not yet executed */
+
+/* A scan's continuation state (txn_view.c). */
+struct scan_cont {
+	uint64_t more;                       /* servers whose last reply was capped */
+	unsigned target;                     /* server rows wanted: count + own deletes */
+	uint16_t klen[LOTUS_MAX_SERVERS];    /* the last key each capped server covered */
+	unsigned char key[LOTUS_MAX_SERVERS][128];
 };
 
 struct txn_op {
@@ -100,6 +118,12 @@ struct txn_op {
 	uint16_t replies_due;
 	uint8_t local;       /* CO: an owned key, locked in this process */
 	uint8_t fill;        /* CO: fill the cache with the value read */
+	uint8_t ryw;         /* RYW_*: reads and empty scans answered by the client */
+	uint8_t observed;    /* a later read or scan saw this op's write: a later
+				write of the key stages a new op, never rewrites it */
+	uint8_t finished;    /* SCAN: rows merged into row_ptrs */
+	unsigned ryw_src;    /* RYW_WAIT: index of the insert it waits for */
+	struct scan_cont *scan;
 	unsigned count;      /* SCAN: rows wanted */
 	int status;
 	uint64_t loc;
@@ -138,6 +162,9 @@ struct lotus_txn {
 	uint64_t writers;            /* durable 2PC: bit per server that prepared writes */
 	int abort_result;            /* what the abort step reports */
 	lock_txn_t *local;           /* CO: this txn in the local lock table */
+	uint64_t deadline_ns;        /* the step's requests expire then (0: none out) */
+	uint64_t unresponsive;       /* servers that missed a deadline of this attempt:
+					their late replies are dropped, ABORT is not awaited */
 	int ready;                   /* on the session's ready list */
 	lotus_txn_t *ready_next;
 };
@@ -161,6 +188,7 @@ struct sgroup {
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
+	uint64_t next_expiry_ns;         /* when poll next looks for expired steps */
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
 	uint64_t admin_arg[LOTUS_MAX_SERVERS];
@@ -181,6 +209,19 @@ struct lotus_session {
 	struct txn_op *grants;
 };
 
+/* Does o's write take effect at commit?  Its own INSERT / DELETE only if the
+ * lock request found the key as it needs (status 0).  A write staged later
+ * onto an earlier op's X lock (o->write != o->op: an update after a
+ * read-for-update, insert or delete of the key) applies whatever that op
+ * found: the X lock is held either way. */
+static inline int txn_write_applies(const struct txn_op *o)
+{
+	if (!o->write)
+		return 0;
+	return o->status == 0 ||
+	       (o->write != o->op && (o->status == LOTUS_ENOTFOUND || o->status == LOTUS_EEXISTS));
+}
+
 /* session.c */
 void group_lock(struct sgroup *g);
 void group_unlock(struct sgroup *g);
@@ -188,6 +229,7 @@ int session_queue(lotus_session_t *s, unsigned server, const struct wire_req *r,
 		  const void *key, const void *value);
 void session_flush(lotus_session_t *s);
 void session_flush_server(lotus_session_t *s, unsigned server);
+/* timeout_ms 0: the cluster's timeout (lotus_options.timeout_ms). */
 int session_admin(lotus_session_t *s, unsigned server, struct wire_req *r, const void *key,
 		  const void *value, int timeout_ms);
 /* Write key=value to its memory server outside any transaction (OP_WRITEBACK)
@@ -197,6 +239,7 @@ int session_writeback(lotus_session_t *s, unsigned server, uint16_t table, const
 /* txn.c */
 int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val);
 int txn_op_send_remote(lotus_txn_t *t, unsigned idx);
+int txn_op_send(lotus_txn_t *t, unsigned idx);
 void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status);
 void txn_step_ready(lotus_txn_t *t);
 void txn_drain_ready(lotus_session_t *s);
@@ -213,8 +256,23 @@ void cluster_cache_destroy(lotus_cluster_t *c);
 void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w);
 void txn_drain_grants(lotus_session_t *s);
 void txn_on_reply(lotus_txn_t *t, unsigned server, const struct wire_rep *r,
-		  const unsigned char *value);
+		  const unsigned char *key, const unsigned char *value);
+/* txn_view.c: read-your-writes and scan continuation */
+void txn_view_stage_read(lotus_txn_t *t, struct txn_op *o);
+/* How an insert of (table, key) staged now is answered. */
+enum { INSERT_REMOTE, INSERT_EXISTS, INSERT_UPSERT };
+int txn_view_stage_insert(lotus_txn_t *t, uint16_t table, const void *key, uint16_t klen);
+int txn_view_stage_scan(lotus_txn_t *t, struct txn_op *o);
+void txn_view_scan_reply(lotus_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
+			 const unsigned char *key);
+/* At the end of an execute step's replies: send what the step still needs
+ * (waiting reads, scan continuations); returns the requests sent. */
+int txn_view_followups(lotus_txn_t *t);
+/* Then merge every scan of the step with the transaction's own writes. */
+void txn_view_finish(lotus_txn_t *t);
 void txn_on_server_lost(lotus_txn_t *t, unsigned server);
+/* The step's deadline passed: give up on its replies (LOTUS_ETIMEOUT). */
+void txn_on_timeout(lotus_txn_t *t);
 /* cluster.c */
 int cluster_start_local(lotus_cluster_t *c);
 void cluster_stop_local(lotus_cluster_t *c);

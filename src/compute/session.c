@@ -95,8 +95,8 @@ static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 		    : net_worker_create(c->net, &sess_handlers, g, &g->net);
 	for (unsigned sv = 0; rc == 0 && sv < c->nservers; sv++) {
 		wire_buf_init(&g->out[sv]);
-		rc = net_connect(g->net, c->servers[sv].host, c->servers[sv].port, 10000,
-				 &g->conns[sv]);
+		rc = net_connect(g->net, c->servers[sv].host, c->servers[sv].port,
+				 (int)(c->timeout_ns / 1000000), &g->conns[sv]);
 		if (rc) {
 			log_error("cannot reach memory server %u at %s:%u: %s", sv,
 				  c->servers[sv].host, c->servers[sv].port, lotus_strerror(rc));
@@ -274,7 +274,7 @@ static void sess_on_admin_reply(struct sgroup *g, unsigned sv, const struct wire
 }
 
 static void sess_on_reply(struct sgroup *g, unsigned sv, const struct wire_rep *r,
-			  const unsigned char *value)
+			  const unsigned char *key, const unsigned char *value)
 {
 	unsigned slot = r->tag >> 16;
 	if (slot == TAG_ADMIN_SLOT) {
@@ -286,7 +286,7 @@ static void sess_on_reply(struct sgroup *g, unsigned sv, const struct wire_rep *
 			  (unsigned long long)r->txn_id);
 		return;
 	}
-	txn_on_reply(g->slots[slot], sv, r, value);
+	txn_on_reply(g->slots[slot], sv, r, key, value);
 }
 
 static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
@@ -311,7 +311,7 @@ static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 	}
 	wire_iter_init(&it, data, len);
 	while (wire_next_rep(&it, &r, &k, &v) == 1)
-		sess_on_reply(g, sv, r, v);
+		sess_on_reply(g, sv, r, k, v);
 }
 
 static void sess_on_close(void *arg, net_conn_t *nc, int reason)
@@ -330,6 +330,21 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 			txn_on_server_lost(g->slots[i], sv);
 }
 
+/* Steps whose deadline passed end with LOTUS_ETIMEOUT (looked for once a
+ * millisecond at most; group lock held). */
+static void group_expire(struct sgroup *g)
+{
+	uint64_t now = clock_now_ns();
+	if (now < g->next_expiry_ns)
+		return;
+	g->next_expiry_ns = now + 1000000;
+	for (unsigned i = 0; i < g->nslots; i++) {
+		lotus_txn_t *t = g->slots[i];
+		if (t && t->deadline_ns && now >= t->deadline_ns)
+			txn_on_timeout(t);
+	}
+}
+
 int lotus_session_poll(lotus_session_t *s, int timeout_ms)
 {
 	struct sgroup *g = s->g;
@@ -345,6 +360,7 @@ int lotus_session_poll(lotus_session_t *s, int timeout_ms)
 	if (n == 0 && timeout_ms != 0 && !s->ready_head && !s->grants)
 		n = net_wait(g->net, g->members > 1 && (timeout_ms < 0 || timeout_ms > 1)
 				       ? 1 : timeout_ms);
+	group_expire(g);
 	txn_drain_grants(s);
 	txn_drain_ready(s);
 	while (g->dirty)
@@ -373,7 +389,8 @@ int session_admin(lotus_session_t *s, unsigned sv, struct wire_req *r, const voi
 	if (rc)
 		goto out;
 	group_flush_server(s, sv);
-	uint64_t deadline = clock_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	uint64_t deadline = clock_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ULL
+							     : s->cl->timeout_ns);
 	while (g->admin_due > 0 && clock_now_ns() < deadline)
 		if (net_progress(g->net) == 0)
 			net_wait(g->net, 50);
@@ -393,7 +410,7 @@ int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const voi
 {
 	struct wire_req r = { .op = OP_WRITEBACK, .table = table, .key_len = klen,
 			      .value_len = vlen };
-	return session_admin(s, sv, &r, key, value, 10000);
+	return session_admin(s, sv, &r, key, value, 0);
 }
 
 /* Counters of one memory server as JSON text (OP_STATS); the string is owned by
@@ -401,7 +418,7 @@ int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const voi
 const char *lotus_server_stats(lotus_session_t *s, unsigned sv)
 {
 	struct wire_req r = { .op = OP_STATS };
-	if (sv >= s->cl->nservers || session_admin(s, sv, &r, NULL, NULL, 5000) != 0)
+	if (sv >= s->cl->nservers || session_admin(s, sv, &r, NULL, NULL, 0) != 0)
 		return NULL;
 	return s->g->admin_value;
 }

@@ -10,7 +10,16 @@
  *
  * A step waits for every reply it asked for, even after a first error: under
  * lazy notification a parked request is answered only when granted, and the
- * abort that follows must not overtake it.
+ * abort that follows must not overtake it.  The one exception is the
+ * deadline: a round of requests that is not answered within timeout_ms ends
+ * with LOTUS_ETIMEOUT (txn_on_timeout, from lotus_session_poll); the servers
+ * that missed it get the abort without being waited for, and their late
+ * replies are dropped.
+ *
+ * Staging keeps program order for what the transaction sees (txn_view.c):
+ * reads of its own writes are answered from them, and a write that a read or
+ * scan saw is never rewritten in place.  Any failed staging call dooms the
+ * transaction (t->sticky).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -95,6 +104,8 @@ static void txn_clear_ops(lotus_txn_t *t)
 	memset(t->due, 0, sizeof(t->due));
 	t->err = t->sticky = 0;
 	t->commit_after_exec = 0;
+	t->deadline_ns = 0;
+	t->unresponsive = 0;
 }
 
 int lotus_txn_recycle(lotus_txn_t *t)
@@ -127,6 +138,7 @@ void lotus_txn_free(lotus_txn_t *t)
 	for (unsigned i = 0; i < t->cap; i++) {
 		free(t->ops[i].wval);
 		free(t->ops[i].rval);
+		free(t->ops[i].scan);
 	}
 	free(t->ops);
 	group_lock(s->g);
@@ -146,15 +158,19 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 {
 	lotus_cluster_t *c = t->s->cl;
 	*err = 0;
-	if (t->state != TXN_IDLE || t->sticky) {
-		*err = LOTUS_ESTATE;
+	if (t->sticky || t->state != TXN_IDLE) {
+		*err = t->sticky ? t->sticky : LOTUS_ESTATE;
 		return NULL;
 	}
 	if (tb >= c->ntables) {
 		*err = LOTUS_ENOTABLE;
 		return NULL;
 	}
-	if (klen == 0 || klen > 128 || t->nops >= 0xfffe) {
+	if (klen == 0 || !key) {  /* keys are 1..128 bytes */
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (klen > 128 || t->nops >= 0xfffe) {
 		*err = LOTUS_ETOOBIG;
 		return NULL;
 	}
@@ -182,6 +198,7 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 	o->rows = 0;
 	o->count = 0;
 	o->wlen = 0;
+	o->ryw = o->observed = o->finished = 0;
 	memcpy(o->key, key, klen);
 	return o;
 }
@@ -190,6 +207,10 @@ static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t 
 {
 	if (vlen > t->s->cl->tables[o->table].max_value)
 		return LOTUS_ETOOBIG;
+	if (vlen == 0) {
+		o->wlen = 0;
+		return 0;
+	}
 	if (vlen > o->wcap) {
 		unsigned char *p = realloc(o->wval, vlen);
 		if (!p)
@@ -202,11 +223,23 @@ static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t 
 	return 0;
 }
 
+/* A staging call failed: the transaction is doomed (sticky errors), so a
+ * commit can never apply the calls that did succeed. */
+static int stage_failed(lotus_txn_t *t, int err)
+{
+	if (!t->sticky && t->state != TXN_DONE)
+		t->sticky = err;
+	return err;
+}
+
 static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key, size_t klen)
 {
 	int err;
 	struct txn_op *o = op_add(t, op, tb, key, klen, &err);
-	return o ? (int)(o - t->ops) : err;
+	if (!o)
+		return stage_failed(t, err);
+	txn_view_stage_read(t, o);   /* maybe answered by the write set */
+	return (int)(o - t->ops);
 }
 
 int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
@@ -224,7 +257,7 @@ static struct txn_op *op_find_x(lotus_txn_t *t, lotus_table_t tb, const void *ke
 {
 	for (unsigned i = t->nops; i-- > 0;) {
 		struct txn_op *o = &t->ops[i];
-		if (o->table == tb && o->klen == klen && !memcmp(o->key, key, klen) &&
+		if (o->table == tb && o->klen == klen && !memcmp(o->key, key, klen) && !o->ryw &&
 		    (o->op == OP_READ_X || o->op == OP_LOCK_X || o->op == OP_INSERT ||
 		     o->op == OP_DELETE))
 			return o;
@@ -237,15 +270,40 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 {
 	int err;
 	struct txn_op *o = NULL;
+	if ((!v && vlen) || !key || !klen)
+		return stage_failed(t, -EINVAL);
+	if (lock_op == OP_INSERT && t->state == TXN_IDLE && !t->sticky &&
+	    tb < t->s->cl->ntables && klen <= 128) {
+		/* the transaction's own writes may already decide the insert */
+		int how = txn_view_stage_insert(t, (uint16_t)tb, key, (uint16_t)klen);
+		if (how == INSERT_UPSERT) {
+			lock_op = wkind = OP_LOCK_X;
+		} else if (how == INSERT_EXISTS) {
+			if (vlen > t->s->cl->tables[tb].max_value)
+				return stage_failed(t, LOTUS_ETOOBIG);
+			o = op_add(t, OP_INSERT, tb, key, klen, &err);
+			if (!o)
+				return stage_failed(t, err);
+			o->ryw = RYW_SERVED;
+			o->status = LOTUS_EEXISTS;
+			return (int)(o - t->ops);
+		}
+	}
 	if (lock_op != OP_INSERT && t->state == TXN_IDLE && !t->sticky && tb < t->s->cl->ntables)
 		o = op_find_x(t, tb, key, klen);
+	if (o && o->observed) {
+		/* a read or scan saw that op's write: keep it, stage this one on
+		 * the X lock already held (a blind X request, granted at once) */
+		o = NULL;
+		lock_op = OP_LOCK_X;
+	}
 	if (!o)
 		o = op_add(t, lock_op, tb, key, klen, &err);
 	if (!o)
-		return err;
+		return stage_failed(t, err);
 	err = op_set_value(t, o, v, vlen);
 	if (err)
-		return err;
+		return stage_failed(t, err);
 	o->write = wkind;
 	return (int)(o - t->ops);
 }
@@ -273,8 +331,11 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 	int err;
 	struct txn_op *o = op_add(t, OP_SCAN, tb, start, slen, &err);
 	if (!o)
-		return err;
+		return stage_failed(t, err);
 	o->count = count;
+	err = txn_view_stage_scan(t, o);
+	if (err)
+		return stage_failed(t, err);
 	return (int)(o - t->ops);
 }
 
@@ -313,34 +374,6 @@ int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **ke
 	return 0;
 }
 
-static int row_cmp(const void *a, const void *b)
-{
-	const struct wire_row *x = *(const struct wire_row *const *)a;
-	const struct wire_row *y = *(const struct wire_row *const *)b;
-	int c = memcmp(x + 1, y + 1, MIN(x->key_len, y->key_len));
-	return c ? c : (int)x->key_len - (int)y->key_len;
-}
-
-/* Rows from every server, merged in key order, cut at the count asked for. */
-static void scan_finish(struct txn_op *o)
-{
-	struct wire_iter it;
-	const struct wire_row *row;
-	const unsigned char *k, *v;
-	unsigned n = 0;
-	free(o->row_ptrs);
-	o->row_ptrs = malloc((o->rows ? o->rows : 1) * sizeof(*o->row_ptrs));
-	if (!o->row_ptrs) {
-		o->status = -ENOMEM;
-		return;
-	}
-	wire_iter_bytes(&it, o->rval, o->rlen, o->rows);
-	while (n < o->rows && wire_next_row(&it, &row, &k, &v) == 1)
-		o->row_ptrs[n++] = (const unsigned char *)row;
-	qsort(o->row_ptrs, n, sizeof(*o->row_ptrs), row_cmp);
-	o->rows = MIN(n, o->count);
-}
-
 /* ---- steps --------------------------------------------------------------- */
 
 static void txn_step_done(lotus_txn_t *t);
@@ -355,6 +388,8 @@ int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, c
 	int rc = session_queue(t->s, sv, r, key, val);
 	if (rc)
 		return rc;
+	if (!t->deadline_ns)  /* the first request of a round starts its clock */
+		t->deadline_ns = clock_now_ns() + t->s->cl->timeout_ns;
 	t->participants |= 1ULL << sv;
 	t->due[sv]++;
 	t->outstanding++;
@@ -367,7 +402,7 @@ int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 	lotus_cluster_t *c = t->s->cl;
 	struct txn_op *o = &t->ops[idx];
 	struct wire_req r = { .op = o->op, .key_len = o->klen, .tag = t->slot << 16 | idx,
-			      .arg = o->count };
+			      .arg = o->scan ? o->scan->target : o->count };
 	o->sent = 1;
 	if (o->op != OP_SCAN) {
 		r.table = c->tables[o->table].ids[o->server];
@@ -385,9 +420,13 @@ int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 	return 0;
 }
 
-static int op_send(lotus_txn_t *t, unsigned idx)
+int txn_op_send(lotus_txn_t *t, unsigned idx)
 {
 	struct txn_op *o = &t->ops[idx];
+	if (o->ryw) {  /* answered by the client (txn_view.c) */
+		o->sent = 1;
+		return 0;
+	}
 	if (t->s->cl->local_locks && o->op != OP_SCAN && cluster_owns(t->s->cl, o->key, o->klen))
 		return txn_op_local(t, idx);
 	return txn_op_send_remote(t, idx);
@@ -398,6 +437,7 @@ static int op_send(lotus_txn_t *t, unsigned idx)
 void txn_step_ready(lotus_txn_t *t)
 {
 	lotus_session_t *s = t->s;
+	t->deadline_ns = 0;  /* nothing is outstanding */
 	if (t->ready)
 		return;
 	t->ready = 1;
@@ -438,7 +478,9 @@ static int txn_fail_now(lotus_txn_t *t, int rc)
 
 static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
-	if (t->state != TXN_IDLE || t->sticky)
+	if (t->sticky)
+		return t->sticky;
+	if (t->state != TXN_IDLE)
 		return LOTUS_ESTATE;
 	t->cb = cb;
 	t->cb_arg = arg;
@@ -446,7 +488,7 @@ static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	t->err = 0;
 	t->state = TXN_EXEC;
 	for (; t->next_unsent < t->nops; t->next_unsent++) {
-		int rc = op_send(t, t->next_unsent);
+		int rc = txn_op_send(t, t->next_unsent);
 		if (rc) {
 			t->next_unsent = t->nops;
 			return txn_fail_now(t, rc);
@@ -479,11 +521,16 @@ static void txn_finish(lotus_txn_t *t, int result)
 
 static void txn_exec_done(lotus_txn_t *t, int err)
 {
-	for (unsigned i = 0; i < t->nops; i++) {
-		struct txn_op *o = &t->ops[i];
-		if (o->op == OP_SCAN && o->status == 0 && o->sent)
-			scan_finish(o);
+	if (!err && txn_view_followups(t) > 0) {  /* another round trip of this step */
+		if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
+			session_flush(t->s);
+		if (t->outstanding == 0)
+			txn_step_ready(t);
+		return;
 	}
+	if (!err)
+		txn_view_finish(t);
+	err = t->err;
 	if (!err)
 		txn_cache_after_exec(t);
 	if (err) {
@@ -583,7 +630,8 @@ void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status)
 		t->err = status;
 }
 
-void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *v)
+void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *k,
+		  const unsigned char *v)
 {
 	unsigned idx = r->tag & 0xffff;
 	if (t->due[sv] == 0 || t->outstanding == 0)
@@ -596,6 +644,7 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 		if (o->op == OP_SCAN) {
 			op_store_value(o, v, r->value_len, 1);
 			o->rows += (unsigned)r->arg;
+			txn_view_scan_reply(t, sv, o, r, k);
 		} else {
 			o->loc = r->loc;
 			if (r->value_len || o->op == OP_READ || o->op == OP_READ_X)
@@ -621,6 +670,33 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
 		txn_step_ready(t);
 }
 
+/* The deadline passed with replies outstanding: the servers that owe them
+ * are unresponsive for the rest of this attempt (their late replies find no
+ * due count and are dropped), and the step ends with LOTUS_ETIMEOUT.  Local
+ * lock waits (co-partitioning) still complete as usual. */
+void txn_on_timeout(lotus_txn_t *t)
+{
+	int late = 0;
+	t->deadline_ns = 0;
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
+		if (!t->due[sv])
+			continue;
+		late = 1;
+		log_warn("memory server %u did not answer transaction %llx within %llu ms", sv,
+			 (unsigned long long)t->id,
+			 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
+		t->unresponsive |= 1ULL << sv;
+		t->outstanding -= t->due[sv];
+		t->due[sv] = 0;
+	}
+	if (!late)  /* only local lock waits are left: they end with their holders */
+		return;
+	if (!t->err)
+		t->err = LOTUS_ETIMEOUT;
+	if (t->outstanding == 0)
+		txn_step_ready(t);
+}
+
 /* ---- commit and abort ------------------------------------------------------ */
 
 /* Send sv its COMMIT (flags 0) or durable PREPARE (WIRE_REQ_F_PREPARE, hint =
@@ -634,7 +710,7 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uin
 	wb->count = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (o->server != sv || !o->write || o->status != 0 || txn_write_is_cached(t, o))
+		if (o->server != sv || !txn_write_applies(o) || txn_write_is_cached(t, o))
 			continue;
 		struct wire_write w = {
 			.op = o->write, .table = c->tables[o->table].ids[sv], .key_len = o->klen,
@@ -656,7 +732,7 @@ static uint64_t txn_writers(lotus_txn_t *t)
 	uint64_t w = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (o->write && o->status == 0 && !txn_write_is_cached(t, o))
+		if (txn_write_applies(o) && !txn_write_is_cached(t, o))
 			w |= 1ULL << o->server;
 	}
 	return w & t->participants;
@@ -723,7 +799,9 @@ static int txn_commit_start(lotus_txn_t *t)
 
 static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
-	if (t->state != TXN_IDLE || t->sticky)
+	if (t->sticky)
+		return t->sticky;
+	if (t->state != TXN_IDLE)
 		return LOTUS_ESTATE;
 	t->cb = cb;
 	t->cb_arg = arg;
@@ -757,6 +835,14 @@ static int txn_abort_start(lotus_txn_t *t)
 		if (!(parts & 1) || !t->s->g->conns[sv])
 			continue;
 		struct wire_req r = { .op = OP_ABORT, .tag = t->slot << 16 | TAG_TXN_OP };
+		if (t->unresponsive >> sv & 1) {
+			/* it missed a deadline: tell it, but do not wait for it again */
+			r.txn_id = t->id;
+			r.priority = t->prio;
+			r.cc = (uint8_t)t->s->cl->opts.cc;
+			session_queue(t->s, sv, &r, NULL, NULL);
+			continue;
+		}
 		if (txn_send(t, sv, &r, NULL, NULL) != 0 && !t->abort_result)
 			t->abort_result = LOTUS_EUNAVAIL;
 	}

@@ -110,7 +110,7 @@ int txn_cache_after_commit(lotus_txn_t *t)
 		return 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (!o->write || o->status != 0)
+		if (!txn_write_applies(o))
 			continue;
 		if (!co_mode(c)) {
 			if (o->write == OP_DELETE)

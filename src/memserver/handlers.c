@@ -47,7 +47,11 @@
 #include "common/log.h"
 #include "memserver/ms_int.h"
 
+/* One SCAN reply holds at most this many rows and (after its first row) this
+ * many bytes; a capped reply says where it stopped and the client continues
+ * after that key (compute/txn_view.c). */
 #define SCAN_MAX_ROWS 1000
+#define SCAN_MAX_BYTES (4u << 20)
 
 typedef void (*ms_handler_fn)(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
 			      uint64_t seq, const struct wire_req *r, const unsigned char *key,
@@ -61,14 +65,14 @@ typedef void (*ms_handler_fn)(struct ms_worker *wk, struct ms_conn *c, uint32_t 
  * filled by the caller; otherwise just non-NULL), or NULL if it fits in no
  * message or memory ran out. */
 static void *rep_put(struct ms_worker *wk, struct wire_buf *b, const struct wire_rep *rep,
-		     const void *value, int inplace)
+		     const void *key, const void *value, int inplace)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (inplace) {
-			void *p = wire_buf_add_rep_inplace(b, rep, NULL);
+			void *p = wire_buf_add_rep_inplace(b, rep, key);
 			if (p)
 				return p;
-		} else if (wire_buf_add_rep(b, rep, NULL, value) == 0) {
+		} else if (wire_buf_add_rep(b, rep, key, value) == 0) {
 			return b;
 		}
 		if (attempt || b->count == 0 || !wk->out_conn)
@@ -96,7 +100,7 @@ static void rep_lost(struct ms_worker *wk, const struct wire_rep *rep)
 void ms_rep_add(struct ms_worker *wk, struct wire_buf *b, const struct wire_rep *rep,
 		const void *value)
 {
-	if (!rep_put(wk, b, rep, value, 0))
+	if (!rep_put(wk, b, rep, NULL, value, 0))
 		rep_lost(wk, rep);
 }
 
@@ -165,7 +169,7 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 			break;
 		}
 		rep.value_len = rec->value_len;
-		void *dst = rep_put(wk, b, &rep, NULL, 1);
+		void *dst = rep_put(wk, b, &rep, NULL, NULL, 1);
 		if (dst) {
 			memcpy(dst, store_rec_value(rec), rec->value_len);
 			return;
@@ -302,6 +306,8 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 struct scan_collect {
 	struct scan_key *keys;
 	unsigned n, max;
+	const unsigned char *after;  /* WIRE_REQ_F_SCAN_AFTER: skip this key */
+	uint16_t after_len;
 };
 
 static int scan_collect_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc_t loc)
@@ -310,6 +316,8 @@ static int scan_collect_cb(void *arg, const unsigned char *key, uint16_t klen, s
 	(void)loc;
 	if (sc->n >= sc->max)
 		return 1;
+	if (sc->after && klen == sc->after_len && !memcmp(key, sc->after, klen))
+		return 0;
 	sc->keys[sc->n].klen = klen;
 	memcpy(sc->keys[sc->n].key, key, klen);
 	sc->n++;
@@ -332,15 +340,16 @@ static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
 	return 0;
 }
 
-/* All rows are locked: send them (rows deleted meanwhile are skipped). */
+/* All rows are locked: send them (rows deleted meanwhile are skipped).  A
+ * reply capped by rows or bytes is flagged and carries the last key it
+ * covered, after which the client continues. */
 static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pending *p)
 {
 	struct wire_buf rows;
-	unsigned n = 0, cut = 0;
-	/* the rows travel in one reply, so they must fit in one message */
-	const size_t room = WIRE_MAX_MSG - sizeof(struct wire_hdr) - sizeof(struct wire_rep) - 8;
+	unsigned n = 0, i;
+	const struct scan_key *last = NULL;
 	wire_buf_init(&rows);
-	for (unsigned i = 0; i < p->scan_n; i++) {
+	for (i = 0; i < p->scan_n; i++) {
 		store_loc_t loc;
 		struct scan_key *k = &p->scan_keys[i];
 		if (store_get(wk->srv->store, p->req.table, k->key, k->klen, &loc))
@@ -348,23 +357,35 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 		struct store_rec *rec = store_rec_at(wk->srv->store, loc, p->req.table, NULL, 0);
 		if (!rec)
 			continue;
-		struct wire_row row = { .key_len = k->klen, .value_len = rec->value_len, .loc = loc };
-		if (rows.len + wire_pad8(sizeof(row) + k->klen + rec->value_len) > room) {
-			cut = 1;          /* the rest would not fit: the client asks again */
+		if (n && rows.len + sizeof(struct wire_row) + k->klen + rec->value_len > SCAN_MAX_BYTES)
 			break;
-		}
+		struct wire_row row = { .key_len = k->klen, .value_len = rec->value_len, .loc = loc };
 		if (wire_buf_append_row(&rows, &row, k->key, store_rec_value(rec)) != 0) {
 			wire_buf_free(&rows);
 			rep_status(wk, b, &p->req, -ENOMEM, 0);
 			return;
 		}
 		n++;
+		last = k;
 	}
 	struct wire_rep rep = { .op = OP_SCAN, .tag = p->req.tag, .txn_id = p->req.txn_id,
-				.value_len = (uint32_t)rows.len, .arg = n,
-				.flags = cut ? WIRE_REP_F_MORE : 0 };
-	if (!rep_put(wk, b, &rep, rows.data, 0))
-		rep_status(wk, b, &p->req, rows.len ? LOTUS_ETOOBIG : -ENOMEM, 0);
+				.value_len = (uint32_t)rows.len, .arg = n };
+	if (i < p->scan_n) {            /* stopped early: continue after the last row */
+		rep.flags = WIRE_REP_F_SCAN_MORE;
+	} else if (p->scan_capped && n < p->req.arg) {
+		/* fewer rows than asked (the row cap, or keys deleted before their
+		 * lock was granted) while more keys may follow: continue after the
+		 * last key collected */
+		rep.flags = WIRE_REP_F_SCAN_MORE;
+		last = &p->scan_keys[p->scan_n - 1];
+	}
+	if (rep.flags && !last) {       /* nothing fit at all */
+		rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
+	} else {
+		rep.key_len = rep.flags ? last->klen : 0;
+		if (!rep_put(wk, b, &rep, rep.flags ? last->key : NULL, rows.data, 0))
+			rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
+	}
 	wire_buf_free(&rows);
 }
 
@@ -389,9 +410,16 @@ static void h_scan(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	store_scan(srv->store, r->table, key, r->key_len, max, scan_collect_cb, &sc);
+	if (r->flags & WIRE_REQ_F_SCAN_AFTER) {
+		sc.after = key;
+		sc.after_len = r->key_len;
+	}
+	/* the index counts the skipped key as visited */
+	store_scan(srv->store, r->table, key, r->key_len, max + (sc.after != NULL),
+		   scan_collect_cb, &sc);
 	p->scan_keys = sc.keys;
 	p->scan_n = sc.n;
+	p->scan_capped = sc.n > 0 && sc.n == max;  /* the index may hold more */
 	int rc = scan_lock_rest(wk, p);
 	if (rc == 1) {
 		pending_park(p);
@@ -595,6 +623,12 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 	uint64_t lsn = 0;
 	memcpy(name, key, r->key_len);
 	name[r->key_len] = 0;
+	if (r->flags & WIRE_REQ_F_TABLE_OPEN) {   /* a client that does not know its size */
+		uint32_t maxv = 0;
+		int rc = store_table_find(wk->srv->store, name, &id, &maxv);
+		rep_status(wk, &wk->rep, r, rc, rc ? 0 : id | (uint64_t)maxv << 32);
+		return;
+	}
 	int rc = r->arg > STORE_VALUE_MAX ? LOTUS_ETOOBIG
 		 : !wk->srv->log ? store_table_create(wk->srv->store, name, (uint32_t)r->arg, &id)
 		 : ms_table_create_logged(wk->srv, name, (uint32_t)r->arg, &id, &lsn);

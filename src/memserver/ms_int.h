@@ -83,6 +83,7 @@ struct ms_pending {
 	unsigned char key[STORE_KEY_MAX];
 	/* SCAN continuation: candidate keys, the next one to lock */
 	unsigned scan_next, scan_n;
+	int scan_capped;             /* SCAN: collection stopped at its limit: more may follow */
 	struct scan_key *scan_keys;
 };
 

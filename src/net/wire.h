@@ -49,10 +49,13 @@ enum wire_op {
 	OP_LOCK_X,        /* X lock, no value back (blind write) */
 	OP_INSERT,        /* X lock on an absent key; LOTUS_EEXISTS if present */
 	OP_DELETE,        /* X lock on a present key; LOTUS_ENOTFOUND if absent */
-	OP_SCAN,          /* arg = max rows; S lock on each returned key */
+	OP_SCAN,          /* arg = max rows; S lock on each returned key; the
+			     server may answer fewer (WIRE_REP_F_SCAN_MORE) */
 	OP_COMMIT,        /* apply writes in value, release all locks */
 	OP_ABORT,         /* release all locks */
-	OP_CREATE_TABLE,  /* key = name, arg = max value size; reply arg = table id */
+	OP_CREATE_TABLE,  /* key = name, arg = max value size; reply arg = table id
+			     | max value size << 32 (WIRE_REQ_F_TABLE_OPEN: open an
+			     existing table only, else LOTUS_ENOTABLE) */
 	OP_STATS,         /* reply value = JSON text of server counters */
 	OP_WRITEBACK,     /* upsert key=value outside any transaction: a
 			     co-partitioned compute server's evicted dirty
@@ -112,9 +115,12 @@ static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
 static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 
 #define WIRE_REP_F_HINT_STALE 0x1   /* the request's hint did not validate */
-#define WIRE_REP_F_MORE       0x2   /* SCAN: the rows stop early because the
-				       next would not fit in one message; more
-				       may follow the last row returned */
+#define WIRE_REP_F_SCAN_MORE  0x2   /* SCAN: the server capped its answer (rows or
+				       bytes); the reply's key is the last key it
+				       covered, and rows after it may exist */
+#define WIRE_REQ_F_TABLE_OPEN 0x2   /* CREATE_TABLE: open, never create */
+#define WIRE_REQ_F_SCAN_AFTER 0x2   /* SCAN: rows with key > the key given (a
+				       continuation), not >= */
 #define WIRE_REQ_F_PREPARE    0x1   /* COMMIT phase one: move the txn to
 				       COMMITTING, keep its locks.  With writes
 				       (arg > 0, durable servers only): a durable
