@@ -16,13 +16,15 @@
  *
  * With a data directory (srv->log set; durable.c) the writes of a COMMIT, a
  * WRITEBACK and a new table are logged before they are applied, and the reply
- * may wait for the log (ms_reply_durable).  A PREPARE that carries writes
- * (durable two-phase commit) is checked and logged but not applied; the
- * COMMIT without writes that follows applies them, an ABORT drops them.
- * OP_TXN_STATUS answers another server's resolver (termination.c).  After a
- * log error every request that would write (X locks, commits with writes,
- * writebacks, new tables) is refused with LOTUS_EREADONLY.  Without a data
- * directory none of this runs.
+ * may wait for the log (ms_reply_durable).  After a log error every request
+ * that would write (X locks, commits with writes, writebacks, new tables) is
+ * refused with LOTUS_EREADONLY.  Without a data directory none of this runs.
+ *
+ * Two-phase commit, on every server: a PREPARE that carries writes is
+ * checked and kept in the prepared table (logged first on a durable server)
+ * but not applied; the COMMIT without writes that follows applies them, an
+ * ABORT drops them.  OP_TXN_STATUS answers another server's resolver
+ * (termination.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -378,8 +380,8 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rc = lock_txn_begin_commit(srv->locks, txn);
 	if (r->flags & WIRE_REQ_F_PREPARE) {
 		/* phase one: the txn is now immune to wounds; keep its locks */
-		if (rc == 0 && r->arg)   /* durable 2PC: the PREPARE brings the writes */
-			rc = srv->log ? commit_check(srv, txn, r, val) : LOTUS_EPROTO;
+		if (rc == 0 && r->arg)   /* 2PC: the PREPARE brings the writes */
+			rc = commit_check(srv, txn, r, val);
 		if (rc == 0 && r->arg) {
 			uint64_t lsn;
 			rc = ms_prepare_logged(srv, r, val, &lsn);
@@ -396,8 +398,8 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(&wk->rep, r, rc, 0);
 		return;
 	}
-	if (rc == 0 && srv->log && r->arg == 0 && ms_prepared_decide(srv, r->txn_id, 1, &rc)) {
-		lock_txn_release(srv->locks, txn);   /* phase two of a durable 2PC */
+	if (rc == 0 && r->arg == 0 && ms_prepared_decide(srv, r->txn_id, 1, &rc)) {
+		lock_txn_release(srv->locks, txn);   /* phase two of a 2PC */
 		rep_status(&wk->rep, r, rc, 0);
 		return;
 	}
@@ -425,8 +427,8 @@ static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 {
 	lock_txn_t *txn = lock_txn_find(wk->srv->locks, r->txn_id);
 	int rc = 0;
-	if (wk->srv->log)   /* a prepared txn: log the abort, drop its writes */
-		ms_prepared_decide(wk->srv, r->txn_id, 0, &rc);
+	/* a prepared txn: log the abort (durable servers), drop its writes */
+	ms_prepared_decide(wk->srv, r->txn_id, 0, &rc);
 	if (txn)
 		lock_txn_release(wk->srv->locks, txn);
 	rep_status(&wk->rep, r, 0, 0);
@@ -519,7 +521,7 @@ static void h_txn_status(struct ms_worker *wk, struct ms_conn *c, uint32_t sende
 			 const unsigned char *val)
 {
 	uint64_t lsn = 0;
-	int answer = wk->srv->log ? ms_txn_status(wk->srv, r->txn_id, &lsn) : WIRE_TXN_UNKNOWN;
+	int answer = ms_txn_status(wk->srv, r->txn_id, &lsn);
 	int rc = answer ? 0 : LOTUS_EREADONLY;
 	if (lsn)   /* a refusal counts once it is durable */
 		ms_reply_durable(wk, seq, r, rc, (uint64_t)answer, lsn);

@@ -123,6 +123,11 @@ static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 	}
 }
 
+static int ms_keep_prepared(void *arg, uint64_t txn_id)
+{
+	return ms_prepared_hold(arg, txn_id);
+}
+
 /* A client is gone: release its transactions' locks and its parked requests.
  * A parked request already NOTIFIED by another thread is freed by its post. */
 static void ms_on_close(void *arg, net_conn_t *nc, int reason)
@@ -133,6 +138,10 @@ static void ms_on_close(void *arg, net_conn_t *nc, int reason)
 		return;
 	c->closed = 1;
 	int n = lock_release_owner(wk->srv->locks, c);
+	/* COMMITTING ones: a prepared txn waits for its decision (the resolver
+	 * takes it now); any other (the WOUND_WAIT round, a one-phase commit that
+	 * never came) has nothing to apply here, so it is released too */
+	n += lock_release_owner_committing(wk->srv->locks, c, ms_keep_prepared, wk->srv);
 	if (n)
 		log_info("client %u lost (%s): released %d transactions", c->compute_id,
 			 lotus_strerror(reason), n);
@@ -180,8 +189,12 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 	int rc = store_create(o->memory, 0, &srv->store);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
+	if (rc == 0)  /* the prepared table of 2PC, in memory or durable */
+		rc = ms_prep_open(srv);
 	if (rc == 0 && o->durability != LOTUS_DUR_NONE)
 		rc = ms_durable_open(srv, o);
+	if (rc == 0)  /* the resolver of prepared transactions (termination.c) */
+		ms_term_start(srv);
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
 	if (rc)
@@ -212,6 +225,7 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 /* clean: the workers stopped after a stop request (final checkpoint). */
 static void ms_teardown(struct ms_server *srv, int clean)
 {
+	ms_term_stop(srv);
 	if (srv->log)
 		ms_durable_close(srv, clean);
 	if (srv->listener)
@@ -230,6 +244,7 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		lock_table_destroy(srv->locks);
 	if (srv->store)
 		store_destroy(srv->store);
+	ms_prep_close(srv);
 	pthread_mutex_destroy(&srv->tables_mu);
 }
 
@@ -272,6 +287,7 @@ int memserver_run(const struct memserver_opts *o)
 		return LOTUS_ECONFIG;
 	}
 	pthread_mutex_init(&srv.tables_mu, NULL);
+	srv.config_path = o->config_path ? o->config_path : o->peers_path;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -299,6 +315,7 @@ int memserver_run(const struct memserver_opts *o)
 			ms_print_ready(&srv, o);
 		ms_wait_for_stop(&set);
 	}
+	ms_term_stop(&srv);   /* it may be talking to this server's workers */
 	for (int i = 0; i < started; i++) {
 		net_post(srv.workers[i].net, &ms_wake_item);
 		pthread_join(srv.workers[i].thread, NULL);

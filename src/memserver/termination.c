@@ -1,12 +1,16 @@
 /*
  * termination.c - cooperative termination of prepared transactions (DESIGN.md
- * "Commit and durability", after Cornus, VLDB 2022), on durable servers only.
+ * "Commit and durability", after Cornus, VLDB 2022), on every server: a
+ * memory server without a data directory keeps its prepared table and its
+ * outcomes in memory and logs nothing (a refusal is then final for as long as
+ * the server lives, which is as long as its data does).
  *
  * A transaction prepared here waits for its client's COMMIT or ABORT.  When
  * that does not come - the server restarted with the PREPARE undecided in its
- * log, or the client vanished after preparing - the resolver thread asks the
- * other writing participants (their addresses from the cluster config) with
- * OP_TXN_STATUS and decides:
+ * log, or the client vanished after preparing (the lost-client cleanup hands
+ * its prepared transactions over at once, ms_prepared_hold) - the resolver
+ * thread asks the other writing participants (their addresses from the
+ * cluster config, --config or --peers) with OP_TXN_STATUS and decides:
  *
  *   any COMMITTED                     -> commit
  *   any ABORTED or UNKNOWN            -> abort (an UNKNOWN server refused it)
@@ -32,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/config.h"
@@ -127,8 +132,9 @@ int ms_txn_status(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn)
 			break;
 		case MS_OUT_REFUSED:
 			break;
-		default:   /* never prepared: refuse it for good, durably */
-			if (redo_append(srv->log, REDO_REFUSE, txn_id, "", 0, lsn) == 0)
+		default:   /* never prepared: refuse it for good (durably, with a log) */
+			if (!srv->log ||
+			    redo_append(srv->log, REDO_REFUSE, txn_id, "", 0, lsn) == 0)
 				ms_outcome_note(srv, txn_id, MS_OUT_REFUSED);
 			else   /* cannot promise the refusal: no answer */
 				answer = 0;
@@ -247,8 +253,15 @@ static void *resolver_main(void *arg)
 		if (!srv->config_path) {
 			if (!warned++)
 				log_warn("prepared transactions awaiting a decision: %u; without "
-					 "--config this server cannot ask the other participants",
-					 n);
+					 "--config or --peers this server cannot ask the other "
+					 "participants", n);
+			continue;
+		}
+		if (access(srv->config_path, R_OK) != 0) {   /* --peers: not written yet */
+			if (!warned++)
+				log_info("prepared transactions awaiting a decision: %u; waiting "
+					 "for %s to name the other participants", n,
+					 srv->config_path);
 			continue;
 		}
 		resolve_pass(srv, items, n);
