@@ -8,6 +8,14 @@
  * ports.  Children get PR_SET_PDEATHSIG, so they die with the parent even if
  * the parent is killed; lotus_disconnect() stops them with SIGTERM and reaps
  * them, and SIGKILLs any that do not exit within a few seconds.
+ *
+ * Local servers know each other as config-file servers do: each is started
+ * with --peers FILE, and once every port is known the parent writes FILE (a
+ * cluster config naming them all, written to a temporary name and renamed),
+ * so a server can ask the others about a prepared transaction (termination,
+ * durable or in memory).  FILE is DATA_DIR/peers.ini with a data directory,
+ * else in a fresh directory under $TMPDIR; it is removed before the servers
+ * start (its ports are stale) and when they are stopped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,7 +77,7 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
 	char ids[16], threads[16], mem[32], dir[PATH_MAX];
-	const char *argv[24];
+	const char *argv[26];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	dup2(outfd, STDOUT_FILENO);
@@ -92,6 +100,10 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 	if (c->opts.durability) {
 		argv[n++] = "--durability";
 		argv[n++] = c->opts.durability;
+	}
+	if (c->peers_path[0]) {
+		argv[n++] = "--peers";
+		argv[n++] = c->peers_path;
 	}
 	argv[n] = NULL;
 	execv(bin, (char *const *)argv);
@@ -126,10 +138,101 @@ static int read_ready_port(int fd, pid_t pid, uint16_t *port)
 	return LOTUS_ETIMEOUT;
 }
 
+/* Choose the peers file and remove a stale one (see the top comment). */
+static int peers_prepare(lotus_cluster_t *c)
+{
+	if (c->opts.data_dir) {
+		mkdir(c->opts.data_dir, 0755);
+		if (snprintf(c->peers_path, sizeof(c->peers_path), "%s/peers.ini",
+			     c->opts.data_dir) >= (int)sizeof(c->peers_path))
+			return -ENAMETOOLONG;
+	} else {
+		const char *tmp = getenv("TMPDIR");
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s/lotus-local-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		if (!mkdtemp(dir)) {
+			log_warn("local cluster: no directory for the peers file (%s); the servers "
+				 "cannot settle prepared transactions among themselves", strerror(errno));
+			return 0;
+		}
+		c->peers_tmpdir = 1;
+		if (snprintf(c->peers_path, sizeof(c->peers_path), "%s/peers.ini", dir) >=
+		    (int)sizeof(c->peers_path))
+			return -ENAMETOOLONG;
+	}
+	if (unlink(c->peers_path) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* Every server is listening: name them all in the peers file. */
+static int peers_write(lotus_cluster_t *c)
+{
+	struct lotus_config *cfg = calloc(1, sizeof(*cfg));
+	char tmp[PATH_MAX + 8];
+	int rc = 0;
+	if (!c->peers_path[0])
+		return 0;
+	if (!cfg)
+		return -ENOMEM;
+	config_defaults(cfg);
+	snprintf(cfg->transport, sizeof(cfg->transport), "%s", c->transport);
+	if (c->opts.durability)
+		config_parse_durability(c->opts.durability, &cfg->durability);
+	else if (c->opts.data_dir)
+		cfg->durability = LOTUS_DUR_SYNC;
+	cfg->nservers = c->nservers;
+	for (unsigned i = 0; i < c->nservers; i++) {
+		struct lotus_server_config *s = &cfg->servers[i];
+		s->id = i;
+		snprintf(s->host, sizeof(s->host), "%s", c->servers[i].host);
+		s->port = c->servers[i].port;
+		s->threads = c->opts.server_threads;
+		s->memory = c->opts.server_memory ? c->opts.server_memory : 1ULL << 30;
+		if (c->opts.data_dir)
+			snprintf(s->data_dir, sizeof(s->data_dir), "%s/ms%u", c->opts.data_dir, i);
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", c->peers_path);
+	FILE *f = fopen(tmp, "w");
+	if (!f || config_write(f, cfg) != 0)
+		rc = -EIO;
+	if (f && fclose(f) != 0)
+		rc = -EIO;
+	if (rc == 0 && rename(tmp, c->peers_path) != 0)
+		rc = -errno;
+	if (rc) {
+		log_error("local cluster: cannot write the peers file %s: %s", c->peers_path,
+			  lotus_strerror(rc));
+		unlink(tmp);
+	}
+	free(cfg);
+	return rc;
+}
+
+static void peers_remove(lotus_cluster_t *c)
+{
+	if (!c->peers_path[0])
+		return;
+	unlink(c->peers_path);
+	if (c->peers_tmpdir) {
+		char *slash = strrchr(c->peers_path, '/');
+		*slash = 0;
+		rmdir(c->peers_path);
+	}
+	c->peers_path[0] = 0;
+	c->peers_tmpdir = 0;
+}
+
 int cluster_start_local(lotus_cluster_t *c)
 {
 	char buf[PATH_MAX];
 	const char *bin = lotus_binary(c, buf, sizeof(buf));
+	int prc = peers_prepare(c);
+	if (prc) {
+		log_error("local cluster: cannot remove the stale peers file %s: %s", c->peers_path,
+			  lotus_strerror(prc));
+		return prc;
+	}
 	for (unsigned i = 0; i < c->nservers; i++) {
 		int pfd[2];
 		if (pipe2(pfd, O_CLOEXEC))
@@ -154,7 +257,7 @@ int cluster_start_local(lotus_cluster_t *c)
 			return rc;
 		}
 	}
-	return 0;
+	return peers_write(c);
 }
 
 void cluster_stop_local(lotus_cluster_t *c)
@@ -177,6 +280,7 @@ void cluster_stop_local(lotus_cluster_t *c)
 		}
 		c->servers[i].pid = 0;
 	}
+	peers_remove(c);
 }
 
 static int cluster_from_config(lotus_cluster_t *c, const char *path)
@@ -195,6 +299,8 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
 		c->durable |= cfg.servers[i].data_dir[0] != 0;
+	if (c->opts.commit == LOTUS_COMMIT_DEFAULT)
+		c->opts.commit = (enum lotus_commit)cfg.commit;
 	return 0;
 }
 
@@ -225,6 +331,14 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 			  LOTUS_MAX_SERVERS);
 		rc = LOTUS_ECONFIG;
 	}
+	if (rc == 0 && c->opts.commit != LOTUS_COMMIT_DEFAULT &&
+	    c->opts.commit != LOTUS_COMMIT_TWO_PHASE && c->opts.commit != LOTUS_COMMIT_ONE_PHASE) {
+		log_error("lotus_connect: commit %d is not LOTUS_COMMIT_TWO_PHASE or _ONE_PHASE",
+			  (int)c->opts.commit);
+		rc = LOTUS_ECONFIG;
+	}
+	/* durable servers always prepare (a logged tear would outlive restarts) */
+	c->two_phase = c->durable || c->opts.commit != LOTUS_COMMIT_ONE_PHASE;
 	if (rc == 0) {
 		struct net_opts no = { .transport = c->transport };
 		rc = net_ctx_create(&no, &c->net);

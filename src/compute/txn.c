@@ -685,7 +685,7 @@ static int txn_commit_start(lotus_txn_t *t)
 	int durable2pc = 0, prepare = 0;
 	struct wire_buf wb;
 	int rc = 0;
-	if (!t->prepared && t->s->cl->durable && __builtin_popcountll(parts) > 1) {
+	if (!t->prepared && t->s->cl->two_phase && __builtin_popcountll(parts) > 1) {
 		t->writers = txn_writers(t);
 		durable2pc = __builtin_popcountll(t->writers) > 1;
 		if (!durable2pc)
