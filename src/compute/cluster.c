@@ -111,28 +111,37 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 	_exit(127);
 }
 
-/* Read the child's ready line: {"ready":true,"id":I,"port":P}. */
+/* Read the child's ready line {"ready":true,"id":I,"port":P,...}.  Other
+ * lines on its stdout (a library's warning) are skipped. */
 static int read_ready_port(int fd, pid_t pid, uint16_t *port)
 {
-	char line[256];
+	char line[4096];
 	size_t n = 0;
 	uint64_t deadline = clock_now_ns() + 20ULL * 1000000000ULL;
-	while (clock_now_ns() < deadline && n < sizeof(line) - 1) {
+	while (clock_now_ns() < deadline) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		if (poll(&pfd, 1, 200) <= 0) {
 			if (waitpid(pid, NULL, WNOHANG) == pid)
 				return LOTUS_EUNAVAIL;
 			continue;
 		}
+		if (n == sizeof(line) - 1)
+			n = 0;   /* a line longer than any ready line: drop it */
 		ssize_t r = read(fd, line + n, sizeof(line) - 1 - n);
 		if (r <= 0)
 			return LOTUS_EUNAVAIL;
 		n += (size_t)r;
 		line[n] = 0;
-		const char *p = strstr(line, "\"port\":");
-		if (p && strchr(p, '}')) {
-			*port = (uint16_t)atoi(p + 7);
-			return 0;
+		char *nl;
+		while ((nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			const char *p = strstr(line, "\"port\":");
+			if (strstr(line, "\"ready\":true") && p) {
+				*port = (uint16_t)atoi(p + 7);
+				return 0;
+			}
+			n -= (size_t)(nl + 1 - line);
+			memmove(line, nl + 1, n + 1);
 		}
 	}
 	return LOTUS_ETIMEOUT;
