@@ -20,8 +20,8 @@
  * that would write (X locks, commits with writes, writebacks, new tables) is
  * refused with LOTUS_EREADONLY.  Without a data directory none of this runs.
  *
- * Two-phase commit, on every server: a PREPARE that carries writes is
- * checked and kept in the prepared table (logged first on a durable server)
+ * Two-phase commit, on every server: a PREPARE (OP_PREPARE, with the writes)
+ * is checked and kept in the prepared table (logged first on a durable server)
  * but not applied; the COMMIT without writes that follows applies them, an
  * ABORT drops them.  OP_TXN_STATUS answers another server's resolver
  * (termination.c).
@@ -378,19 +378,10 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	int rc = 0;
 	if (lock_txn_status(txn) != TXN_COMMITTING)
 		rc = lock_txn_begin_commit(srv->locks, txn);
-	if (r->flags & WIRE_REQ_F_PREPARE) {
-		/* phase one: the txn is now immune to wounds; keep its locks */
-		if (rc == 0 && r->arg)   /* 2PC: the PREPARE brings the writes */
-			rc = commit_check(srv, txn, r, val);
-		if (rc == 0 && r->arg) {
-			uint64_t lsn;
-			rc = ms_prepare_logged(srv, r, val, &lsn);
-			if (rc == 0) {
-				lock_txn_put(srv->locks, txn);
-				ms_reply_durable(wk, seq, r, 0, 0, lsn);
-				return;
-			}
-		}
+	if (r->flags & WIRE_REQ_F_COMMITTING) {
+		/* the WOUND_WAIT round: the txn is now immune to wounds; keep its locks */
+		if (rc == 0 && r->arg)
+			rc = LOTUS_EPROTO;   /* writes come with OP_PREPARE or the COMMIT */
 		if (rc)
 			lock_txn_release(srv->locks, txn);
 		else
@@ -420,6 +411,34 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	}
 	lock_txn_release(srv->locks, txn);
 	rep_status(&wk->rep, r, rc, 0);
+}
+
+/* Two-phase commit, phase one: the txn becomes COMMITTING (it can no longer
+ * be wounded), its writes are checked against its X locks and held in the
+ * prepared table (logged first on a durable server), not applied.  A refusal
+ * releases its locks here; the client then aborts everywhere. */
+static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		      const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	struct ms_server *srv = wk->srv;
+	lock_txn_t *txn = lock_txn_find(srv->locks, r->txn_id);
+	uint64_t lsn = 0;
+	if (!txn) {
+		rep_status(&wk->rep, r, LOTUS_ESTATE, 0);
+		return;
+	}
+	int rc = lock_txn_status(txn) == TXN_COMMITTING ? 0 : lock_txn_begin_commit(srv->locks, txn);
+	if (rc == 0)
+		rc = commit_check(srv, txn, r, val);
+	if (rc == 0)
+		rc = ms_prepare_logged(srv, r, val, &lsn);
+	if (rc) {
+		lock_txn_release(srv->locks, txn);
+		rep_status(&wk->rep, r, rc, 0);
+		return;
+	}
+	lock_txn_put(srv->locks, txn);
+	ms_reply_durable(wk, seq, r, 0, 0, lsn);
 }
 
 static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
@@ -534,6 +553,7 @@ static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
 	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
 	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback, [OP_TXN_STATUS] = h_txn_status,
+	[OP_PREPARE] = h_prepare,
 };
 
 void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
