@@ -492,13 +492,15 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	int n = snprintf(buf, sizeof(buf),
 		"{\"id\":%u,\"requests\":%llu,\"bad_msgs\":%llu,\"hint_hits\":%llu,"
 		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
+		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
 		"\"preempted_aborts\":%llu,\"upgrades\":%llu}}",
 		srv->id, (unsigned long long)reqs, (unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
-		(unsigned long long)ss.index_bytes, (unsigned long long)ls.acquires,
+		(unsigned long long)ss.index_bytes, atomic_load(&srv->nprep),
+		(unsigned long long)ls.acquires,
 		(unsigned long long)ls.waits, (unsigned long long)ls.wait_ns,
 		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,
 		(unsigned long long)ls.preemptions, (unsigned long long)ls.preempted_aborts,
