@@ -9,6 +9,7 @@
 # client's locks are free (its prepared transfers settled by the servers).
 # A torn last ledger line (the bank's own buffered ledger, killed mid-write)
 # is cut before verifying: that is the ledger's problem, not the database's.
+# CCS (default "no_wait wait_die wound_wait") picks the protocols.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
@@ -21,7 +22,7 @@ trap '[ -z "$bank" ] || kill -9 $bank 2>/dev/null; cluster_stop; rm -rf "$dir"' 
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 accounts=20
 
-for cc in no_wait wait_die wound_wait; do
+for cc in ${CCS:-no_wait wait_die wound_wait}; do
   cluster_stop
   mkdir -p "$dir/$cc"
   cluster_start "$dir/$cc" 2 --threads 1 --memory 64M || fail "$cc: servers did not start"
