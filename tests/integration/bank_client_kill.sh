@@ -9,7 +9,8 @@
 # client's locks are free (its prepared transfers settled by the servers).
 # A torn last ledger line (the bank's own buffered ledger, killed mid-write)
 # is cut before verifying: that is the ledger's problem, not the database's.
-# CCS (default "no_wait wait_die wound_wait") picks the protocols.
+# CCS (default "no_wait wait_die wound_wait") picks the protocols, TRANSPORT=sm
+# runs it over shared memory.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
