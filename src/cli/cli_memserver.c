@@ -59,7 +59,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "threads", OPT_U64, &threads, "W", "worker threads (default: the core count)", .min = 0, .max = 1024 },
 		{ "memory", OPT_SIZE, &memory, "SIZE", "buffer pool size, e.g. 4G (default 1G)" },
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
-		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start)" },
+		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start" },

@@ -10,12 +10,13 @@
  * them, and SIGKILLs any that do not exit within a few seconds.
  *
  * Local servers know each other as config-file servers do: each is started
- * with --peers FILE, and once every port is known the parent writes FILE (a
- * cluster config naming them all, written to a temporary name and renamed),
- * so a server can ask the others about a prepared transaction (termination,
- * durable or in memory).  FILE is DATA_DIR/peers.ini with a data directory,
- * else in a fresh directory under $TMPDIR; it is removed before the servers
- * start (its ports are stale) and when they are stopped.
+ * with --peers /proc/self/fd/N, an anonymous in-memory file (memfd) the parent
+ * creates and the children inherit.  Once every port is known the parent
+ * writes a cluster config naming them all into it and seals it against
+ * writes, which tells a server the file is complete; a server then asks the
+ * others about a prepared transaction (termination, durable or in memory).
+ * The file lives as long as the last process holding it: nothing is left on
+ * disk, even when the client is killed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -147,40 +149,28 @@ static int read_ready_port(int fd, pid_t pid, uint16_t *port)
 	return LOTUS_ETIMEOUT;
 }
 
-/* Choose the peers file and remove a stale one (see the top comment). */
-static int peers_prepare(lotus_cluster_t *c)
+/* The peers file (see the top comment); without it the servers cannot
+ * settle prepared transactions among themselves, which is logged. */
+static void peers_prepare(lotus_cluster_t *c)
 {
-	if (c->opts.data_dir) {
-		mkdir(c->opts.data_dir, 0755);
-		if (snprintf(c->peers_path, sizeof(c->peers_path), "%s/peers.ini",
-			     c->opts.data_dir) >= (int)sizeof(c->peers_path))
-			return -ENAMETOOLONG;
-	} else {
-		const char *tmp = getenv("TMPDIR");
-		char dir[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s/lotus-local-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-		if (!mkdtemp(dir)) {
-			log_warn("local cluster: no directory for the peers file (%s); the servers "
-				 "cannot settle prepared transactions among themselves", strerror(errno));
-			return 0;
-		}
-		c->peers_tmpdir = 1;
-		if (snprintf(c->peers_path, sizeof(c->peers_path), "%s/peers.ini", dir) >=
-		    (int)sizeof(c->peers_path))
-			return -ENAMETOOLONG;
+	int fd = memfd_create("lotus-peers", MFD_ALLOW_SEALING);   /* inherited */
+	if (fd < 0) {
+		log_warn("local cluster: no peers file (memfd_create: %s); the servers cannot "
+			 "settle prepared transactions among themselves", strerror(errno));
+		return;
 	}
-	if (unlink(c->peers_path) && errno != ENOENT)
-		return -errno;
-	return 0;
+	c->peers_fd = fd;
+	snprintf(c->peers_path, sizeof(c->peers_path), "/proc/self/fd/%d", fd);
 }
 
-/* Every server is listening: name them all in the peers file. */
+/* Every server is listening: name them all in the peers file, then seal it. */
 static int peers_write(lotus_cluster_t *c)
 {
 	struct lotus_config *cfg = calloc(1, sizeof(*cfg));
-	char tmp[PATH_MAX + 8];
+	char *buf = NULL;
+	size_t len = 0;
 	int rc = 0;
-	if (!c->peers_path[0])
+	if (c->peers_fd < 0)
 		return 0;
 	if (!cfg)
 		return -ENOMEM;
@@ -201,47 +191,41 @@ static int peers_write(lotus_cluster_t *c)
 		if (c->opts.data_dir)
 			snprintf(s->data_dir, sizeof(s->data_dir), "%s/ms%u", c->opts.data_dir, i);
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", c->peers_path);
-	FILE *f = fopen(tmp, "w");
+	FILE *f = open_memstream(&buf, &len);
 	if (!f || config_write(f, cfg) != 0)
-		rc = -EIO;
+		rc = -ENOMEM;
 	if (f && fclose(f) != 0)
-		rc = -EIO;
-	if (rc == 0 && rename(tmp, c->peers_path) != 0)
-		rc = -errno;
-	if (rc) {
-		log_error("local cluster: cannot write the peers file %s: %s", c->peers_path,
-			  lotus_strerror(rc));
-		unlink(tmp);
+		rc = -ENOMEM;
+	for (size_t off = 0; rc == 0 && off < len;) {
+		ssize_t w = write(c->peers_fd, buf + off, len - off);
+		if (w < 0 && errno != EINTR)
+			rc = -errno;
+		else if (w > 0)
+			off += (size_t)w;
 	}
+	if (rc == 0 && fcntl(c->peers_fd, F_ADD_SEALS,
+			     F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0)
+		rc = -errno;
+	if (rc)
+		log_error("local cluster: cannot write the peers file: %s", lotus_strerror(rc));
+	free(buf);
 	free(cfg);
 	return rc;
 }
 
 static void peers_remove(lotus_cluster_t *c)
 {
-	if (!c->peers_path[0])
-		return;
-	unlink(c->peers_path);
-	if (c->peers_tmpdir) {
-		char *slash = strrchr(c->peers_path, '/');
-		*slash = 0;
-		rmdir(c->peers_path);
-	}
+	if (c->peers_fd >= 0)
+		close(c->peers_fd);
+	c->peers_fd = -1;
 	c->peers_path[0] = 0;
-	c->peers_tmpdir = 0;
 }
 
 int cluster_start_local(lotus_cluster_t *c)
 {
 	char buf[PATH_MAX];
 	const char *bin = lotus_binary(c, buf, sizeof(buf));
-	int prc = peers_prepare(c);
-	if (prc) {
-		log_error("local cluster: cannot remove the stale peers file %s: %s", c->peers_path,
-			  lotus_strerror(prc));
-		return prc;
-	}
+	peers_prepare(c);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		int pfd[2];
 		if (pipe2(pfd, O_CLOEXEC))
@@ -320,6 +304,7 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	if (!c)
 		return -ENOMEM;
 	c->opts = *o;
+	c->peers_fd = -1;
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");

@@ -90,9 +90,9 @@ struct lotus_cluster {
 	int durable;                    /* the servers log (durability async|sync) */
 	int two_phase;                  /* multi-writer commits prepare with their
 					   writes: durable, or commit != ONE_PHASE */
-	char peers_path[4096];          /* local: the cluster file the servers read
-					   to find each other ("" if none) */
-	int peers_tmpdir;               /* local: its directory is ours to remove */
+	int peers_fd;                   /* local: the memfd the servers read to find
+					   each other (-1 if none) */
+	char peers_path[32];            /* "/proc/self/fd/N" in the children */
 };
 
 struct txn_op {

@@ -32,6 +32,7 @@
  * liblotus (a cluster handle and one session per pass) to reach the others.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,18 @@ static void resolve_pass(struct ms_server *srv, const struct resolve_item *items
 	lotus_disconnect(cl);
 }
 
+/* The cluster file can be read: it exists and, if it is a memfd (a local
+ * cluster's peers file), its writer has sealed it, i.e. it is complete. */
+static int peers_ready(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int seals = fcntl(fd, F_GET_SEALS);
+	close(fd);
+	return seals < 0 || (seals & F_SEAL_WRITE);
+}
+
 static void *resolver_main(void *arg)
 {
 	struct ms_server *srv = arg;
@@ -257,7 +270,7 @@ static void *resolver_main(void *arg)
 					 "participants", n);
 			continue;
 		}
-		if (access(srv->config_path, R_OK) != 0) {   /* --peers: not written yet */
+		if (!peers_ready(srv->config_path)) {   /* --peers: not written yet */
 			if (!warned++)
 				log_info("prepared transactions awaiting a decision: %u; waiting "
 					 "for %s to name the other participants", n,
