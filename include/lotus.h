@@ -94,6 +94,20 @@ enum lotus_batch { LOTUS_BATCH_NONE = 0, LOTUS_BATCH_INTRA = 1, LOTUS_BATCH_INTE
  * server c owns the keys with hash(key) % compute_count == c, caches their
  * data and runs their concurrency control locally (see the README). */
 enum lotus_partitioning { LOTUS_PART_NONE = 0, LOTUS_PART_CO = 1 };
+/* How a transaction that writes on two or more memory servers commits.
+ * TWO_PHASE: a PREPARE round first; every writer holds the writes and the
+ * writer list (durably on durable servers, in memory otherwise) before the
+ * COMMIT, and the servers settle a transaction whose client or a server
+ * failed among themselves, so it is applied on all of them or on none.
+ * ONE_PHASE: the paper's single COMMIT round, one round trip cheaper; it is
+ * atomic only if no client or server fails (a client killed between its
+ * COMMIT messages leaves the transaction applied on some servers only).
+ * Durable clusters always commit in two phases. */
+enum lotus_commit {
+	LOTUS_COMMIT_DEFAULT = 0,     /* the config file's `commit`, else TWO_PHASE */
+	LOTUS_COMMIT_TWO_PHASE = 1,
+	LOTUS_COMMIT_ONE_PHASE = 2,
+};
 
 struct lotus_options {
 	const char *config_path;  /* cluster INI file; NULL with local_servers > 0 */
@@ -110,6 +124,7 @@ struct lotus_options {
 	unsigned group_size;      /* INTER batching: sessions per sending group (default 8) */
 	unsigned timeout_ms;      /* deadline of every wait for a memory server, ms; 0:
 				     the config's [cluster] timeout_ms, else 10000 */
+	enum lotus_commit commit; /* multi-server commits (default: two-phase, see above) */
 	/* for local clusters: */
 	unsigned server_threads;  /* 0: follow the core count */
 	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */

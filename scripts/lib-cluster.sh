@@ -8,8 +8,10 @@
 # TRANSPORT (default tcp) and CLUSTER_CC (optional) go into the config file.
 # CLUSTER_DATA=DIR gives server i --data-dir DIR/ms<i>; CLUSTER_DURABILITY
 # (sync or async) goes into the config's [cluster] section.  With CLUSTER_DATA
-# the servers are restarted once with --config after the ports are known, so
-# every one of them can ask the others about undecided prepared transactions.
+# the servers are restarted once with --config after the ports are known.
+# Every server is started with --peers DIR/cluster.ini (written, atomically,
+# once the ports are known), so it can ask the others about undecided
+# prepared transactions, durable or in memory.
 CLUSTER_PIDS=()
 CLUSTER_PORTS=()
 CLUSTER_ARGS=()
@@ -45,13 +47,15 @@ cluster_start() {
   CLUSTER_ARGS=("$@")
   CLUSTER_PORTS=()
   [ -z "${CLUSTER_DATA:-}" ] || mkdir -p "$CLUSTER_DATA"
+  local peers=()   # a binary older than --peers runs without it
+  ! "$L" memserver --help 2>&1 | grep -q -- --peers || peers=(--peers "$dir/cluster.ini")
   for ((id = 0; id < n; id++)); do
     : >"$dir/ms$id.err"
-    _cluster_spawn "$id" 127.0.0.1:0
+    _cluster_spawn "$id" 127.0.0.1:0 "${peers[@]}"
   done
   for ((id = 0; id < n; id++)); do
     _cluster_ready "$id" || return 1
-    CLUSTER_PORTS[$id]=$(sed 's/.*"port":\([0-9]*\).*/\1/' "$dir/ms$id.out")
+    CLUSTER_PORTS[$id]=$(sed -n 's/.*"ready":true.*"port":\([0-9]*\).*/\1/p' "$dir/ms$id.out")
   done
   CLUSTER_INI=$dir/cluster.ini
   {
@@ -61,7 +65,7 @@ cluster_start() {
     for ((id = 0; id < n; id++)); do
       printf '[memserver %d]\nlisten = 127.0.0.1:%s\n' "$id" "${CLUSTER_PORTS[$id]}"
     done
-  } >"$CLUSTER_INI"
+  } >"$CLUSTER_INI.tmp" && mv "$CLUSTER_INI.tmp" "$CLUSTER_INI"
   if [ -n "${CLUSTER_DATA:-}" ]; then   # again, now with --config
     for ((id = 0; id < n; id++)); do
       kill "${CLUSTER_PIDS[$id]}" && wait "${CLUSTER_PIDS[$id]}" 2>/dev/null

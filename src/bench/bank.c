@@ -1183,6 +1183,35 @@ static bool verify_total(struct bank_verify_result *v, const struct ledger_data 
 	return true;
 }
 
+/* The database is checked as it is once quiet.  After a lost client or server,
+ * a transaction prepared on several servers may be settled on one of them and
+ * not yet on another; a scan does not wait for an insert that is not applied
+ * yet.  So wait (up to VERIFY_SETTLE_S) until no server holds a prepared
+ * transaction ("prepared" in its stats). */
+#define VERIFY_SETTLE_S 15
+static void verify_settle(struct bank_shared *sh, lotus_session_t *s)
+{
+	uint64_t deadline = clock_now_ns() + VERIFY_SETTLE_S * 1000000000ULL;
+	unsigned n = lotus_cluster_servers(sh->cl);
+	for (;;) {
+		unsigned busy = 0;
+		for (unsigned sv = 0; sv < n; sv++) {
+			const char *st = lotus_server_stats(s, sv);
+			const char *p = st ? strstr(st, "\"prepared\":") : NULL;
+			busy += p && atoi(p + 11) > 0;
+		}
+		if (!busy)
+			return;
+		if (clock_now_ns() > deadline) {
+			log_warn("bank: %u memory server(s) still hold prepared transactions after %d s; "
+				 "verifying anyway", busy, VERIFY_SETTLE_S);
+			return;
+		}
+		struct timespec ts = { 0, 50 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static int bank_verify(struct bank_shared *sh, lotus_session_t *s, struct bank_verify_result *v)
 {
 	const struct bank_opts *o = sh->o;
@@ -1196,6 +1225,7 @@ static int bank_verify(struct bank_shared *sh, lotus_session_t *s, struct bank_v
 		return 0;
 	}
 	qsort(ld.acks, ld.nacks, sizeof(*ld.acks), cmp_u64);
+	verify_settle(sh, s);
 	rc = scan_table(s, sh->accounts, 0, UINT32_MAX, account_row, &a);
 	if (rc == 0)
 		rc = scan_table(s, sh->transfers, 0, UINT32_MAX, transfer_row, &tv);

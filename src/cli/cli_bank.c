@@ -23,6 +23,8 @@
 static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static const char *const durabilities[] = { "none", "async", "sync", NULL };
+/* index + 1 == enum lotus_commit */
+static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
 static void on_signal(int sig)
 {
@@ -77,7 +79,7 @@ int cmd_bank(int argc, char **argv)
 	struct bank_opts o;
 	uint64_t local = 2, sthreads = 0, smem = 256ULL << 20, compute_id = 0, accounts, opening;
 	uint64_t threads, inflight;
-	int cc = 0, tr = 0, dur = 0;
+	int commit = 0, cc = 0, tr = 0, dur = 0;
 	const char *config = NULL, *data_dir = NULL;
 	bool json = false;
 	bank_opts_init(&o);
@@ -94,6 +96,7 @@ int cmd_bank(int argc, char **argv)
 		{ "threads", OPT_U64, &threads, "T", "transfer threads (default 4)", .min = 1, .max = 1024 },
 		{ "inflight", OPT_U64, &inflight, "K", "transfers in flight per thread (default 1)", .min = 1, .max = 1024 },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default no_wait, or the config's)", ccs },
+		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
 		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
 		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback (default 2)", .min = 1, .max = 64 },
 		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp, or the config's)", transports },
@@ -132,6 +135,8 @@ int cmd_bank(int argc, char **argv)
 	/* Data that outlives this process can be verified without a run. */
 	o.run = !(o.verify && (config || data_dir) && !cli_find(opts, "seconds")->seen);
 	o.lo.cc = (enum lotus_cc)cc;
+	if (cli_find(opts, "commit")->seen)
+		o.lo.commit = (enum lotus_commit)(commit + 1);
 	o.lo.compute_id = (unsigned)compute_id;
 	o.lo.config_path = config;
 	o.lo.local_servers = config ? 0 : (int)local;

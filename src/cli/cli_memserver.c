@@ -101,7 +101,7 @@ static int listen_probe(const char *host, uint16_t port, const char *config, uns
 
 int cmd_memserver(int argc, char **argv)
 {
-	const char *listen = NULL, *config = NULL;
+	const char *listen = NULL, *config = NULL, *peers = NULL;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
 	const char *data_dir = NULL;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
@@ -113,6 +113,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "threads", OPT_U64, &threads, "W", "worker threads (default: the core count)", .min = 0, .max = 1024 },
 		{ "memory", OPT_SIZE, &memory, "SIZE", "buffer pool size, e.g. 4G (default 1G)" },
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
+		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start" },
@@ -150,6 +151,8 @@ int cmd_memserver(int argc, char **argv)
 		return cli_fail("memserver", "--listen: '%s' is not HOST:PORT", listen);
 	if (!listen && !config)
 		return cli_fail("memserver", "give --listen HOST:PORT or --config FILE");
+	if (config && peers)
+		return cli_fail("memserver", "--peers is for servers without --config (the config names the peers)");
 	o.host = host;
 	o.port = port;
 	o.threads = (unsigned)threads;
@@ -158,6 +161,7 @@ int cmd_memserver(int argc, char **argv)
 		      : config ? cfg.transport : NULL;
 	o.json_ready = ready_json;
 	o.config_path = config;
+	o.peers_path = peers;
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
 		return 2;
 	if (listen_probe(host, port, config, o.id))

@@ -20,6 +20,8 @@ static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
 static const char *const parts[] = { "none", "co", NULL };
 static const char *const durabilities[] = { "none", "async", "sync", NULL };
+/* index + 1 == enum lotus_commit */
+static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
 static void on_signal(int sig)
 {
@@ -33,7 +35,7 @@ int cmd_ycsb(int argc, char **argv)
 	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
 	uint64_t smem = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
 	uint64_t group = 8, spin = 0;
-	int wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0;
+	int commit = 0, wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0;
 	double admit = 1.0;
 	bool digest = false;
 	const char *config = NULL, *trace = NULL, *data_dir = NULL;
@@ -55,6 +57,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "measured run time (default 10)", .min = 0.1, .max = 86400 },
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
+		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
 		{ "batch", OPT_CHOICE, &batch, "B", "request batching: none = one request per message, intra = one message "
 		  "per server per transaction step, inter = also across the transactions of a thread (--inflight) "
 		  "and of a sending group (--group-size) (default intra)", batches },
@@ -110,6 +113,8 @@ int cmd_ycsb(int argc, char **argv)
 	if (cli_find(opts, "dist")->seen)
 		o.dist = dist;
 	o.lo.cc = (enum lotus_cc)cc;
+	if (cli_find(opts, "commit")->seen)
+		o.lo.commit = (enum lotus_commit)(commit + 1);
 	o.lo.batch = (enum lotus_batch)batch;
 	o.lo.compute_id = (unsigned)compute_id;
 	o.lo.config_path = config;

@@ -33,6 +33,10 @@ static const char *const dur_names[] = {
 	[LOTUS_DUR_NONE] = "none", [LOTUS_DUR_ASYNC] = "async", [LOTUS_DUR_SYNC] = "sync",
 };
 
+static const char *const commit_names[] = {
+	[LOTUS_COMMIT_TWO_PHASE] = "two_phase", [LOTUS_COMMIT_ONE_PHASE] = "one_phase",
+};
+
 static int name_index(const char *const *names, size_t n, const char *s)
 {
 	for (size_t i = 0; i < n; i++)
@@ -60,6 +64,20 @@ int config_parse_cc(const char *s, int *out)
 	return 0;
 }
 
+const char *config_commit_name(int commit)
+{
+	return commit > 0 && (size_t)commit < ARRAY_SIZE(commit_names) ? commit_names[commit] : "?";
+}
+
+int config_parse_commit(const char *s, int *out)
+{
+	int i = name_index(commit_names, ARRAY_SIZE(commit_names), s);
+	if (i < 0)
+		return i;
+	*out = i;
+	return 0;
+}
+
 int config_parse_durability(const char *s, int *out)
 {
 	int i = name_index(dur_names, ARRAY_SIZE(dur_names), s);
@@ -75,6 +93,7 @@ void config_defaults(struct lotus_config *c)
 	strcpy(c->transport, "tcp");
 	c->cc = LOTUS_NO_WAIT;
 	c->durability = LOTUS_DUR_NONE;
+	c->commit = LOTUS_COMMIT_TWO_PHASE;
 	c->compute_servers = 1;
 }
 
@@ -112,6 +131,12 @@ static int set_durability(struct lotus_config *c, const char *v, const char **wh
 {
 	*why = "expected none, async or sync";
 	return config_parse_durability(v, &c->durability);
+}
+
+static int set_commit(struct lotus_config *c, const char *v, const char **why)
+{
+	*why = "expected two_phase or one_phase";
+	return config_parse_commit(v, &c->commit);
 }
 
 static int set_compute_servers(struct lotus_config *c, const char *v, const char **why)
@@ -188,6 +213,7 @@ static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "transport", set_transport },
 	{ "cc", set_cc },
 	{ "durability", set_durability },
+	{ "commit", set_commit },
 	{ "compute_servers", set_compute_servers },
 	{ "timeout_ms", set_timeout_ms },
 };
@@ -455,9 +481,9 @@ int config_write(FILE *f, const struct lotus_config *c)
 {
 	char mem[32];
 	fprintf(f, "# lotus cluster configuration\n[cluster]\n"
-		"transport = %s\ncc = %s\ndurability = %s\ncompute_servers = %u\n",
+		"transport = %s\ncc = %s\ndurability = %s\ncommit = %s\ncompute_servers = %u\n",
 		c->transport, config_cc_name(c->cc), config_durability_name(c->durability),
-		c->compute_servers);
+		config_commit_name(c->commit), c->compute_servers);
 	if (c->timeout_ms)
 		fprintf(f, "timeout_ms = %u\n", c->timeout_ms);
 	for (unsigned i = 0; i < c->nservers; i++) {

@@ -6,6 +6,7 @@
  *   transport = tcp                ; tcp|sm|rc|ud|dc
  *   cc = no_wait                   ; no_wait|wait_die|wound_wait
  *   durability = none              ; none|async|sync
+ *   commit = two_phase             ; two_phase|one_phase (multi-server writes)
  *   compute_servers = 1
  *   timeout_ms = 10000             ; clients: deadline of every wait (ms)
  *
@@ -49,13 +50,15 @@ struct lotus_config {
 	char transport[16];      /* "tcp", "sm", "rc", "ud", "dc" */
 	int cc;                  /* enum lotus_cc */
 	int durability;          /* enum lotus_durability */
+	int commit;              /* enum lotus_commit: TWO_PHASE (default) or ONE_PHASE */
 	unsigned compute_servers;
 	unsigned timeout_ms;     /* compute side: deadline of every wait; 0: default */
 	unsigned nservers;
 	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
 };
 
-/* tcp transport, no_wait, no durability, 1 compute server, no servers. */
+/* tcp transport, no_wait, no durability, two-phase commit, 1 compute server,
+ * no servers. */
 void config_defaults(struct lotus_config *c);
 
 /* Defaults, then the file.  0 or LOTUS_ECONFIG (one line on stderr). */
@@ -81,5 +84,7 @@ const char *config_cc_name(int cc);
 const char *config_durability_name(int d);
 int config_parse_cc(const char *s, int *out);
 int config_parse_durability(const char *s, int *out);
+const char *config_commit_name(int commit);
+int config_parse_commit(const char *s, int *out);   /* two_phase|one_phase */
 
 #endif

@@ -10,6 +10,15 @@
  * the caller's group (Ctrl-C) does not stop them under a running client;
  * lotus_disconnect() stops them with SIGTERM and reaps them, and SIGKILLs any
  * that do not exit within a few seconds.
+ *
+ * Local servers know each other as config-file servers do: each is started
+ * with --peers /proc/self/fd/N, an anonymous in-memory file (memfd) the parent
+ * creates and the children inherit.  Once every port is known the parent
+ * writes a cluster config naming them all into it and seals it against
+ * writes, which tells a server the file is complete; a server then asks the
+ * others about a prepared transaction (termination, durable or in memory).
+ * The file lives as long as the last process holding it: nothing is left on
+ * disk, even when the client is killed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -71,7 +81,7 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
 	char ids[16], threads[16], mem[32], dir[PATH_MAX];
-	const char *argv[24];
+	const char *argv[26];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* Its own process group: a Ctrl-C (or `timeout -s INT`, or any signal to
@@ -99,43 +109,129 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 		argv[n++] = "--durability";
 		argv[n++] = c->opts.durability;
 	}
+	if (c->peers_path[0]) {
+		argv[n++] = "--peers";
+		argv[n++] = c->peers_path;
+	}
 	argv[n] = NULL;
 	execv(bin, (char *const *)argv);
 	fprintf(stderr, "lotus: cannot run %s: %s\n", bin, strerror(errno));
 	_exit(127);
 }
 
-/* Read the child's ready line: {"ready":true,"id":I,"port":P}. */
+/* Read the child's ready line {"ready":true,"id":I,"port":P,...}.  Other
+ * lines on its stdout (a library's warning) are skipped. */
 static int read_ready_port(int fd, pid_t pid, uint16_t *port)
 {
-	char line[256];
+	char line[4096];
 	size_t n = 0;
 	uint64_t deadline = clock_now_ns() + 20ULL * 1000000000ULL;
-	while (clock_now_ns() < deadline && n < sizeof(line) - 1) {
+	while (clock_now_ns() < deadline) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		if (poll(&pfd, 1, 200) <= 0) {
 			if (waitpid(pid, NULL, WNOHANG) == pid)
 				return LOTUS_EUNAVAIL;
 			continue;
 		}
+		if (n == sizeof(line) - 1)
+			n = 0;   /* a line longer than any ready line: drop it */
 		ssize_t r = read(fd, line + n, sizeof(line) - 1 - n);
 		if (r <= 0)
 			return LOTUS_EUNAVAIL;
 		n += (size_t)r;
 		line[n] = 0;
-		const char *p = strstr(line, "\"port\":");
-		if (p && strchr(p, '}')) {
-			*port = (uint16_t)atoi(p + 7);
-			return 0;
+		char *nl;
+		while ((nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			const char *p = strstr(line, "\"port\":");
+			if (strstr(line, "\"ready\":true") && p) {
+				*port = (uint16_t)atoi(p + 7);
+				return 0;
+			}
+			n -= (size_t)(nl + 1 - line);
+			memmove(line, nl + 1, n + 1);
 		}
 	}
 	return LOTUS_ETIMEOUT;
+}
+
+/* The peers file (see the top comment); without it the servers cannot
+ * settle prepared transactions among themselves, which is logged. */
+static void peers_prepare(lotus_cluster_t *c)
+{
+	int fd = memfd_create("lotus-peers", MFD_ALLOW_SEALING);   /* inherited */
+	if (fd < 0) {
+		log_warn("local cluster: no peers file (memfd_create: %s); the servers cannot "
+			 "settle prepared transactions among themselves", strerror(errno));
+		return;
+	}
+	c->peers_fd = fd;
+	snprintf(c->peers_path, sizeof(c->peers_path), "/proc/self/fd/%d", fd);
+}
+
+/* Every server is listening: name them all in the peers file, then seal it. */
+static int peers_write(lotus_cluster_t *c)
+{
+	struct lotus_config *cfg = calloc(1, sizeof(*cfg));
+	char *buf = NULL;
+	size_t len = 0;
+	int rc = 0;
+	if (c->peers_fd < 0)
+		return 0;
+	if (!cfg)
+		return -ENOMEM;
+	config_defaults(cfg);
+	snprintf(cfg->transport, sizeof(cfg->transport), "%s", c->transport);
+	if (c->opts.durability)
+		config_parse_durability(c->opts.durability, &cfg->durability);
+	else if (c->opts.data_dir)
+		cfg->durability = LOTUS_DUR_SYNC;
+	cfg->nservers = c->nservers;
+	for (unsigned i = 0; i < c->nservers; i++) {
+		struct lotus_server_config *s = &cfg->servers[i];
+		s->id = i;
+		snprintf(s->host, sizeof(s->host), "%s", c->servers[i].host);
+		s->port = c->servers[i].port;
+		s->threads = c->opts.server_threads;
+		s->memory = c->opts.server_memory ? c->opts.server_memory : 1ULL << 30;
+		if (c->opts.data_dir)
+			snprintf(s->data_dir, sizeof(s->data_dir), "%s/ms%u", c->opts.data_dir, i);
+	}
+	FILE *f = open_memstream(&buf, &len);
+	if (!f || config_write(f, cfg) != 0)
+		rc = -ENOMEM;
+	if (f && fclose(f) != 0)
+		rc = -ENOMEM;
+	for (size_t off = 0; rc == 0 && off < len;) {
+		ssize_t w = write(c->peers_fd, buf + off, len - off);
+		if (w < 0 && errno != EINTR)
+			rc = -errno;
+		else if (w > 0)
+			off += (size_t)w;
+	}
+	if (rc == 0 && fcntl(c->peers_fd, F_ADD_SEALS,
+			     F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0)
+		rc = -errno;
+	if (rc)
+		log_error("local cluster: cannot write the peers file: %s", lotus_strerror(rc));
+	free(buf);
+	free(cfg);
+	return rc;
+}
+
+static void peers_remove(lotus_cluster_t *c)
+{
+	if (c->peers_fd >= 0)
+		close(c->peers_fd);
+	c->peers_fd = -1;
+	c->peers_path[0] = 0;
 }
 
 int cluster_start_local(lotus_cluster_t *c)
 {
 	char buf[PATH_MAX];
 	const char *bin = lotus_binary(c, buf, sizeof(buf));
+	peers_prepare(c);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		int pfd[2];
 		if (pipe2(pfd, O_CLOEXEC))
@@ -160,7 +256,7 @@ int cluster_start_local(lotus_cluster_t *c)
 			return rc;
 		}
 	}
-	return 0;
+	return peers_write(c);
 }
 
 void cluster_stop_local(lotus_cluster_t *c)
@@ -183,6 +279,7 @@ void cluster_stop_local(lotus_cluster_t *c)
 		}
 		c->servers[i].pid = 0;
 	}
+	peers_remove(c);
 }
 
 static int cluster_from_config(lotus_cluster_t *c, const char *path)
@@ -212,6 +309,8 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
 		c->durable |= cfg.servers[i].data_dir[0] != 0;
+	if (c->opts.commit == LOTUS_COMMIT_DEFAULT)
+		c->opts.commit = (enum lotus_commit)cfg.commit;
 	return 0;
 }
 
@@ -224,6 +323,7 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	c->opts = *o;
 	c->timeout_ns = (uint64_t)(o->timeout_ms ? o->timeout_ms : LOTUS_DEFAULT_TIMEOUT_MS) *
 			1000000ULL;
+	c->peers_fd = -1;
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
@@ -244,6 +344,14 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 			  LOTUS_MAX_SERVERS);
 		rc = LOTUS_ECONFIG;
 	}
+	if (rc == 0 && c->opts.commit != LOTUS_COMMIT_DEFAULT &&
+	    c->opts.commit != LOTUS_COMMIT_TWO_PHASE && c->opts.commit != LOTUS_COMMIT_ONE_PHASE) {
+		log_error("lotus_connect: commit %d is not LOTUS_COMMIT_TWO_PHASE or _ONE_PHASE",
+			  (int)c->opts.commit);
+		rc = LOTUS_ECONFIG;
+	}
+	/* durable servers always prepare (a logged tear would outlive restarts) */
+	c->two_phase = c->durable || c->opts.commit != LOTUS_COMMIT_ONE_PHASE;
 	if (rc == 0) {
 		struct net_opts no = { .transport = c->transport };
 		rc = net_ctx_create(&no, &c->net);

@@ -38,11 +38,12 @@
  * cannot be wounded), so no participant applies writes of a transaction that
  * another participant has already preempted.
  *
- * On durable servers (cluster->durable) a transaction that writes on two or
- * more servers commits in two phases (docs/design.md, "Commit and durability"):
- * PREPARE carries each writer's writes and the writer list, and is durable on
- * the server before it is answered; read-only participants get a plain COMMIT
- * in the same round (they just release).  Once every writer prepared, COMMIT
+ * With two-phase commit (cluster->two_phase: the default, and always on
+ * durable servers) a transaction that writes on two or more servers commits in
+ * two phases (docs/design.md, "Commit and durability"): PREPARE carries each
+ * writer's writes and the writer list, and is held by the server (durably,
+ * on a durable one) before it is answered; read-only participants get a
+ * plain COMMIT in the same round (they just release).  Once every writer prepared, COMMIT
  * without writes goes to the writers (t->writers); a failed PREPARE aborts
  * everywhere.
  */
@@ -90,8 +91,12 @@ struct lotus_cluster {
 	rcache_t *cache;                /* NULL without --cache */
 	lock_table_t *local_locks;      /* CO partitioning: locks of owned keys */
 	_Atomic uint64_t stale_hints;
-	int durable;                    /* the servers log (durability async|sync):
-					   multi-writer commits prepare with their writes */
+	int durable;                    /* the servers log (durability async|sync) */
+	int two_phase;                  /* multi-writer commits prepare with their
+					   writes: durable, or commit != ONE_PHASE */
+	int peers_fd;                   /* local: the memfd the servers read to find
+					   each other (-1 if none) */
+	char peers_path[32];            /* "/proc/self/fd/N" in the children */
 	uint64_t timeout_ns;            /* deadline of every wait (opts.timeout_ms) */
 };
 

@@ -699,9 +699,9 @@ void txn_on_timeout(lotus_txn_t *t)
 
 /* ---- commit and abort ------------------------------------------------------ */
 
-/* Send sv its COMMIT (flags 0) or durable PREPARE (WIRE_REQ_F_PREPARE, hint =
- * the writer bitmask) with the writes the transaction made there. */
-static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uint16_t flags,
+/* Send sv its COMMIT or PREPARE (OP_PREPARE, hint = the writer bitmask) with
+ * the writes the transaction made there. */
+static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uint8_t op,
 			   uint64_t writers)
 {
 	lotus_cluster_t *c = t->s->cl;
@@ -721,7 +721,7 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uin
 			return rc;
 		n++;
 	}
-	struct wire_req r = { .op = OP_COMMIT, .flags = flags, .tag = t->slot << 16 | TAG_TXN_OP,
+	struct wire_req r = { .op = op, .tag = t->slot << 16 | TAG_TXN_OP,
 			      .value_len = (uint32_t)wb->len, .arg = n, .hint = writers };
 	return txn_send(t, sv, &r, NULL, wb->data);
 }
@@ -744,15 +744,15 @@ static int commit_round_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, in
 {
 	if (durable2pc)  /* writers prepare with their writes; readers just commit */
 		return (t->writers >> sv & 1)
-		       ? commit_send_one(t, sv, wb, WIRE_REQ_F_PREPARE, t->writers)
-		       : commit_send_one(t, sv, wb, 0, 0);
+		       ? commit_send_one(t, sv, wb, OP_PREPARE, t->writers)
+		       : commit_send_one(t, sv, wb, OP_COMMIT, 0);
 	if (prepare || t->writers) {  /* phase one without writes / phase two of 2PC */
 		struct wire_req r = { .op = OP_COMMIT,
-				      .flags = prepare ? WIRE_REQ_F_PREPARE : 0,
+				      .flags = prepare ? WIRE_REQ_F_COMMITTING : 0,
 				      .tag = t->slot << 16 | TAG_TXN_OP };
 		return txn_send(t, sv, &r, NULL, NULL);
 	}
-	return commit_send_one(t, sv, wb, 0, 0);
+	return commit_send_one(t, sv, wb, OP_COMMIT, 0);
 }
 
 static int txn_commit_start(lotus_txn_t *t)
@@ -761,7 +761,7 @@ static int txn_commit_start(lotus_txn_t *t)
 	int durable2pc = 0, prepare = 0;
 	struct wire_buf wb;
 	int rc = 0;
-	if (!t->prepared && t->s->cl->durable && __builtin_popcountll(parts) > 1) {
+	if (!t->prepared && t->s->cl->two_phase && __builtin_popcountll(parts) > 1) {
 		t->writers = txn_writers(t);
 		durable2pc = __builtin_popcountll(t->writers) > 1;
 		if (!durable2pc)

@@ -110,6 +110,12 @@ void lock_txn_release(lock_table_t *lt, lock_txn_t *txn);
  * Returns the number of transactions released.  COMMITTING txns are left to the
  * caller's commit path (they are released by it). */
 int lock_release_owner(lock_table_t *lt, void *owner);
+/* The COMMITTING transactions of owner (a lost client): those for which
+ * keep(arg, txn_id) returns non-zero lose their owner and keep their locks
+ * (a prepared txn waits for its decision); every other one is released.
+ * Returns the number released.  keep runs with no lock manager latch held. */
+int lock_release_owner_committing(lock_table_t *lt, void *owner,
+				  int (*keep)(void *arg, uint64_t txn_id), void *arg);
 
 struct lock_stats {
 	uint64_t acquires, grants_immediate, waits, wait_ns, grants_after_wait;

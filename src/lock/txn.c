@@ -239,17 +239,18 @@ void lock_txn_release(lock_table_t *lt, lock_txn_t *txn)
 	lock_txn_put(lt, txn);
 }
 
-/* Collect (with a reference) up to max txns of owner that are not COMMITTING. */
-static unsigned owner_collect(lock_table_t *lt, void *owner, lock_txn_t **out, unsigned max,
-			      uint32_t *bucket)
+/* Collect (with a reference) up to max txns of owner that are not COMMITTING
+ * (committing 0) or that are (committing 1). */
+static unsigned owner_collect(lock_table_t *lt, void *owner, int committing, lock_txn_t **out,
+			      unsigned max, uint32_t *bucket)
 {
 	unsigned n = 0;
 	for (; *bucket <= lt->tmask && n < max; (*bucket)++) {
 		struct txn_bucket *b = &lt->tbuckets[*bucket];
 		pthread_mutex_lock(&b->latch);
 		for (lock_txn_t *t = b->head; t; t = t->hnext)
-			if (t->owner == owner && atomic_load(&t->status) != TXN_COMMITTING &&
-			    n < max) {
+			if (t->owner == owner &&
+			    (atomic_load(&t->status) == TXN_COMMITTING) == committing && n < max) {
 				txn_ref(t);
 				out[n++] = t;
 			}
@@ -266,7 +267,7 @@ int lock_release_owner(lock_table_t *lt, void *owner)
 	uint32_t bucket = 0;
 	int total = 0;
 	unsigned n;
-	while ((n = owner_collect(lt, owner, batch, 64, &bucket)) > 0) {
+	while ((n = owner_collect(lt, owner, 0, batch, 64, &bucket)) > 0) {
 		for (unsigned i = 0; i < n; i++) {
 			/* Claim it by marking it PREEMPTED, so that a commit cannot start
 			 * meanwhile; one that already started is left to its path. */
@@ -275,6 +276,32 @@ int lock_release_owner(lock_table_t *lt, void *owner)
 			       !atomic_compare_exchange_weak(&batch[i]->status, &s, TXN_PREEMPTED))
 				;
 			if (s == TXN_COMMITTING) {
+				lock_txn_put(lt, batch[i]);
+				continue;
+			}
+			lock_txn_release(lt, batch[i]);   /* consumes our reference */
+			total++;
+		}
+	}
+	return total;
+}
+
+int lock_release_owner_committing(lock_table_t *lt, void *owner,
+				  int (*keep)(void *arg, uint64_t txn_id), void *arg)
+{
+	lock_txn_t *batch[64];
+	uint32_t bucket = 0;
+	int total = 0;
+	unsigned n;
+	while ((n = owner_collect(lt, owner, 1, batch, 64, &bucket)) > 0) {
+		for (unsigned i = 0; i < n; i++) {
+			if (keep && keep(arg, batch[i]->id)) {
+				/* handed over: it has no owner now, so the rescan of
+				 * this bucket does not collect it again */
+				struct txn_bucket *b = txn_bucket_of(lt, batch[i]->id);
+				pthread_mutex_lock(&b->latch);
+				batch[i]->owner = NULL;
+				pthread_mutex_unlock(&b->latch);
 				lock_txn_put(lt, batch[i]);
 				continue;
 			}

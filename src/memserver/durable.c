@@ -3,7 +3,9 @@
  * redo records of commits, writebacks and table creations, replies that wait
  * for the log, and the read-only state after a log error (docs/design.md,
  * "Commit and durability"; docs/durability.md).  Nothing here runs with
- * --durability none: then srv->log is NULL and the handlers never call in.
+ * --durability none (srv->log is NULL), except the prepared table of
+ * two-phase commit (ms_prepare_logged, ms_prepared_decide), which a memory
+ * server then keeps in memory only, skipping every log step.
  *
  * Start (ms_durable_open, main thread, before any worker runs):
  *   1. ckpt_recover: the tables, pages and index of the last checkpoint.  It
@@ -371,7 +373,7 @@ uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *
 	if (n)
 		log_warn("recovery: %zu prepared transaction%s without a decision (locked; the "
 			 "other participants will be asked%s): %s", n, n == 1 ? "" : "s",
-			 srv->config_path ? "" : " - but there is no --config to find them", ids);
+			 srv->config_path ? "" : " - but there is no --config or --peers to find them", ids);
 	return keep;
 }
 
@@ -470,10 +472,6 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 	srv->durability = o->durability;
 	srv->data_dir = o->data_dir;
 	srv->rec.keep_lsn = UINT64_MAX;
-	srv->config_path = o->config_path;
-	pthread_mutex_init(&srv->prep_mu, NULL);
-	if (!(srv->prep = calloc(MS_PREP_BUCKETS, sizeof(*srv->prep))) || ms_term_open(srv))
-		return -ENOMEM;
 	if (mkdir(o->data_dir, 0755) && errno != EEXIST) {
 		int rc = -errno;
 		log_error("cannot create the data directory %s: %s", o->data_dir, strerror(errno));
@@ -500,13 +498,11 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 		return rc;
 	}
 	recovery_report(srv);
-	ms_term_start(srv);
 	return 0;
 }
 
 void ms_durable_close(struct ms_server *srv, int clean)
 {
-	ms_term_stop(srv);
 	if (srv->ckpt && clean) {
 		struct ckpt_stats cs;
 		int rc = redo_status(srv->log);
@@ -523,21 +519,50 @@ void ms_durable_close(struct ms_server *srv, int clean)
 	ckpt_close(srv->ckpt);
 	srv->ckpt = NULL;
 	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
-	srv->log = NULL;
-	if (srv->prep) {        /* undecided PREPAREs stay in the log */
-		for (unsigned b = 0; b < MS_PREP_BUCKETS; b++)
-			while (srv->prep[b]) {
-				struct ms_prep_ent *e = srv->prep[b];
-				srv->prep[b] = e->next;
-				store_resv_release(srv->store, e->resv);
-				free(e->payload);
-				free(e);
-			}
-		free(srv->prep);
-		srv->prep = NULL;
-		ms_term_free(srv);
-		pthread_mutex_destroy(&srv->prep_mu);
-	}
+	srv->log = NULL;        /* undecided PREPAREs stay in the log */
+}
+
+/* ---- the prepared table (every server) ----------------------------------------- */
+
+int ms_prep_open(struct ms_server *srv)
+{
+	pthread_mutex_init(&srv->prep_mu, NULL);
+	if (!(srv->prep = calloc(MS_PREP_BUCKETS, sizeof(*srv->prep))) || ms_term_open(srv))
+		return -ENOMEM;
+	return 0;
+}
+
+void ms_prep_close(struct ms_server *srv)
+{
+	if (!srv->prep)
+		return;
+	for (unsigned b = 0; b < MS_PREP_BUCKETS; b++)
+		while (srv->prep[b]) {
+			struct ms_prep_ent *e = srv->prep[b];
+			srv->prep[b] = e->next;
+			store_resv_release(srv->store, e->resv);
+			free(e->payload);
+			free(e);
+		}
+	free(srv->prep);
+	srv->prep = NULL;
+	ms_term_free(srv);
+	pthread_mutex_destroy(&srv->prep_mu);
+}
+
+int ms_prepared_hold(struct ms_server *srv, uint64_t txn_id)
+{
+	int held = 0;
+	if (!atomic_load(&srv->nprep))
+		return 0;
+	pthread_mutex_lock(&srv->prep_mu);
+	for (struct ms_prep_ent *e = srv->prep[ms_prep_bucket(txn_id)]; e; e = e->next)
+		if (e->txn_id == txn_id) {
+			e->since_ns = 0;   /* its client is gone: resolve it at once */
+			held = 1;
+		}
+	pthread_mutex_unlock(&srv->prep_mu);
+	return held;
 }
 
 /* ---- the write paths --------------------------------------------------------- */
@@ -590,7 +615,7 @@ int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsi
 	return rc;
 }
 
-/* ---- durable two-phase commit --------------------------------------------------
+/* ---- two-phase commit ------------------------------------------------------------
  *
  *   PREPARE (writes, writer bitmask) --ms_prepare_logged--> prepared (table;
  *     REDO_PREPARE durable before the vote goes out; X locks kept)
@@ -600,7 +625,10 @@ int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsi
  *
  * The table (srv->prep, guarded by prep_mu) holds each REDO_PREPARE payload.
  * Its lowest LSN is the checkpointer's keep LSN, so a PREPARE stays in the
- * log while it is undecided. */
+ * log while it is undecided.  Without a data directory (srv->log NULL) the
+ * same table lives in memory only: nothing is logged, the vote goes out at
+ * once, and decisions are remembered in the outcome table alone (a memory
+ * server that restarts has lost its data anyway). */
 /* prep_mu held: the keep LSN follows the oldest undecided PREPARE. */
 static void prep_update_keep(struct ms_server *srv)
 {
@@ -634,7 +662,7 @@ int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const uns
 		      store_resv_t **rp, uint64_t *lsn)
 {
 	*lsn = 0;
-	int rc = ms_durable_refuses(srv);
+	int rc = srv->log ? ms_durable_refuses(srv) : 0;
 	if (rc)
 		return rc;
 	struct ms_prep_ent *e = calloc(1, sizeof(*e));
@@ -649,6 +677,7 @@ int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const uns
 	pthread_mutex_lock(&srv->prep_mu);
 	/* a txn this server already answered for (refused) is never prepared */
 	rc = ms_outcome_find(srv, r->txn_id) != MS_OUT_NONE ? LOTUS_EABORTED
+	     : !srv->log ? 0
 	     : redo_append(srv->log, REDO_PREPARE, r->txn_id, e->payload, e->len, &e->lsn);
 	if (rc == 0) {
 		unsigned b = ms_prep_bucket(e->txn_id);
@@ -668,7 +697,7 @@ int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const uns
 		free(e);
 		if (rc == LOTUS_EREADONLY)
 			ms_durable_refuses(srv);
-	} else if (crash_point_armed("prepared") && redo_wait(srv->log, *lsn) == 0) {
+	} else if (srv->log && crash_point_armed("prepared") && redo_wait(srv->log, *lsn) == 0) {
 		crash_point("prepared");  /* tests: the vote is durable, not sent */
 	}
 	return rc;
@@ -683,7 +712,7 @@ static struct ms_prep_ent *prep_take(struct ms_server *srv, uint64_t txn_id)
 	if (!(e = *pp))
 		return NULL;
 	*pp = e->next;
-	if (--srv->nprep && e->lsn == srv->prep_min_lsn) {
+	if (--srv->nprep && srv->log && e->lsn == srv->prep_min_lsn) {
 		srv->prep_min_lsn = UINT64_MAX;
 		for (unsigned b = 0; b < MS_PREP_BUCKETS; b++)
 			for (struct ms_prep_ent *x = srv->prep[b]; x; x = x->next)
@@ -707,7 +736,8 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 		crash_point("before_commit");  /* tests: all prepared, nothing applied */
 	if (e) {
 		/* logged lazily: every participant's PREPARE is durable already */
-		int lrc = redo_append(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d), &lsn);
+		int lrc = srv->log ? redo_append(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d), &lsn)
+			  : 0;
 		ms_outcome_note(srv, txn_id, commit ? MS_OUT_COMMIT : MS_OUT_ABORT);
 		if (commit) {
 			struct ms_prepared p = { .txn_id = txn_id, .len = e->len,

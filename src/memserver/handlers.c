@@ -31,13 +31,15 @@
  *
  * With a data directory (srv->log set; durable.c) the writes of a COMMIT, a
  * WRITEBACK and a new table are logged before they are applied, and the reply
- * may wait for the log (ms_reply_durable).  A PREPARE that carries writes
- * (durable two-phase commit) is checked and logged but not applied; the
- * COMMIT without writes that follows applies them, an ABORT drops them.
- * OP_TXN_STATUS answers another server's resolver (termination.c).  After a
- * log error every request that would write (X locks, commits with writes,
- * writebacks, new tables) is refused with LOTUS_EREADONLY.  Without a data
- * directory none of this runs.
+ * may wait for the log (ms_reply_durable).  After a log error every request
+ * that would write (X locks, commits with writes, writebacks, new tables) is
+ * refused with LOTUS_EREADONLY.  Without a data directory none of this runs.
+ *
+ * Two-phase commit, on every server: a PREPARE (OP_PREPARE, with the writes)
+ * is checked and kept in the prepared table (logged first on a durable server)
+ * but not applied; the COMMIT without writes that follows applies them, an
+ * ABORT drops them.  OP_TXN_STATUS answers another server's resolver
+ * (termination.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -549,22 +551,10 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	int rc = 0;
 	if (lock_txn_status(txn) != TXN_COMMITTING)
 		rc = lock_txn_begin_commit(srv->locks, txn);
-	if (r->flags & WIRE_REQ_F_PREPARE) {
-		/* phase one: the txn is now immune to wounds; keep its locks */
-		if (rc == 0 && r->arg)   /* durable 2PC: the PREPARE brings the writes */
-			rc = srv->log ? commit_check(srv, txn, r, val) : LOTUS_EPROTO;
-		if (rc == 0 && r->arg)   /* the space its writes need, before the log */
-			rc = commit_reserve(srv, txn, r, val, &rv);
-		if (rc == 0 && r->arg) {
-			uint64_t lsn;
-			rc = ms_prepare_logged(srv, r, val, &rv, &lsn);
-			if (rc == 0) {
-				lock_txn_put(srv->locks, txn);
-				ms_reply_durable(wk, seq, r, 0, 0, lsn);
-				return;
-			}
-		}
-		store_resv_release(srv->store, rv);
+	if (r->flags & WIRE_REQ_F_COMMITTING) {
+		/* the WOUND_WAIT round: the txn is now immune to wounds; keep its locks */
+		if (rc == 0 && r->arg)
+			rc = LOTUS_EPROTO;   /* writes come with OP_PREPARE or the COMMIT */
 		if (rc)
 			lock_txn_release(srv->locks, txn);
 		else
@@ -572,8 +562,8 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
-	if (rc == 0 && srv->log && r->arg == 0 && ms_prepared_decide(srv, r->txn_id, 1, &rc)) {
-		lock_txn_release(srv->locks, txn);   /* phase two of a durable 2PC */
+	if (rc == 0 && r->arg == 0 && ms_prepared_decide(srv, r->txn_id, 1, &rc)) {
+		lock_txn_release(srv->locks, txn);   /* phase two of a 2PC */
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
@@ -600,13 +590,45 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	rep_status(wk, &wk->rep, r, rc, 0);
 }
 
+/* Two-phase commit, phase one: the txn becomes COMMITTING (it can no longer
+ * be wounded), its writes are checked against its X locks and held in the
+ * prepared table (logged first on a durable server), not applied.  A refusal
+ * releases its locks here; the client then aborts everywhere. */
+static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		      const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	struct ms_server *srv = wk->srv;
+	lock_txn_t *txn = lock_txn_find(srv->locks, r->txn_id);
+	uint64_t lsn = 0;
+	if (!txn) {
+		rep_status(wk, &wk->rep, r, LOTUS_ESTATE, 0);
+		return;
+	}
+	int rc = lock_txn_status(txn) == TXN_COMMITTING ? 0 : lock_txn_begin_commit(srv->locks, txn);
+	store_resv_t *rv = NULL;
+	if (rc == 0)
+		rc = commit_check(srv, txn, r, val);
+	if (rc == 0)   /* the space its writes need, before it is held or logged */
+		rc = commit_reserve(srv, txn, r, val, &rv);
+	if (rc == 0)   /* on success the prepared entry owns the reservation */
+		rc = ms_prepare_logged(srv, r, val, &rv, &lsn);
+	if (rc) {
+		store_resv_release(srv->store, rv);
+		lock_txn_release(srv->locks, txn);
+		rep_status(wk, &wk->rep, r, rc, 0);
+		return;
+	}
+	lock_txn_put(srv->locks, txn);
+	ms_reply_durable(wk, seq, r, 0, 0, lsn);
+}
+
 static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		    const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	lock_txn_t *txn = lock_txn_find(wk->srv->locks, r->txn_id);
 	int rc = 0;
-	if (wk->srv->log)   /* a prepared txn: log the abort, drop its writes */
-		ms_prepared_decide(wk->srv, r->txn_id, 0, &rc);
+	/* a prepared txn: log the abort (durable servers), drop its writes */
+	ms_prepared_decide(wk->srv, r->txn_id, 0, &rc);
 	if (txn)
 		lock_txn_release(wk->srv->locks, txn);
 	rep_status(wk, &wk->rep, r, 0, 0);
@@ -657,13 +679,15 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	int n = snprintf(buf, sizeof(buf),
 		"{\"id\":%u,\"requests\":%llu,\"bad_msgs\":%llu,\"hint_hits\":%llu,"
 		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
+		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
 		"\"preempted_aborts\":%llu,\"upgrades\":%llu}}",
 		srv->id, (unsigned long long)reqs, (unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
-		(unsigned long long)ss.index_bytes, (unsigned long long)ls.acquires,
+		(unsigned long long)ss.index_bytes, atomic_load(&srv->nprep),
+		(unsigned long long)ls.acquires,
 		(unsigned long long)ls.waits, (unsigned long long)ls.wait_ns,
 		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,
 		(unsigned long long)ls.preemptions, (unsigned long long)ls.preempted_aborts,
@@ -705,7 +729,7 @@ static void h_txn_status(struct ms_worker *wk, struct ms_conn *c, uint32_t sende
 			 const unsigned char *val)
 {
 	uint64_t lsn = 0;
-	int answer = wk->srv->log ? ms_txn_status(wk->srv, r->txn_id, &lsn) : WIRE_TXN_UNKNOWN;
+	int answer = ms_txn_status(wk->srv, r->txn_id, &lsn);
 	int rc = answer ? 0 : LOTUS_EREADONLY;
 	if (lsn)   /* a refusal counts once it is durable */
 		ms_reply_durable(wk, seq, r, rc, (uint64_t)answer, lsn);
@@ -718,6 +742,7 @@ static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
 	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
 	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback, [OP_TXN_STATUS] = h_txn_status,
+	[OP_PREPARE] = h_prepare,
 };
 
 void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,

@@ -63,10 +63,19 @@ int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *
 }
 
 /* Release what a lost client held (its connection is gone or going). */
+static int ms_keep_prepared(void *arg, uint64_t txn_id)
+{
+	return ms_prepared_hold(arg, txn_id);
+}
+
 static void ms_conn_release(struct ms_worker *wk, struct ms_conn *c, int reason)
 {
 	c->closed = 1;
 	int n = lock_release_owner(wk->srv->locks, c);
+	/* COMMITTING ones: a prepared txn waits for its decision (the resolver
+	 * takes it now); any other (the WOUND_WAIT round, a one-phase commit that
+	 * never came) has nothing to apply here, so it is released too */
+	n += lock_release_owner_committing(wk->srv->locks, c, ms_keep_prepared, wk->srv);
 	if (n)
 		log_info("client %u lost (%s): released %d transactions", c->compute_id,
 			 lotus_strerror(reason), n);
@@ -236,8 +245,12 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
 	if (rc == 0)  /* a txn's slot reservation goes back with the txn */
 		lock_table_set_user_hook(srv->locks, ms_resv_drop, srv);
+	if (rc == 0)  /* the prepared table of 2PC, in memory or durable */
+		rc = ms_prep_open(srv);
 	if (rc == 0 && o->durability != LOTUS_DUR_NONE)
 		rc = ms_durable_open(srv, o);
+	if (rc == 0)  /* the resolver of prepared transactions (termination.c) */
+		ms_term_start(srv);
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
 	if (rc)
@@ -268,6 +281,7 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 /* clean: the workers stopped after a stop request (final checkpoint). */
 static void ms_teardown(struct ms_server *srv, int clean)
 {
+	ms_term_stop(srv);
 	if (srv->log)
 		ms_durable_close(srv, clean);
 	if (srv->listener)
@@ -286,6 +300,7 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		lock_table_destroy(srv->locks);
 	if (srv->store)
 		store_destroy(srv->store);
+	ms_prep_close(srv);
 	pthread_mutex_destroy(&srv->tables_mu);
 }
 
@@ -328,6 +343,7 @@ int memserver_run(const struct memserver_opts *o)
 		return LOTUS_ECONFIG;
 	}
 	pthread_mutex_init(&srv.tables_mu, NULL);
+	srv.config_path = o->config_path ? o->config_path : o->peers_path;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -355,6 +371,7 @@ int memserver_run(const struct memserver_opts *o)
 			ms_print_ready(&srv, o);
 		ms_wait_for_stop(&set);
 	}
+	ms_term_stop(&srv);   /* it may be talking to this server's workers */
 	for (int i = 0; i < started; i++) {
 		net_post(srv.workers[i].net, &ms_wake_item);
 		pthread_join(srv.workers[i].thread, NULL);

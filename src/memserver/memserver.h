@@ -25,9 +25,13 @@ struct memserver_opts {
 	const char *data_dir;
 	uint64_t checkpoint_log; /* log growth that triggers a checkpoint (0: 256 MiB) */
 	unsigned checkpoint_interval_ms; /* and at least this often (0: no timer) */
-	/* The cluster config (NULL: none).  A durable server asks the servers it
-	 * lists about prepared transactions left undecided (termination.c). */
+	/* The cluster config (NULL: none).  A server asks the servers it lists
+	 * about prepared transactions left undecided (termination.c). */
 	const char *config_path;
+	/* Without config_path: a cluster config file read only to find the other
+	 * servers, whenever a prepared transaction needs them; it may be written
+	 * after the start (local clusters know the ports only then). */
+	const char *peers_path;
 };
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */

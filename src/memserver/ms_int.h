@@ -151,14 +151,17 @@ struct ms_server {
 	pthread_mutex_t tables_mu; /* table creation: id order == log order */
 	_Atomic int readonly_said; /* the "refusing writes" line was logged */
 	struct ms_recovery rec;
-	/* durable 2PC: transactions prepared here and not yet decided (durable.c),
-	 * and the outcomes of recent ones (termination.c); all under prep_mu */
+	/* 2PC (every server; logged only with a data directory): transactions
+	 * prepared here and not yet decided (durable.c), and the outcomes of
+	 * recent ones (termination.c); all under prep_mu */
 	pthread_mutex_t prep_mu;
 	struct ms_prep_ent **prep;  /* MS_PREP_BUCKETS chains, keyed by txn id */
 	_Atomic unsigned nprep;
 	uint64_t prep_min_lsn;      /* lowest PREPARE LSN in the table (nprep > 0) */
 	struct ms_outcomes *outcomes;
-	const char *config_path;    /* the cluster, to ask about undecided txns */
+	const char *config_path;    /* the cluster (--config, else --peers), to ask
+				       the other participants about undecided txns;
+				       a --peers file may appear after the start */
 	pthread_t resolver;
 	int resolver_running;
 	_Atomic int resolver_stop;
@@ -234,12 +237,19 @@ int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64
 			const unsigned char *key, const unsigned char *val, uint64_t *lsn);
 int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
 			   uint16_t *id, uint64_t *lsn);
-/* Durable 2PC (worker threads).  ms_prepare_logged: log the PREPARE of r
- * (writes in val, participant bitmask in r->hint) without applying it, and
- * keep the writes until the decision; *lsn is what the reply must wait for
- * (in async mode too: a vote must be durable).  ms_prepared_decide: if txn_id
- * is prepared here, log its DECIDE (no wait), apply its writes (commit) or
- * drop them, return 1 with *rc set; 0 if it is not prepared here. */
+/* 2PC (worker threads, every server; "log" steps only with srv->log).
+ * ms_prepare_logged: log the PREPARE of r (writes in val, participant bitmask
+ * in r->hint) without applying it, and keep the writes until the decision;
+ * *lsn is what the reply must wait for (in async mode too: a vote must be
+ * durable; 0 in memory).  ms_prepared_decide: if txn_id is prepared here, log
+ * its DECIDE (no wait), apply its writes (commit) or drop them, return 1 with
+ * *rc set; 0 if it is not prepared here.  ms_prepared_hold: 1 if txn_id is
+ * prepared here (its client is lost: the resolver takes it at once), else 0.
+ * ms_prep_open/close: the table, main thread, before the workers start (and
+ * before recovery) / after they stopped. */
+int ms_prep_open(struct ms_server *srv);
+void ms_prep_close(struct ms_server *srv);
+int ms_prepared_hold(struct ms_server *srv, uint64_t txn_id);
 int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
 		      store_resv_t **rp, uint64_t *lsn);
 int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc);

@@ -1,13 +1,16 @@
 /*
- * termination.c - cooperative termination of prepared transactions
- * (docs/design.md, "Commit and durability", after Cornus, VLDB 2022), on
- * durable servers only.
+ * termination.c - cooperative termination of prepared transactions (docs/design.md,
+ * "Commit and durability", after Cornus, VLDB 2022), on every server: a
+ * memory server without a data directory keeps its prepared table and its
+ * outcomes in memory and logs nothing (a refusal is then final for as long as
+ * the server lives, which is as long as its data does).
  *
  * A transaction prepared here waits for its client's COMMIT or ABORT.  When
  * that does not come - the server restarted with the PREPARE undecided in its
- * log, or the client vanished after preparing - the resolver thread asks the
- * other writing participants (their addresses from the cluster config) with
- * OP_TXN_STATUS and decides:
+ * log, or the client vanished after preparing (the lost-client cleanup hands
+ * its prepared transactions over at once, ms_prepared_hold) - the resolver
+ * thread asks the other writing participants (their addresses from the
+ * cluster config, --config or --peers) with OP_TXN_STATUS and decides:
  *
  *   any COMMITTED                     -> commit
  *   any ABORTED or UNKNOWN            -> abort (an UNKNOWN server refused it)
@@ -29,10 +32,12 @@
  * liblotus (a cluster handle and one session per pass) to reach the others.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/config.h"
@@ -128,8 +133,9 @@ int ms_txn_status(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn)
 			break;
 		case MS_OUT_REFUSED:
 			break;
-		default:   /* never prepared: refuse it for good, durably */
-			if (redo_append(srv->log, REDO_REFUSE, txn_id, "", 0, lsn) == 0)
+		default:   /* never prepared: refuse it for good (durably, with a log) */
+			if (!srv->log ||
+			    redo_append(srv->log, REDO_REFUSE, txn_id, "", 0, lsn) == 0)
 				ms_outcome_note(srv, txn_id, MS_OUT_REFUSED);
 			else   /* cannot promise the refusal: no answer */
 				answer = 0;
@@ -232,6 +238,18 @@ static void resolve_pass(struct ms_server *srv, const struct resolve_item *items
 	lotus_disconnect(cl);
 }
 
+/* The cluster file can be read: it exists and, if it is a memfd (a local
+ * cluster's peers file), its writer has sealed it, i.e. it is complete. */
+static int peers_ready(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	int seals = fcntl(fd, F_GET_SEALS);
+	close(fd);
+	return seals < 0 || (seals & F_SEAL_WRITE);
+}
+
 static void *resolver_main(void *arg)
 {
 	struct ms_server *srv = arg;
@@ -248,8 +266,15 @@ static void *resolver_main(void *arg)
 		if (!srv->config_path) {
 			if (!warned++)
 				log_warn("prepared transactions awaiting a decision: %u; without "
-					 "--config this server cannot ask the other participants",
-					 n);
+					 "--config or --peers this server cannot ask the other "
+					 "participants", n);
+			continue;
+		}
+		if (!peers_ready(srv->config_path)) {   /* --peers: not written yet */
+			if (!warned++)
+				log_info("prepared transactions awaiting a decision: %u; waiting "
+					 "for %s to name the other participants", n,
+					 srv->config_path);
 			continue;
 		}
 		resolve_pass(srv, items, n);

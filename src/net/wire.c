@@ -270,6 +270,8 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	switch (r->op) {
 	case OP_COMMIT:
 		return wire_check_writes(value, r->value_len, r->arg);
+	case OP_PREPARE:
+		return r->arg == 0 ? LOTUS_EPROTO : wire_check_writes(value, r->value_len, r->arg);
 	case OP_ABORT:
 	case OP_STATS:
 	case OP_TXN_STATUS:
@@ -322,6 +324,6 @@ const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
 				       "scan", "commit", "abort", "create_table", "stats",
-				       "writeback", "txn_status" };
+				       "writeback", "txn_status", "prepare" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }

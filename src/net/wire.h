@@ -64,6 +64,13 @@ enum wire_op {
 			     txn_id here?  reply arg = enum wire_txn_status.  A
 			     server that never prepared txn_id answers UNKNOWN
 			     and refuses to prepare it from then on */
+	OP_PREPARE,       /* two-phase commit, phase one: writes in value as in
+			     COMMIT (arg = count > 0), hint = bitmask of the
+			     writing participants' server indexes (the order of
+			     the cluster config).  The txn becomes COMMITTING and
+			     the writes are held (logged first on a durable
+			     server), not applied, until the COMMIT without
+			     writes that follows, an ABORT, or the resolver */
 	OP_MAX
 };
 
@@ -121,13 +128,10 @@ static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 #define WIRE_REQ_F_TABLE_OPEN 0x2   /* CREATE_TABLE: open, never create */
 #define WIRE_REQ_F_SCAN_AFTER 0x2   /* SCAN: rows with key > the key given (a
 				       continuation), not >= */
-#define WIRE_REQ_F_PREPARE    0x1   /* COMMIT phase one: move the txn to
-				       COMMITTING, keep its locks.  With writes
-				       (arg > 0, durable servers only): a durable
-				       PREPARE; hint = bitmask of the writing
-				       participants' server indexes (the order of
-				       the cluster config); the COMMIT that
-				       follows carries no writes */
+#define WIRE_REQ_F_COMMITTING 0x1   /* COMMIT without writes (arg 0): the
+				       WOUND_WAIT round, move the txn to
+				       COMMITTING and keep its locks; the COMMIT
+				       that follows brings the writes */
 
 /* OP_TXN_STATUS answers (wire_rep.arg). */
 enum wire_txn_status {

@@ -100,11 +100,11 @@ static void build_req(struct wire_buf *b, struct item *it)
 	r.key_len = (uint16_t)(r.op == OP_ABORT || r.op == OP_STATS ? rndn(4) : 1 + rndn(maxk));
 	it->value = NULL;
 	it->nwrites = 0;
-	if (r.op == OP_COMMIT) {
+	if (r.op == OP_COMMIT || r.op == OP_PREPARE) {
 		/* A COMMIT's writes start right after its key, so they are only
 		 * 8-aligned when key_len is a multiple of 8 (see the note in walk()). */
 		r.key_len = (uint16_t)(8 * rndn(3));
-		it->nwrites = rndn(6);
+		it->nwrites = r.op == OP_PREPARE ? 1 + rndn(5) : rndn(6);
 		r.arg = it->nwrites;
 		it->value = build_writes(it->nwrites, &r.value_len);
 	} else {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# timeout: 90
+# The commit mode as a user sets it: `--commit two_phase|one_phase` on ycsb
+# and bank, `commit = ...` in the config's [cluster].  Two-phase (the
+# default) costs one more round for transactions that write on both servers:
+# YCSB A sends more messages per transaction than with one_phase.  Bad
+# values exit 2 with one line.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+L=${LOTUS_BIN:?}
+dir=$(mktemp -d)
+. "$(dirname "$0")/../../scripts/lib-cluster.sh"
+trap 'cluster_stop; rm -rf "$dir"' EXIT
+field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
+
+expect2() {
+  local out rc
+  out=$("$L" "$@" 2>&1 >/dev/null); rc=$?
+  [ $rc -eq 2 ] || fail "lotus $* exited $rc, want 2"
+  [ "$(printf '%s\n' "$out" | grep -vc 'UCX  WARN')" -eq 1 ] || fail "lotus $*: want one line: $out"
+  echo "ok: lotus $* -> $out"
+}
+expect2 ycsb --commit three_phase
+expect2 bank --ledger "$dir/l" --commit sometimes
+printf '[cluster]\ncommit = sometimes\n\n[memserver 0]\nlisten = 127.0.0.1:7000\n' >"$dir/bad.ini"
+expect2 bank --ledger "$dir/l" --config "$dir/bad.ini"
+"$L" ycsb --help | grep -q -- '--commit' || fail "ycsb --help lacks --commit"
+"$L" bank --help | grep -q -- '--commit' || fail "bank --help lacks --commit"
+
+declare -A msgs
+for c in default two_phase one_phase; do
+  extra=(); [ $c = default ] || extra=(--commit $c)
+  j=$("$L" ycsb --local 2 --server-threads 1 --threads 1 --records 2000 --txns 300 --warmup 0 \
+        --workload A --json --quiet "${extra[@]}" 2>"$dir/err") || fail "ycsb $c: $(cat "$dir/err")"
+  msgs[$c]=$(echo "$j" | field msgs_per_txn)
+  echo "ycsb A, commit $c: $(echo "$j" | field txn_per_s) txn/s, ${msgs[$c]} msgs/txn"
+done
+awk -v a="${msgs[two_phase]}" -v b="${msgs[one_phase]}" 'BEGIN{exit !(a > b + 2)}' \
+  || fail "two_phase does not send its PREPARE round (${msgs[two_phase]} vs ${msgs[one_phase]} msgs/txn)"
+awk -v a="${msgs[default]}" -v b="${msgs[two_phase]}" 'BEGIN{exit !(a > b - 1 && a < b + 1)}' \
+  || fail "the default is not two_phase (${msgs[default]} vs ${msgs[two_phase]} msgs/txn)"
+
+# a bank on one_phase still verifies when nothing fails
+out=$("$L" bank --local 2 --commit one_phase --accounts 30 --seconds 0.5 --threads 2 \
+      --server-threads 1 --ledger "$dir/b.ledger" --verify --json --quiet) \
+  || fail "bank one_phase: $out"
+[ "$(echo "$out" | tail -n1 | field ok)" = true ] || fail "bank one_phase verify: $out"
+echo "bank one_phase: $(echo "$out" | tail -n1)"
+
+# commit = one_phase in [cluster] is what a --config client uses
+cluster_start "$dir" 2 --threads 1 --memory 64M || fail "servers did not start"
+sed 's/^\[cluster\]$/[cluster]\ncommit = one_phase/' "$CLUSTER_INI" >"$dir/one.ini"
+grep -q '^commit = one_phase' "$dir/one.ini" || fail "cannot write the config"
+for ini in "$CLUSTER_INI" "$dir/one.ini"; do
+  j=$("$L" ycsb --config "$ini" --threads 1 --records 2000 --txns 300 --warmup 0 --workload A \
+        --json --quiet 2>"$dir/err") || fail "ycsb --config $ini: $(cat "$dir/err")"
+  m=$(echo "$j" | field msgs_per_txn)
+  echo "ycsb A --config $(basename "$ini"): $m msgs/txn"
+  [ "$ini" = "$CLUSTER_INI" ] && m2=$m
+done
+awk -v a="$m2" -v b="$m" 'BEGIN{exit !(a > b + 2)}' \
+  || fail "commit = one_phase in the config is ignored ($m2 vs $m msgs/txn)"
+echo ok
