@@ -34,7 +34,9 @@ G1b (a read of a version in the middle of a transaction), lost-append (an
 acknowledged write missing from a later complete list), lost-update,
 garbage-read (an element no transaction wrote), incompatible-order (reads
 that disagree on a key's prefix), internal (a transaction contradicts its own
-earlier reads or writes, e.g. no read-your-writes), sticky-error (a commit
+earlier reads), read-your-writes (a read, scan or insert that does not see
+the transaction's own earlier write), phantom (a key read as absent was
+inserted by another transaction before this one committed), sticky-error (a commit
 succeeded after a staging call failed), phantom-delete (an incarnation ended
 with no transaction deleting it), scan-order, scan-incomplete.
 
@@ -142,13 +144,16 @@ def check(txns, cold, rep):
         state = {}      # key -> tuple, None (absent), or "present"
         first_write = set()
         base0 = {}      # key -> what the txn had read before its first write
+
+        def own(k):  # a contradiction of the txn's own write, or of its reads
+            return "read-your-writes" if k in first_write else "internal"
         for op in t.ops:
             kind = op[0]
             if kind in ("r", "x"):
                 k, val = op[1], op[2]
                 val = tuple(val) if val is not None else None
                 if k in state and state[k] != "present" and state[k] != val and t.good:
-                    rep.add("internal", "%s read key %s = %s but had %s %s"
+                    rep.add(own(k), "%s read key %s = %s but had %s %s"
                             % (t.id, k, short(val), "written" if k in first_write
                                else "read", short(state[k])))
                 elif k in state and state[k] == "present" and val is None and t.good:
@@ -178,7 +183,7 @@ def check(txns, cold, rep):
                 if res in ("ok", "staged"):
                     if t.good and k in state and state[k] not in (None, "present") \
                             and res == "ok":
-                        rep.add("internal", "%s: insert of key %s succeeded though the txn "
+                        rep.add(own(k), "%s: insert of key %s succeeded though the txn "
                                 "had %s %s" % (t.id, k, "written" if k in first_write
                                                else "read", short(state[k])))
                     elem[e] = (t, k, (e,))
@@ -191,8 +196,10 @@ def check(txns, cold, rep):
                     elem[e] = (t, k, None)  # never written: must never be seen
                     if res == "exists":
                         if t.good and k in state and state[k] is None:
-                            rep.add("internal", "%s: insert of key %s found it existing "
-                                    "though the txn saw it absent" % (t.id, k))
+                            rep.add("phantom" if k not in first_write else own(k),
+                                    "%s: insert of key %s found it existing though the txn "
+                                    "%s it absent" % (t.id, k, "made" if k in first_write
+                                                      else "read"))
                         if state.get(k) is None:
                             state[k] = "present"
             elif kind == "d":
@@ -221,7 +228,7 @@ def check(txns, cold, rep):
                 for k, v in state.items():
                     if k >= start and (hi is None or k <= hi) and k not in keys and \
                             isinstance(v, tuple) and t.good:
-                        rep.add("internal", "%s: scan from key %s missed key %s, which the "
+                        rep.add(own(k), "%s: scan from key %s missed key %s, which the "
                                 "txn had %s as %s" % (t.id, start, k, "written" if k in
                                                       first_write else "read", short(v)))
                 for k, v in rows:
@@ -231,7 +238,7 @@ def check(txns, cold, rep):
                         continue
                     v = tuple(v)
                     if k in state and isinstance(state[k], tuple) and state[k] != v and t.good:
-                        rep.add("internal", "%s: scan row of key %s = %s but the txn had "
+                        rep.add(own(k), "%s: scan row of key %s = %s but the txn had "
                                 "seen or written %s" % (t.id, k, short(v), short(state[k])))
                     state[k] = v
                     observations.append((t, k, v))
@@ -589,11 +596,22 @@ def self_test_cases():
         T("b", [["x", 1, [1, 2]], ["a", 1, 3, [1, 2, 3]]]),
         T("r", [["r", 1, [1, 3]]]),
         F([["r", 1, [1, 2, 3]]])))
-    # internal: no read-your-writes
-    c["internal"] = (["internal"], _h(
+    # no read-your-writes
+    c["read-your-writes"] = (["read-your-writes"], _h(
         T("i1", [["i", 1, 1, "ok"]]),
         T("a", [["x", 1, [1]], ["a", 1, 2, [1, 2]], ["r", 1, [1]]]),
         F([["r", 1, [1, 2]]])))
+    # internal: a non-repeatable read
+    c["internal"] = (["internal", "G-single"], _h(
+        T("i1", [["i", 1, 1, "ok"]]),
+        T("a", [["x", 1, [1]], ["a", 1, 2, [1, 2]]]),
+        T("r", [["r", 1, [1]], ["r", 1, [1, 2]]]),
+        F([["r", 1, [1, 2]]])))
+    # phantom: absent, then another txn's insert is seen
+    c["phantom"] = (["phantom"], _h(
+        T("i1", [["i", 1, 1, "ok"]]),
+        T("r", [["x", 1, None], ["i", 1, 2, "exists"]]),
+        F([["r", 1, [1]]])))
     # sticky error: the commit after a failed staging call succeeded
     c["sticky-error"] = (["sticky-error", "G1a"], _h(
         T("i1", [["i", 1, 1, "ok"]]),
