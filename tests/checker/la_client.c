@@ -442,7 +442,8 @@ static int x_stage(struct xact *x, const struct plan_op *p, unsigned char *touch
 	int lop;
 	key_name(p->key, k);
 	if (!O.ryw && (p->kind == OP_SCAN ? x->writes > 0
-		       : (p->kind == OP_R || p->kind == OP_INSERT) && x->wrote[p->key])) {
+		       : ((p->kind == OP_R || p->kind == OP_INSERT) && x->wrote[p->key]) ||
+			 x->wrote[p->key] == 2)) {
 		x->cursor++;   /* --ryw 0: never look at this attempt's own writes */
 		return 1;
 	}
@@ -492,6 +493,7 @@ static int x_stage(struct xact *x, const struct plan_op *p, unsigned char *touch
 			return 1;    /* nothing to delete */
 		lop = lotus_txn_delete(x->t, tb_hot, k, strlen(k));
 		x->st[x->nst++] = (struct staged){ lop, (int)x->cursor - 1, S_DELETE, 0 };
+		x->wrote[p->key] = 2;   /* deleted: --ryw 0 leaves the key alone now */
 		x->writes++;
 		return lop >= 0 ? 1 : lop;
 	}
