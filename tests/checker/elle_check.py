@@ -36,8 +36,10 @@ garbage-read (an element no transaction wrote), incompatible-order (reads
 that disagree on a key's prefix), internal (a transaction contradicts its own
 earlier reads), read-your-writes (a read, scan or insert that does not see
 the transaction's own earlier write), phantom (a key read as absent was
-inserted by another transaction before this one committed), sticky-error (a commit
-succeeded after a staging call failed), phantom-delete (an incarnation ended
+inserted by another transaction before this one committed), torn (a
+transaction of unknown outcome, e.g. its client was killed in its commit, is
+visible on one key while its write of another is missing), sticky-error (a
+commit succeeded after a staging call failed), phantom-delete (an incarnation ended
 with no transaction deleting it), scan-order, scan-incomplete.
 
 Usage: elle_check.py [--json] [--max-examples N] LOG...
@@ -318,7 +320,10 @@ def check(txns, cold, rep):
     # lost appends: an acknowledged write missing from a complete list
     for (tid, k), w in last_write.items():
         t = txns[tid]
-        if not t.good or w is None or t.final:
+        # an acknowledged write, or one of a txn whose outcome is unknown but
+        # whose other writes are visible (then all must be: atomicity)
+        torn = not t.good and t.maybe and t.id in seen_writers
+        if not (t.good or torn) or w is None or t.final:
             continue
         c = chains.get((k, w[0]))
         complete = c is not None and ((k, w[0]) in ended or
@@ -328,8 +333,10 @@ def check(txns, cold, rep):
         if c is None and not has_final:
             continue
         if c is None or complete or len(c) >= len(w):
-            rep.add("lost-append", "%s: its write of key %s (%s) is missing; key's "
-                    "list: %s" % (t.id, k, short(w), short(c) if c else "never seen"))
+            rep.add("torn" if torn else "lost-append",
+                    "%s: its write of key %s (%s) is missing%s; key's list: %s"
+                    % (describe(t), k, short(w), ", yet other writes of it are visible"
+                       if torn else "", short(c) if c else "never seen"))
 
     # ---- pass 4: the dependency graph and its cycles
     edges = defaultdict(dict)  # a -> {b: (type, key)}
@@ -578,6 +585,12 @@ def self_test_cases():
         T("i1", [["i", 1, 1, "ok"]]),
         T("a", [["x", 1, [1]], ["a", 1, 2, [1, 2]]]),
         F([["r", 1, [1]]])))
+    # torn: an unknown-outcome txn visible on key 1, missing on key 2
+    c["torn"] = (["torn"], _h(
+        T("i1", [["i", 1, 1, "ok"], ["i", 2, 5, "ok"]]),
+        T("a", [["x", 1, [1]], ["a", 1, 2, [1, 2]], ["x", 2, [5]], ["a", 2, 6, [5, 6]]],
+          end="unknown"),
+        F([["r", 1, [1, 2]], ["r", 2, [5]]])))
     # lost update: two committed writers of one version
     c["lost-update"] = (["lost-update", "lost-append"], _h(
         T("i1", [["i", 1, 1, "ok"]]),
