@@ -254,8 +254,9 @@ def check(txns, cold, rep):
                             "first wrong row %d" % (t.id, count, cold, len(rows), bad))
             elif kind == "bad-read":
                 if t.maybe:
-                    rep.add("garbage-read", "%s: key %s holds a value that is not a list (%s)"
-                            % (t.id, op[1], op[2]))
+                    rep.add("garbage-read", "%s: key %s read as a value that is not a list "
+                            "(status %s, %s bytes)" % (t.id, op[1], op[2],
+                                                       op[3] if len(op) > 3 else "?"))
 
     # ---- pass 2: every observed list against the writes that built it
     distinct = defaultdict(set)   # key -> set of observed tuples
@@ -300,13 +301,16 @@ def check(txns, cold, rep):
         enders[(k, base[0])].append((t, base))
     ended = {}
     for (k, f), c in chains.items():
-        ok_end = [t for t, b in enders.get((k, f), []) if b == c and t.maybe]
+        cur = final_state.get(k)
+        current = has_final and cur is not None and cur[0] == f
+        # a deleter of unknown outcome counts only if the incarnation is gone
+        ok_end = [t for t, b in enders.get((k, f), []) if b == c and
+                  (t.good or (t.maybe and has_final and not current))]
+        ok_end.sort(key=lambda t: not t.good)
         if ok_end:
             ended[(k, f)] = ok_end[0]
         if not has_final:
             continue
-        cur = final_state.get(k)
-        current = cur is not None and cur[0] == f
         if current or ok_end:
             continue
         bad = [t for t, b in enders.get((k, f), []) if b == c]
@@ -345,7 +349,10 @@ def check(txns, cold, rep):
         if a is not b and b.id not in edges[a.id]:
             edges[a.id][b.id] = (typ, k)
 
-    node_ok = lambda t: t.maybe or t.final
+    # nodes: what committed, what may have and shows, and the final read
+    confirmed = {t.id for t in ended.values()}
+    node_ok = lambda t: t.good or t.final or (
+        t.maybe and (t.id in seen_writers or t.id in confirmed))
     order_of = {}
     for (k, f), c in chains.items():
         order = []
@@ -585,6 +592,12 @@ def self_test_cases():
         T("i1", [["i", 1, 1, "ok"]]),
         T("a", [["x", 1, [1]], ["a", 1, 2, [1, 2]]]),
         F([["r", 1, [1]]])))
+    # an unknown deleter whose delete did not happen is not a node (no cycle)
+    c["unknown-delete"] = ([], _h(
+        T("i1", [["i", 1, 1, "ok"], ["i", 2, 5, "ok"]]),
+        T("d", [["x", 1, [1]], ["d", 1, "ok"], ["r", 2, [5]]], end="unknown"),
+        T("w", [["x", 2, [5]], ["a", 2, 6, [5, 6]], ["r", 1, [1]]]),
+        F([["r", 1, [1]], ["r", 2, [5, 6]]])))
     # torn: an unknown-outcome txn visible on key 1, missing on key 2
     c["torn"] = (["torn"], _h(
         T("i1", [["i", 1, 1, "ok"], ["i", 2, 5, "ok"]]),
