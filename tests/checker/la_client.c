@@ -30,7 +30,8 @@
  * Outcomes: ok (commit returned 0), aborted (a conflict), failed (a definite
  * error, e.g. ENOSPACE, or the attempt never sent its commit), unknown (the
  * server was lost, a timeout, or no answer within --txn-timeout: such an
- * attempt is abandoned, never reused, and the client exits 4 at the end).
+ * attempt is abandoned and never reused; an answer that comes later is
+ * logged as {"id":..,"late":step,"rc":..}; the client exits 4 at the end).
  *
  * Fault aids: --sticky P makes a fraction P of the transactions stage an
  * oversize value on purpose (the call fails with ETOOBIG; the commit that
@@ -225,7 +226,7 @@ struct thread {
 	char (*ballast)[64];   /* FIFO of this thread's committed ballast keys */
 	unsigned b_head, b_n, b_cap, b_seq;
 	int enospace;
-	unsigned long ok, aborted, failed, unknown;
+	unsigned long ok, aborted, failed, unknown, late;
 };
 
 static uint64_t rng_next(uint64_t *s)
@@ -669,11 +670,24 @@ static void x_scan_result(struct xact *x, const struct staged *s)
 	free(l.e);
 }
 
+/* An answer for an attempt already abandoned as hung: note it, keep it off. */
+static void x_late(struct xact *x, const char *step, int rc)
+{
+	char line[200], id[48];
+	x_id(x, id, sizeof(id));
+	int n = snprintf(line, sizeof(line), "{\"id\":\"%s\",\"late\":\"%s\",\"rc\":\"%s\"}\n",
+			 id, step, rc_name(rc));
+	log_line(line, (size_t)n);
+	x->th->late++;
+}
+
 static void on_exec(lotus_txn_t *t, int rc, void *arg)
 {
 	struct xact *x = arg;
-	if (x->state == X_HUNG)
+	if (x->state == X_HUNG) {
+		x_late(x, "execute", rc);
 		return;
+	}
 	if (rc) {
 		x_fail_early(x, rc);
 		return;
@@ -747,8 +761,10 @@ static void on_commit(lotus_txn_t *t, int rc, void *arg)
 {
 	struct xact *x = arg;
 	struct thread *th = x->th;
-	if (x->state == X_HUNG)
+	if (x->state == X_HUNG) {
+		x_late(x, "commit", rc);
 		return;
+	}
 	const char *end;
 	if (rc == 0)
 		end = "ok", th->ok++;
@@ -784,8 +800,10 @@ static void on_abort(lotus_txn_t *t, int rc, void *arg)
 {
 	struct xact *x = arg;
 	struct thread *th = x->th;
-	if (x->state == X_HUNG)
+	if (x->state == X_HUNG) {
+		x_late(x, "abort", rc);
 		return;
+	}
 	int retry = x->doomed == 2;
 	x_done(x);
 	if (!th->stop && !th->lost) {
@@ -1161,17 +1179,20 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	unsigned long ok = 0, ab = 0, fa = 0, un = 0;
+	unsigned long ok = 0, ab = 0, fa = 0, un = 0, hung_n = 0, late = 0;
 	int hung = 0;
 	for (unsigned i = 0; i < O.threads; i++) {
 		pthread_join(ta[i].th.tid, NULL);
 		ok += ta[i].th.ok, ab += ta[i].th.aborted, fa += ta[i].th.failed;
 		un += ta[i].th.unknown;
+		hung_n += ta[i].th.hung;
+		late += ta[i].th.late;
 		hung += ta[i].th.hung > 0 || ta[i].th.active > 0;
 	}
-	fprintf(stderr, "la-client %u: ok %lu aborted %lu failed %lu unknown %lu%s%s\n", O.client_id,
-		ok, ab, fa, un, atomic_load(&server_lost) ? " (server lost)" : "",
-		hung ? " (hung transactions)" : "");
+	fprintf(stderr, "la-client %u: ok %lu aborted %lu failed %lu unknown %lu (abandoned after "
+		"--txn-timeout %lu, answered later %lu)%s%s\n", O.client_id, ok, ab, fa, un, hung_n,
+		late, atomic_load(&server_lost) ? " (server lost)" : "",
+		hung ? " (transactions still unanswered)" : "");
 	fsync(log_fd);
 	if (atomic_load(&server_lost) || hung) {
 		/* transactions may still belong to the library: leave without
