@@ -336,7 +336,10 @@ def check(txns, cold, rep):
             continue
         if c is None and not has_final:
             continue
-        if c is None or complete or len(c) >= len(w):
+        # lost if the key's list went another way after a common prefix, or
+        # if the list is complete (deleted, or final) without it
+        m = min(len(c), len(w)) if c is not None else 0
+        if c is None or complete or c[:m] != w[:m]:
             rep.add("torn" if torn else "lost-append",
                     "%s: its write of key %s (%s) is missing%s; key's list: %s"
                     % (describe(t), k, short(w), ", yet other writes of it are visible"
