@@ -34,9 +34,11 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/liblotus.a
 LOTUS    := $(BUILD)/bin/lotus
+# The serializability checker's workload client (tests/checker/, docs/checker.md).
+LA_CLIENT := $(BUILD)/bin/la-client
 
 .PHONY: all deps run test asan tsan test-asan clean
-all: $(LOTUS) $(TEST_BIN)
+all: $(LOTUS) $(TEST_BIN) $(LA_CLIENT)
 
 deps:
 	@scripts/deps.sh
@@ -55,6 +57,10 @@ $(LOTUS): $(CLI_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(LA_CLIENT): $(BUILD)/tests/checker/la_client.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
@@ -82,4 +88,4 @@ tsan:
 clean:
 	rm -rf build build-asan build-tsan
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/tests/unit/%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/tests/unit/%.d)

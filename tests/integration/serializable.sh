@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# timeout: 120
+# The serializability checker (docs/checker.md).  First the checker's
+# self-test: a hand-made history per anomaly kind, each of which it must
+# report, and a clean one it must pass.  Then a short matrix of real rounds
+# over every protocol, batch mode and cache mode (none, location cache,
+# co-partitioned), plus the faults: kill -9 of a durable memory server, a
+# killed client process, a full memory server, sticky errors, a long scan of
+# a static table.  Every round must show 0 anomalies.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$(dirname "$0")/../.."
+/usr/bin/python3 tests/checker/elle_check.py --self-test || fail "checker self-test"
+[ -x "$(dirname "${LOTUS_BIN:?}")/la-client" ] || fail "la-client not built"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+scripts/check-serializable --json --seconds 4 --clients 3 \
+  --round no_wait:none:none:none \
+  --round wait_die:intra:loc:none \
+  --round wound_wait:inter:co:none \
+  --round wait_die:inter:none:kill-server \
+  --round no_wait:intra:loc:kill-client \
+  --round wound_wait:intra:none:sticky \
+  --round wait_die:intra:none:full \
+  --round wound_wait:none:none:bigscan >"$out"
+rc=$?
+/usr/bin/python3 - "$out" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("transactions:", s["transactions"])
+print("anomalies:", s["anomalies"] or "none")
+print("faults injected:", s["faults_injected"])
+for r in s["per_round"]:
+    print(" ", r["spec"], r.get("transactions", r.get("error")), r.get("anomalies") or "")
+EOF
+[ $rc -eq 0 ] || fail "check-serializable exited $rc (anomalies or a round that could not run)"
+echo ok
