@@ -42,7 +42,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "common/crash.h"
 #include "common/clock.h"
 #include "common/common.h"
@@ -332,6 +335,40 @@ uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *
 
 /* ---- open / close ------------------------------------------------------------ */
 
+/* One server per data directory: an exclusive flock on DIR/LOCK, held until
+ * the process exits (the kernel drops it on any death, kill -9 included).  The
+ * file holds the owner's pid, for the message a second server prints. */
+static int dir_lock(struct ms_server *srv, const char *dir)
+{
+	char path[4200], owner[32] = "";
+	snprintf(path, sizeof(path), "%s/LOCK", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int rc = -errno;
+		log_error("cannot open the lock file %s: %s", path, strerror(errno));
+		return rc;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		ssize_t n = pread(fd, owner, sizeof(owner) - 1, 0);
+		owner[n > 0 ? n : 0] = '\0';
+		owner[strcspn(owner, "\n")] = '\0';
+		if (rc == -EBUSY)
+			log_error("the data directory %s is in use by another memory server (pid %s "
+				  "holds %s); two servers must never share a data directory", dir,
+				  owner[0] ? owner : "?", path);
+		else
+			log_error("cannot lock %s: %s", path, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	int len = snprintf(owner, sizeof(owner), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) || pwrite(fd, owner, (size_t)len, 0) != len)
+		log_warn("cannot write the pid into %s: %s", path, strerror(errno));
+	srv->dir_lock_fd = fd;
+	return 0;
+}
+
 static void recovery_report(struct ms_server *srv)
 {
 	const struct ms_recovery *r = &srv->rec;
@@ -380,6 +417,8 @@ int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len)
 		secs * 1e3, secs > 0 ? mb / secs : 0.0);
 }
 
+static int durable_start(struct ms_server *srv, const struct memserver_opts *o);
+
 static int ms_recover(struct ms_server *srv)
 {
 	struct ms_recovery *rec = &srv->rec;
@@ -424,6 +463,7 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 	srv->data_dir = o->data_dir;
 	srv->rec.keep_lsn = UINT64_MAX;
 	srv->config_path = o->config_path;
+	srv->dir_lock_fd = -1;
 	pthread_mutex_init(&srv->prep_mu, NULL);
 	if (!(srv->prep = calloc(MS_PREP_BUCKETS, sizeof(*srv->prep))) || ms_term_open(srv))
 		return -ENOMEM;
@@ -432,6 +472,17 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 		log_error("cannot create the data directory %s: %s", o->data_dir, strerror(errno));
 		return rc;
 	}
+	int rc = dir_lock(srv, o->data_dir);
+	if (rc == 0 && (rc = durable_start(srv, o)) != 0) {
+		close(srv->dir_lock_fd);
+		srv->dir_lock_fd = -1;
+	}
+	return rc;
+}
+
+/* ms_durable_open, with the directory locked. */
+static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
+{
 	int rc = ms_recover(srv);
 	if (rc)
 		return rc;
@@ -477,6 +528,9 @@ void ms_durable_close(struct ms_server *srv, int clean)
 	srv->ckpt = NULL;
 	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
 	srv->log = NULL;
+	if (srv->dir_lock_fd >= 0)  /* last: nothing touches the directory after this */
+		close(srv->dir_lock_fd);
+	srv->dir_lock_fd = -1;
 	if (srv->prep) {        /* undecided PREPAREs stay in the log */
 		for (unsigned b = 0; b < MS_PREP_BUCKETS; b++)
 			while (srv->prep[b]) {
