@@ -437,6 +437,7 @@ static int ms_recover(struct ms_server *srv)
 	rec->ckpt_records = cs.records;
 	rec->ckpt_begin_lsn = replay_from;
 	rec->log_from = MIN(cs.log_from, replay_from);
+	rec->ckpt_seq = cs.fell_back ? cs.seq : 0;
 	rc = redo_replay(srv->data_dir, rec->log_from, replay_one, &rp, &rs, &rec->next_lsn);
 	if (rc)
 		log_error("recovery: replaying the log in %s failed: %s", srv->data_dir,
@@ -493,7 +494,8 @@ static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
 		return rc;
 	}
 	struct ckpt_opts co = { .dir = o->data_dir, .log_trigger = o->checkpoint_log,
-				.interval_ms = o->checkpoint_interval_ms };
+				.interval_ms = o->checkpoint_interval_ms,
+				.recovered_seq = srv->rec.ckpt_seq };
 	rc = ckpt_open(srv->store, srv->log, &co, &srv->ckpt);
 	if (rc == 0 && srv->rec.keep_lsn != UINT64_MAX)
 		ckpt_set_keep_lsn(srv->ckpt, srv->rec.keep_lsn);

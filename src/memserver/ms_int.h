@@ -128,6 +128,7 @@ struct ms_recovery {
 	uint64_t log_from, log_records, log_bytes, cut_bytes, next_lsn;
 	uint64_t txns, writes, tables, undecided;
 	uint64_t keep_lsn;         /* from ms_recovery_undecided() */
+	uint64_t ckpt_seq;         /* after a fallback: the checkpoint loaded, else 0 */
 	uint64_t elapsed_ns;
 };
 
