@@ -438,7 +438,8 @@ static int ms_recover(struct ms_server *srv)
 	rec->ckpt_begin_lsn = replay_from;
 	rec->log_from = MIN(cs.log_from, replay_from);
 	rec->ckpt_seq = cs.fell_back ? cs.seq : 0;
-	rc = redo_replay(srv->data_dir, rec->log_from, replay_one, &rp, &rs, &rec->next_lsn);
+	rc = redo_replay_mode(srv->data_dir, rec->log_from, (enum redo_recovery)srv->recovery_mode,
+			      replay_one, &rp, &rs, &rec->next_lsn);
 	if (rc)
 		log_error("recovery: replaying the log in %s failed: %s", srv->data_dir,
 			  lotus_strerror(rc));
@@ -464,6 +465,7 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 	srv->data_dir = o->data_dir;
 	srv->rec.keep_lsn = UINT64_MAX;
 	srv->config_path = o->config_path;
+	srv->recovery_mode = o->recovery_mode;
 	srv->dir_lock_fd = -1;
 	pthread_mutex_init(&srv->prep_mu, NULL);
 	if (!(srv->prep = calloc(MS_PREP_BUCKETS, sizeof(*srv->prep))) || ms_term_open(srv))

@@ -28,6 +28,9 @@ struct memserver_opts {
 	/* The cluster config (NULL: none).  A durable server asks the servers it
 	 * lists about prepared transactions left undecided (termination.c). */
 	const char *config_path;
+	/* What recovery does with damage in the middle of the redo log (enum
+	 * redo_recovery: 0 strict refuses; see redo_replay_mode). */
+	int recovery_mode;
 };
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */

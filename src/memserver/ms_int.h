@@ -143,6 +143,7 @@ struct ms_server {
 	/* durability (durable.c); log == NULL: none, and no cost on any path */
 	int durability;            /* enum lotus_durability */
 	const char *data_dir;
+	int recovery_mode;         /* enum redo_recovery, for ms_recover */
 	int dir_lock_fd;           /* flock(LOCK_EX) on DATA_DIR/LOCK; -1: none */
 	redo_t *log;
 	ckpt_t *ckpt;
