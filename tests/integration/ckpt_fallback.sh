@@ -9,7 +9,8 @@
 #   - server 1 restarts and `lotus bank --verify` finds every acknowledged
 #     transfer and the total unchanged;
 #   - server 1 refuses to start, saying no undamaged image is left (a crash
-#     at "checkpoint" leaves the previous image half rewritten).
+#     during a checkpoint - always at "checkpoint" - leaves the previous
+#     image half rewritten).
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
@@ -20,17 +21,23 @@ top=$(mktemp -d)
 [ -n "${LOTUS_KEEP:-}" ] && echo "keeping $top"
 trap 'cluster_stop; [ -n "${LOTUS_KEEP:-}" ] || rm -rf "$top"' EXIT
 seed=${LOTUS_TEST_SEED:-1}
+fellback=0
 
 for point in kill prepared:300 before_commit:300 checkpoint:3; do
   name=${point%%:*}
   dir=$top/$name; mkdir -p "$dir"
   CLUSTER_DATA=$dir/data CLUSTER_DURABILITY=sync CLUSTER_CC=wait_die
-  cluster_start "$dir" 2 --threads 1 --memory 64M --durability sync --checkpoint-log 32K --checkpoint-interval 100 \
+  cluster_start "$dir" 2 --threads 1 --memory 64M --durability sync --checkpoint-log 32K \
     || fail "$name: servers did not start"
   led=$dir/bank.ledger
-  "$L" bank --config "$CLUSTER_INI" --accounts 40 --opening 1000 --seconds 1 --threads 2 \
-      --inflight 2 --ledger "$led" --quiet >/dev/null 2>"$dir/bank0.err" \
-      || fail "$name: setup run failed: $(tail -n 5 "$dir/bank0.err")"
+  # run until server 1 has two checkpoints that hold data
+  for i in $(seq 20); do
+    "$L" bank --config "$CLUSTER_INI" --accounts 40 --opening 1000 --seconds 0.5 --threads 2 \
+        --inflight 2 --ledger "$led" --quiet >/dev/null 2>"$dir/bank0.err" \
+        || fail "$name: setup run failed: $(tail -n 5 "$dir/bank0.err")"
+    grep -q '^prev_pages_used [1-9]' "$dir/data/ms1/MANIFEST" 2>/dev/null && break
+  done
+  grep -q '^prev_pages_used [1-9]' "$dir/data/ms1/MANIFEST" || fail "$name: no checkpoints with data"
   if [ "$name" != kill ]; then
     cluster_kill 1
     export LOTUS_CRASH_AT=$point
@@ -71,6 +78,11 @@ for point in kill prepared:300 before_commit:300 checkpoint:3; do
   [ -n "$ok" ] || fail "$name: verify failed after the fallback: $ver $(tail -n 5 "$dir/verify.err")"
   [ "$(echo "$ver" | field total)" = 40000 ] || fail "$name: total changed: $ver"
   echo "$name: $(cat "$dir/damage"); fell back; verify: $ver"
+  fellback=$((fellback + 1))
   cluster_stop
 done
-echo ok
+# A crash while a checkpoint rewrites the older image leaves no fallback (the
+# refusal above); the fallback itself must still have been tested.
+[ $fellback -ge 2 ] || fail "only $fellback of 4 cases fell back to the previous image"
+echo "ok: $fellback of 4 cases fell back"
+
