@@ -781,9 +781,12 @@ int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max
 	int rc;
 	if (store_table_find(srv->store, name, &have_id, &have_max) == 0) {
 		rc = store_table_create(srv->store, name, max_value, id);
-		/* it may have been created just now: wait for what is in the log */
+		/* it may have been created just now: wait for what is in the log -
+		 * unless the log failed: then nothing more becomes durable, and
+		 * opening an existing table is a read, which goes on (its creator
+		 * got LOTUS_EDURABLE if its record never made it) */
 		uint64_t tail = redo_next_lsn(srv->log);
-		*lsn = tail > redo_durable_lsn(srv->log) ? tail : 0;
+		*lsn = tail > redo_durable_lsn(srv->log) && !redo_status(srv->log) ? tail : 0;
 		goto out;
 	}
 	rc = ms_durable_refuses(srv);
