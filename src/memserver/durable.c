@@ -213,6 +213,9 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
 	case REDO_REFUSE:
 		ms_outcome_note(srv, txn_id, MS_OUT_REFUSED);
 		return 0;
+	case REDO_OUTCOMES:
+		ms_outcomes_replay(srv, payload, len);
+		return 0;
 	default:
 		return 0;  /* other users' records: not state */
 	}
@@ -497,7 +500,8 @@ static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
 	}
 	struct ckpt_opts co = { .dir = o->data_dir, .log_trigger = o->checkpoint_log,
 				.interval_ms = o->checkpoint_interval_ms,
-				.recovered_seq = srv->rec.ckpt_seq };
+				.recovered_seq = srv->rec.ckpt_seq,
+				.on_begin = ms_outcomes_relog, .on_begin_arg = srv };
 	rc = ckpt_open(srv->store, srv->log, &co, &srv->ckpt);
 	if (rc == 0 && srv->rec.keep_lsn != UINT64_MAX)
 		ckpt_set_keep_lsn(srv->ckpt, srv->rec.keep_lsn);

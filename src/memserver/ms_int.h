@@ -235,6 +235,10 @@ void ms_term_free(struct ms_server *srv);
 void ms_term_start(struct ms_server *srv);
 void ms_term_stop(struct ms_server *srv);
 void ms_outcome_note(struct ms_server *srv, uint64_t txn_id, enum ms_outcome o);
+/* termination.c: the checkpoint hook that logs the remembered COMMITs again
+ * (page writer thread; arg = srv), and their replay at recovery. */
+void ms_outcomes_relog(void *arg);
+void ms_outcomes_replay(struct ms_server *srv, const void *payload, uint32_t len);
 enum ms_outcome ms_outcome_find(struct ms_server *srv, uint64_t txn_id);
 /* OP_TXN_STATUS (worker): the enum wire_txn_status answer; *lsn: a REFUSE
  * record the answer must wait for (0: none). */

@@ -136,7 +136,9 @@ struct ckpt {
 	uint64_t marked_upto;       /* pages <= this had their stale bits set once */
 	struct ck_info last, prev;
 	uint64_t seq_floor;
-	uint64_t recovered_seq;     /* ckpt_opts.recovered_seq */         /* after a fallback: the damaged checkpoint's seq */
+	uint64_t recovered_seq;     /* ckpt_opts.recovered_seq */
+	void (*on_begin)(void *arg);
+	void *on_begin_arg;         /* after a fallback: the damaged checkpoint's seq */
 	unsigned char *staging;
 	size_t staging_bytes;
 	uint64_t keep_lsn;          /* atomic */
@@ -665,6 +667,8 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 	cur.need_lsn = MIN(cur.begin_lsn, LOAD(&c->keep_lsn));
 	store_stats(c->st, &ss);
 	gate_open(c);
+	if (c->on_begin)
+		c->on_begin(c->on_begin_arg);
 	cur.pages_used = ss.pages_used;
 	collect_dirty(c, cur.pages_used);
 
@@ -900,6 +904,8 @@ int ckpt_open(store_t *st, redo_t *log, const struct ckpt_opts *o, ckpt_t **out)
 	c->interval_ms = o->interval_ms;
 	c->checkpoint_on_close = o->checkpoint_on_close;
 	c->recovered_seq = o->recovered_seq;
+	c->on_begin = o->on_begin;
+	c->on_begin_arg = o->on_begin_arg;
 	c->page_size = store_page_size(st);
 	size_t pool_bytes;
 	store_pool(st, &pool_bytes);

@@ -50,6 +50,11 @@ struct ckpt_opts {
 	 * newest).  After a fallback the next checkpoint overwrites the damaged
 	 * image, never the one the store came from. */
 	uint64_t recovered_seq;
+	/* Called by each checkpoint right after it took its begin LSN (gate
+	 * open, on the thread running the checkpoint); records it appends are
+	 * above begin, so a recovery from this checkpoint replays them. */
+	void (*on_begin)(void *arg);
+	void *on_begin_arg;
 };
 
 typedef struct ckpt ckpt_t;

@@ -37,6 +37,7 @@ enum redo_type {
 	REDO_DECIDE = 3,   /* commit/abort decision of a prepared txn */
 	REDO_REFUSE = 4,   /* this server never prepared the txn and never will */
 	REDO_TABLE = 5,    /* a table was created (name, max value, id) */
+	REDO_OUTCOMES = 6, /* COMMIT outcomes remembered, logged again at a checkpoint (u64 ids) */
 	REDO_USER = 16,    /* first type free for other users */
 };
 
