@@ -1125,6 +1125,53 @@ static uint64_t scan_ahead(const char *dir, const struct replay_seg *sg, uint64_
 	return hi;
 }
 
+/*
+ * Nothing valid follows pos: is the end of sg at pos what a crash leaves, or
+ * damage?  A write that did not complete leaves every 512-byte sector either
+ * written or as it was; and what it was, past the durable end, is zero (a new
+ * file's blocks, and the ring is zeroed past the tail).  An extending O_DIRECT
+ * write moves the file size only once it completed.  So after a crash:
+ *   - the last 4 KiB block of the file holds the end of the last completed
+ *     write (a record ending in it), and a later segment with data means this
+ *     one ended completely;
+ *   - a partial record has a part that is all zero or past the end of the file.
+ * Anything else is damage.  Returns NULL (a torn tail, cut) or why not.
+ */
+static const char *tail_damage(const struct replay_seg *sg, uint64_t pos, const char *dir,
+			       const uint64_t *segs, size_t n, size_t idx)
+{
+	uint64_t off = pos - sg->first, size = sg->size;
+	if (size % REDO_BLOCK == 0 && off + REDO_BLOCK <= size)
+		return "the file holds written 4 KiB blocks past its last valid record";
+	for (size_t j = idx + 1; j < n; j++) {
+		char path[4200];
+		struct stat stt;
+		seg_path(path, sizeof(path), dir, segs[j]);
+		if (stat(path, &stt) == 0 && stt.st_size > 0)
+			return "a later segment holds data, so this one was written completely";
+	}
+	if (off >= size || all_zero(sg->map + off, size - off))
+		return NULL;   /* the clean end of the log */
+	uint64_t extent = sizeof(struct redo_hdr);
+	struct redo_hdr h;
+	if (off + sizeof(h) <= size) {
+		memcpy(&h, sg->map + off, sizeof(h));
+		if (h.magic == REDO_MAGIC && h.type && h.len <= REDO_MAX_PAYLOAD &&
+		    h.lsn == pos + rec_size(h.len))
+			extent = rec_size(h.len);
+	}
+	if (off + extent > size)
+		return NULL;   /* the record runs past the end of the file: partly missing */
+	for (uint64_t a = off; a < off + extent; a = (a | 511) + 1) {
+		uint64_t b = MIN((a | 511) + 1, off + extent);
+		if (all_zero(sg->map + a, b - a))
+			return NULL;   /* a sector of it was never written */
+	}
+	return extent > sizeof(struct redo_hdr)
+	       ? "its last record is complete (no part of it is missing) but fails its checksum"
+	       : "bytes after its last valid record are neither zero nor a record";
+}
+
 static const char *mode_name(enum redo_recovery mode)
 {
 	return mode == REDO_RECOVERY_POINT_IN_TIME ? "point-in-time"
@@ -1168,6 +1215,20 @@ static int replay_damage(const char *dir, struct replay_seg *sg, uint64_t *pos, 
 				  "missing", dir, *pos, path, off, from_lsn);
 			return -EIO;
 		}
+		const char *why = tail_damage(sg, *pos, dir, segs, n, idx);
+		if (why && mode == REDO_RECOVERY_STRICT) {
+			s->damaged_lsn = s->damaged_to_lsn = *pos;
+			log_error("redo: the end of the log is damaged in %s at file offset %" PRIu64
+				  " (LSN %" PRIu64 "): %s.  A crash cannot leave this, so records "
+				  "after LSN %" PRIu64 " that were acknowledged may be lost.  Refusing "
+				  "to start.  Restore the data directory, or accept the loss with "
+				  "--recovery-mode tolerate-tail", path, off, *pos, why, *pos);
+			return -EIO;
+		}
+		if (why)
+			log_warn("redo: --recovery-mode %s: the end of the log is damaged in %s at "
+				 "file offset %" PRIu64 " (LSN %" PRIu64 "): %s; cut there as requested",
+				 mode_name(mode), path, off, *pos, why);
 		return replay_cut(dir, sg, *pos, segs, n, idx, &s->cut_bytes) ?: 0;
 	}
 	s->damaged_lsn = *pos;

@@ -6,8 +6,8 @@
 # its log segment is flipped.  On restart it must refuse to start, naming the
 # file, the offset and the LSN range at stake - never start with acknowledged
 # transfers missing.  Then --recovery-mode point-in-time starts it, saying
-# what it drops; and a log whose only damage is garbage after its last record
-# (a torn tail) still starts by default, with every transfer present.
+# what it drops; and a log that ends in a partly written record (a torn
+# tail) still starts by default, with every transfer present.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
@@ -46,18 +46,26 @@ echo "point-in-time: $(grep -o 'dropping the records.*' "$top/ms1.err" | tail -n
 cluster_kill 1
 CLUSTER_ARGS=("${saved_args[@]}")
 
-# The undamaged log again, now with a torn tail: garbage after the last record.
+# The undamaged log again, now with a torn tail: a last record only partly written.
 rm -f "$top"/data/ms1/redo-*.log* "$top"/data/ms1/MANIFEST "$top"/data/ms1/pages-*
 cp "$top/seg.orig" "$seg"
 /usr/bin/python3 - "$seg" <<'PY'
-import sys
+import struct, sys
 p = sys.argv[1]
 d = bytearray(open(p, 'rb').read())
-end = len(d)
-while end > 0 and d[end - 1] == 0:
-    end -= 1
-end = (end + 7) & ~7        # just past the last record: write a torn record there
-d[end:end + 40] = bytes((i * 37 + 11) & 0xff for i in range(40))
+pos = 0                      # walk the records: len u32, crc u32, lsn u64, ..., magic u32 at 28
+while pos + 32 <= len(d):
+    ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
+    size = (32 + ln + 7) & ~7
+    if struct.unpack_from('<I', d, pos + 28)[0] != 0x4f44524c or lsn != pos + size:
+        break
+    pos += size
+# a record whose write never completed: a good header, the first 100 bytes of
+# its payload, and zeroes where the sectors that never reached the disk are
+ln = 1000
+hdr = struct.pack('<IIQQB3xI', ln, 0, pos + ((32 + ln + 7) & ~7), 1, 16, 0x4f44524c)
+rec = hdr + bytes((i * 37 + 11) & 0xff or 1 for i in range(100)) + bytes(ln - 100)
+d[pos:pos + len(rec)] = rec
 open(p, 'wb').write(d)
 PY
 cluster_restart 1 || fail "a torn tail stopped the server: $(tail -n 3 "$top/ms1.err")"

@@ -3,7 +3,10 @@
  * record: (1) a flipped byte in the last record, (2) a file cut in the middle
  * of a record, (3) garbage after the last record.  Each time replay stops at
  * the right record, reports the cut, next_lsn is right, and the log reopened
- * there takes appends that replay correctly after the survivors.  Damage
+ * there takes appends that replay correctly after the survivors.  (1) and (3)
+ * are not what a crash leaves (a complete record, or non-zero bytes that are
+ * no record): refused by default, cut under tolerate-tail.  (6) a whole
+ * zeroed last block is refused too: the file size says it was written.  Damage
  * followed by valid records is not a tail: (4) a bad length field and (5) a
  * zeroed block in the middle are refused by default (nothing changed on
  * disk) and cut only under an explicit recovery mode.
@@ -116,11 +119,15 @@ int main(void)
 	b ^= 0x40;
 	CHECK(pwrite(fd, &b, 1, at) == 1);
 	close(fd);
-	replay_expect(dir, 499, 1);
+	/* a complete record with a bad CRC is not what a crash leaves: refused
+	 * by default, cut under tolerate-tail */
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[498], lsns[498]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, 499, 1);
 	append_some(dir, lsns[498], 50);
 	replay_expect(dir, 549, 0);
 
-	/* 2. the file ends in the middle of the last three records */
+	/* 2. the file ends in the middle of the last three records (a write
+	 * that never completed): cut by default */
 	fd = seg_fd(dir);
 	CHECK(ftruncate(fd, (off_t)lsns[546] + 17) == 0);
 	close(fd);
@@ -135,7 +142,8 @@ int main(void)
 		junk[i] = (unsigned char)(i * 37 + 11);
 	CHECK(pwrite(fd, junk, sizeof(junk), (off_t)lsns[606]) == (ssize_t)sizeof(junk));
 	close(fd);
-	replay_expect(dir, 607, 1);
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[606], lsns[606]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, 607, 1);
 	append_some(dir, lsns[606], 10);
 	replay_expect(dir, 617, 0);
 
@@ -169,6 +177,19 @@ int main(void)
 		k++;   /* records 0..k-1 end before the block; record k is the first hit */
 	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[k - 1], lsns[904]);
 	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, k, 1);
+	/* 6. the last 4 KiB block zeroed: no valid record follows, but the file
+	 * size shows the block was written by a completed write */
+	append_some(dir, lsns[k - 1], 200);
+	fd = seg_fd(dir);
+	struct stat end;
+	CHECK(fstat(fd, &end) == 0 && end.st_size % 4096 == 0);
+	CHECK(pwrite(fd, zero, sizeof(zero), end.st_size - 4096) == (ssize_t)sizeof(zero));
+	close(fd);
+	unsigned j = 0;
+	while (lsns[j] <= (uint64_t)end.st_size - 4096)
+		j++;
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[j - 1], lsns[j - 1]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, j, 1);
 	tdur_cleanup();
 	printf("ok\n");
 	return 0;
