@@ -21,6 +21,14 @@
  * Replay follows SEGEND to the next file; a stream that ends without SEGEND
  * ends the log.
  *
+ * Torn tail or damage (replay_damage, tail_damage).  Where replay finds no
+ * valid record it scans ahead for valid records with higher LSNs.  Only a
+ * write that never completed may be cut silently, and it can leave only
+ * whole 512-byte sectors unwritten (zero) at the end of the stream, with the
+ * file size not moved past it; valid records after the damage, or an end that
+ * does not look like that, is damage: refused unless --recovery-mode says
+ * otherwise (see redo.h).
+ *
  * Buffer and invariants (all LSNs are stream offsets; B = ring size):
  *   floor <= durable <= tail,  floor = ALIGN_DOWN(durable, 4 KiB)
  *   ring[lsn % B] holds the stream for lsn in [floor, tail)
