@@ -33,7 +33,11 @@ _cluster_spawn() {
 # _cluster_ready ID: wait for server ID's ready line.
 _cluster_ready() {
   local id=$1 i
-  for i in $(seq 600); do grep -q ready "$CLUSTER_DIR/ms$id.out" 2>/dev/null && break; sleep 0.05; done
+  for i in $(seq 600); do
+    grep -q ready "$CLUSTER_DIR/ms$id.out" 2>/dev/null && break
+    kill -0 "${CLUSTER_PIDS[$id]}" 2>/dev/null || break   # it exited: it will not be ready
+    sleep 0.05
+  done
   if ! grep -q ready "$CLUSTER_DIR/ms$id.out"; then
     echo "memory server $id did not start: $(tail -n 3 "$CLUSTER_DIR/ms$id.err")" >&2
     return 1

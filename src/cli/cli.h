@@ -4,6 +4,7 @@
 int cmd_memserver(int argc, char **argv);
 int cmd_ycsb(int argc, char **argv);
 int cmd_bank(int argc, char **argv);
+int cmd_txn_status(int argc, char **argv);
 int cmd_netbench(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
 int durbench_main(int argc, char **argv);   /* src/bench/durbench.c */

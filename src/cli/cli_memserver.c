@@ -24,6 +24,8 @@
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 /* index == enum lotus_durability */
 static const char *const durabilities[] = { "none", "async", "sync", NULL };
+/* index == enum redo_recovery */
+static const char *const recovery_modes[] = { "strict", "tolerate-tail", "point-in-time", NULL };
 
 /* Fill o's durability fields from flags and config (see the top comment).
  * 0, or 2 after a one-line usage error. */
@@ -105,7 +107,7 @@ int cmd_memserver(int argc, char **argv)
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
 	const char *data_dir = NULL;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
-	int transport = 0, durability = 0, si = -1;
+	int transport = 0, durability = 0, si = -1, recovery_mode = 0;
 	bool ready_json = false;
 	struct cli_opt opts[] = {
 		{ "listen", OPT_STR, &listen, "HOST:PORT", "address to listen on (port 0: any free port)" },
@@ -120,6 +122,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
 		{ "checkpoint-log", OPT_SIZE, &ckpt_log, "SIZE", "log growth that triggers a checkpoint (default 256M)" },
 		{ "checkpoint-interval", OPT_U64, &ckpt_ms, "MS", "also checkpoint at least this often (default 0: no timer)", .min = 0, .max = 86400000 },
+		{ "recovery-mode", OPT_CHOICE, &recovery_mode, "M", "damage in the middle of the redo log: strict (default) refuses to start; tolerate-tail cuts it if it lies in the last segment; point-in-time recovers up to it and drops the rest (a torn tail is always cut)", recovery_modes },
 		{ 0 },
 	};
 	int rc = cli_parse("memserver", "Run a memory server: tables, indexes and locks, served to compute servers.",
@@ -162,6 +165,7 @@ int cmd_memserver(int argc, char **argv)
 	o.json_ready = ready_json;
 	o.config_path = config;
 	o.peers_path = peers;
+	o.recovery_mode = recovery_mode;
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
 		return 2;
 	if (listen_probe(host, port, config, o.id))

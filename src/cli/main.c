@@ -15,6 +15,7 @@ static const struct {
 	{ "memserver", cmd_memserver, "run a memory server" },
 	{ "ycsb", cmd_ycsb, "run YCSB transactions against a cluster (or a --local one)" },
 	{ "bank", cmd_bank, "concurrent transfers with a ledger; --verify checks the data" },
+	{ "txn-status", cmd_txn_status, "ask a memory server what it knows about a transaction" },
 	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },
 	{ "iobench", cmd_iobench, "the hybrid I/O layer's microbenchmarks (paper §3)" },
 	{ "durbench", durbench_main, "redo log, checkpoint and recovery throughput per I/O backend" },

@@ -44,7 +44,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "common/crash.h"
 #include "common/clock.h"
 #include "common/common.h"
@@ -248,6 +251,9 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
 	case REDO_REFUSE:
 		ms_outcome_note(srv, txn_id, MS_OUT_REFUSED);
 		return 0;
+	case REDO_OUTCOMES:
+		ms_outcomes_replay(srv, payload, len);
+		return 0;
 	default:
 		return 0;  /* other users' records: not state */
 	}
@@ -379,6 +385,40 @@ uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *
 
 /* ---- open / close ------------------------------------------------------------ */
 
+/* One server per data directory: an exclusive flock on DIR/LOCK, held until
+ * the process exits (the kernel drops it on any death, kill -9 included).  The
+ * file holds the owner's pid, for the message a second server prints. */
+static int dir_lock(struct ms_server *srv, const char *dir)
+{
+	char path[4200], owner[32] = "";
+	snprintf(path, sizeof(path), "%s/LOCK", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int rc = -errno;
+		log_error("cannot open the lock file %s: %s", path, strerror(errno));
+		return rc;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		ssize_t n = pread(fd, owner, sizeof(owner) - 1, 0);
+		owner[n > 0 ? n : 0] = '\0';
+		owner[strcspn(owner, "\n")] = '\0';
+		if (rc == -EBUSY)
+			log_error("the data directory %s is in use by another memory server (pid %s "
+				  "holds %s); two servers must never share a data directory", dir,
+				  owner[0] ? owner : "?", path);
+		else
+			log_error("cannot lock %s: %s", path, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	int len = snprintf(owner, sizeof(owner), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) || pwrite(fd, owner, (size_t)len, 0) != len)
+		log_warn("cannot write the pid into %s: %s", path, strerror(errno));
+	srv->dir_lock_fd = fd;
+	return 0;
+}
+
 static void recovery_report(struct ms_server *srv)
 {
 	const struct ms_recovery *r = &srv->rec;
@@ -427,6 +467,8 @@ int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len)
 		secs * 1e3, secs > 0 ? mb / secs : 0.0);
 }
 
+static int durable_start(struct ms_server *srv, const struct memserver_opts *o);
+
 static int ms_recover(struct ms_server *srv)
 {
 	struct ms_recovery *rec = &srv->rec;
@@ -445,7 +487,9 @@ static int ms_recover(struct ms_server *srv)
 	rec->ckpt_records = cs.records;
 	rec->ckpt_begin_lsn = replay_from;
 	rec->log_from = MIN(cs.log_from, replay_from);
-	rc = redo_replay(srv->data_dir, rec->log_from, replay_one, &rp, &rs, &rec->next_lsn);
+	rec->ckpt_seq = cs.fell_back ? cs.seq : 0;
+	rc = redo_replay_mode(srv->data_dir, rec->log_from, (enum redo_recovery)srv->recovery_mode,
+			      replay_one, &rp, &rs, &rec->next_lsn);
 	if (rc)
 		log_error("recovery: replaying the log in %s failed: %s", srv->data_dir,
 			  lotus_strerror(rc));
@@ -472,11 +516,24 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 	srv->durability = o->durability;
 	srv->data_dir = o->data_dir;
 	srv->rec.keep_lsn = UINT64_MAX;
+	srv->recovery_mode = o->recovery_mode;
+	srv->dir_lock_fd = -1;
 	if (mkdir(o->data_dir, 0755) && errno != EEXIST) {
 		int rc = -errno;
 		log_error("cannot create the data directory %s: %s", o->data_dir, strerror(errno));
 		return rc;
 	}
+	int rc = dir_lock(srv, o->data_dir);
+	if (rc == 0 && (rc = durable_start(srv, o)) != 0) {
+		close(srv->dir_lock_fd);
+		srv->dir_lock_fd = -1;
+	}
+	return rc;
+}
+
+/* ms_durable_open, with the directory locked. */
+static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
+{
 	int rc = ms_recover(srv);
 	if (rc)
 		return rc;
@@ -487,7 +544,9 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 		return rc;
 	}
 	struct ckpt_opts co = { .dir = o->data_dir, .log_trigger = o->checkpoint_log,
-				.interval_ms = o->checkpoint_interval_ms };
+				.interval_ms = o->checkpoint_interval_ms,
+				.recovered_seq = srv->rec.ckpt_seq,
+				.on_begin = ms_outcomes_relog, .on_begin_arg = srv };
 	rc = ckpt_open(srv->store, srv->log, &co, &srv->ckpt);
 	if (rc == 0 && srv->rec.keep_lsn != UINT64_MAX)
 		ckpt_set_keep_lsn(srv->ckpt, srv->rec.keep_lsn);
@@ -520,6 +579,9 @@ void ms_durable_close(struct ms_server *srv, int clean)
 	srv->ckpt = NULL;
 	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
 	srv->log = NULL;        /* undecided PREPAREs stay in the log */
+	if (srv->dir_lock_fd >= 0)  /* last: nothing touches the directory after this */
+		close(srv->dir_lock_fd);
+	srv->dir_lock_fd = -1;
 }
 
 /* ---- the prepared table (every server) ----------------------------------------- */
@@ -811,9 +873,12 @@ int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max
 	int rc;
 	if (store_table_find(srv->store, name, &have_id, &have_max) == 0) {
 		rc = store_table_create(srv->store, name, max_value, id);
-		/* it may have been created just now: wait for what is in the log */
+		/* it may have been created just now: wait for what is in the log -
+		 * unless the log failed: then nothing more becomes durable, and
+		 * opening an existing table is a read, which goes on (its creator
+		 * got LOTUS_EDURABLE if its record never made it) */
 		uint64_t tail = redo_next_lsn(srv->log);
-		*lsn = tail > redo_durable_lsn(srv->log) ? tail : 0;
+		*lsn = tail > redo_durable_lsn(srv->log) && !redo_status(srv->log) ? tail : 0;
 		goto out;
 	}
 	rc = ms_durable_refuses(srv);

@@ -32,6 +32,9 @@ struct memserver_opts {
 	 * servers, whenever a prepared transaction needs them; it may be written
 	 * after the start (local clusters know the ports only then). */
 	const char *peers_path;
+	/* What recovery does with damage in the middle of the redo log (enum
+	 * redo_recovery: 0 strict refuses; see redo_replay_mode). */
+	int recovery_mode;
 };
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */

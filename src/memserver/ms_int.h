@@ -132,6 +132,7 @@ struct ms_recovery {
 	uint64_t log_from, log_records, log_bytes, cut_bytes, next_lsn;
 	uint64_t txns, writes, tables, undecided;
 	uint64_t keep_lsn;         /* from ms_recovery_undecided() */
+	uint64_t ckpt_seq;         /* after a fallback: the checkpoint loaded, else 0 */
 	uint64_t elapsed_ns;
 };
 
@@ -146,6 +147,8 @@ struct ms_server {
 	/* durability (durable.c); log == NULL: none, and no cost on any path */
 	int durability;            /* enum lotus_durability */
 	const char *data_dir;
+	int recovery_mode;         /* enum redo_recovery, for ms_recover */
+	int dir_lock_fd;           /* flock(LOCK_EX) on DATA_DIR/LOCK; -1: none */
 	redo_t *log;
 	ckpt_t *ckpt;
 	pthread_mutex_t tables_mu; /* table creation: id order == log order */
@@ -261,6 +264,10 @@ void ms_term_free(struct ms_server *srv);
 void ms_term_start(struct ms_server *srv);
 void ms_term_stop(struct ms_server *srv);
 void ms_outcome_note(struct ms_server *srv, uint64_t txn_id, enum ms_outcome o);
+/* termination.c: the checkpoint hook that logs the remembered COMMITs again
+ * (page writer thread; arg = srv), and their replay at recovery. */
+void ms_outcomes_relog(void *arg);
+void ms_outcomes_replay(struct ms_server *srv, const void *payload, uint32_t len);
 enum ms_outcome ms_outcome_find(struct ms_server *srv, uint64_t txn_id);
 /* OP_TXN_STATUS (worker): the enum wire_txn_status answer; *lsn: a REFUSE
  * record the answer must wait for (0: none). */

@@ -27,7 +27,8 @@
  *        up to max_inflight pages in flight
  *   4. fdatasync the image; write pages-X.crc (temp, fsync, rename, fsync dir)
  *   5. write MANIFEST the same way
- *   6. redo_truncate(min(previous begin, keep_lsn))
+ *   6. redo_truncate(min(previous need, this need, keep_lsn)); need = min(begin,
+ *      keep_lsn when begin was taken): the PREPAREs open at an image's begin
  *
  * The change gate.  A worker brackets "append the redo record, apply it to
  * the store" with ckpt_change_begin/end.  The checkpointer closes the gate
@@ -95,6 +96,8 @@ _Static_assert(sizeof(struct crc_hdr) == 64, "crc header is 64 bytes");
 struct ck_info {
 	uint64_t seq;        /* 0: none */
 	uint64_t begin_lsn, pages_used;
+	uint64_t need_lsn;   /* recovery from this image reads the log from here:
+			      * min(begin, oldest PREPARE undecided at begin) */
 	unsigned image;      /* 0 = a, 1 = b */
 };
 
@@ -132,6 +135,10 @@ struct ckpt {
 	uint64_t crc_n[2];          /* entries valid in crc[i] (pages 0..n-1) */
 	uint64_t marked_upto;       /* pages <= this had their stale bits set once */
 	struct ck_info last, prev;
+	uint64_t seq_floor;
+	uint64_t recovered_seq;     /* ckpt_opts.recovered_seq */
+	void (*on_begin)(void *arg);
+	void *on_begin_arg;         /* after a fallback: the damaged checkpoint's seq */
 	unsigned char *staging;
 	size_t staging_bytes;
 	uint64_t keep_lsn;          /* atomic */
@@ -306,12 +313,14 @@ static int manifest_write(struct ckpt *c, const struct ck_info *cur, const struc
 #define EMIT(...) (len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__))
 	EMIT("lotus-manifest 1\n");
 	EMIT("page_size %u\n", c->page_size);
-	EMIT("seq %" PRIu64 "\nimage %s\nbegin_lsn %" PRIu64 "\npages_used %" PRIu64 "\n",
-	     cur->seq, image_name(cur->image, 0), cur->begin_lsn, cur->pages_used);
+	EMIT("seq %" PRIu64 "\nimage %s\nbegin_lsn %" PRIu64 "\npages_used %" PRIu64
+	     "\nneed_lsn %" PRIu64 "\n", cur->seq, image_name(cur->image, 0), cur->begin_lsn,
+	     cur->pages_used, cur->need_lsn);
 	if (prev->seq)
 		EMIT("prev_seq %" PRIu64 "\nprev_image %s\nprev_begin_lsn %" PRIu64
-		     "\nprev_pages_used %" PRIu64 "\n", prev->seq, image_name(prev->image, 0),
-		     prev->begin_lsn, prev->pages_used);
+		     "\nprev_pages_used %" PRIu64 "\nprev_need_lsn %" PRIu64 "\n", prev->seq,
+		     image_name(prev->image, 0), prev->begin_lsn, prev->pages_used,
+		     prev->need_lsn);
 	EMIT("log_kept_from %" PRIu64 "\n", log_from);
 	unsigned nt = store_table_count(c->st);
 	for (unsigned i = 0; i < nt; i++) {
@@ -376,6 +385,7 @@ static int manifest_read(const char *dir, struct manifest *m)
 	}
 	*crcline = '\0';
 	char *save = NULL;
+	unsigned have_need = 0;
 	for (char *ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
 		char key[32], val[200];
 		unsigned id, maxv;
@@ -398,11 +408,18 @@ static int manifest_read(const char *dir, struct manifest *m)
 		else if (!strcmp(key, "prev_begin_lsn")) m->prev.begin_lsn = v;
 		else if (!strcmp(key, "prev_pages_used")) m->prev.pages_used = v;
 		else if (!strcmp(key, "log_kept_from")) m->log_from = v;
+		else if (!strcmp(key, "need_lsn")) m->cur.need_lsn = v, have_need |= 1;
+		else if (!strcmp(key, "prev_need_lsn")) m->prev.need_lsn = v, have_need |= 2;
 		else if (!strcmp(key, "image") && image_of(val, &m->cur.image)) goto bad;
 		else if (!strcmp(key, "prev_image") && image_of(val, &m->prev.image)) goto bad;
 	}
 	if (!m->cur.seq || !m->page_size)
 		goto bad;
+	/* manifests written before need_lsn existed: the begin LSN (their rule) */
+	if (!(have_need & 1))
+		m->cur.need_lsn = m->cur.begin_lsn;
+	if (!(have_need & 2))
+		m->prev.need_lsn = m->prev.begin_lsn;
 	rc = 0;
 	goto out;
 bad:
@@ -639,12 +656,19 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 {
 	uint64_t t0 = clock_now_ns(), cpu0 = clock_thread_cpu_ns();
 	struct ck_info cur = { .seq = c->last.seq + 1 };
+	while (cur.seq <= c->seq_floor)   /* never into the image recovery came from */
+		cur.seq += 2;
 	cur.image = (unsigned)(cur.seq & 1);
 	struct store_stats ss;
 	gate_close(c);
 	cur.begin_lsn = c->log ? redo_next_lsn(c->log) : 0;
+	/* With the gate closed every PREPARE below begin has set the keep LSN (it
+	 * is appended inside the gate), so this is the oldest one still open. */
+	cur.need_lsn = MIN(cur.begin_lsn, LOAD(&c->keep_lsn));
 	store_stats(c->st, &ss);
 	gate_open(c);
+	if (c->on_begin)
+		c->on_begin(c->on_begin_arg);
 	cur.pages_used = ss.pages_used;
 	collect_dirty(c, cur.pages_used);
 
@@ -670,7 +694,11 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 	if (!rc)
 		rc = crc_write(c, cur.image, cur.seq, cur.pages_used + 1);
 	uint64_t keep = LOAD(&c->keep_lsn);
-	uint64_t log_from = MIN(c->last.seq ? c->last.begin_lsn : cur.begin_lsn, keep);
+	/* Keep what a recovery from either image needs: the previous image (the
+	 * fallback) replays from its begin and needs the PREPAREs that were open
+	 * when it began, even if they were decided since. */
+	uint64_t log_from = MIN(c->last.seq ? MIN(c->last.need_lsn, cur.need_lsn) : cur.need_lsn,
+				keep);
 	if (!rc)
 		rc = manifest_write(c, &cur, &c->last, log_from);
 	if (rc) {
@@ -818,8 +846,18 @@ static void ckpt_load_state(struct ckpt *c)
 	}
 	c->last = m->cur;
 	c->prev = m->prev;
-	STORE(&c->last_begin, m->cur.begin_lsn);
 	const struct ck_info *infos[2] = { &m->cur, &m->prev };
+	if (c->recovered_seq && c->recovered_seq == m->prev.seq) {
+		/* Recovery fell back: the newest image is damaged.  The next
+		 * checkpoint rewrites that image (all of it) and keeps the one the
+		 * store came from. */
+		c->last = m->prev;
+		c->prev = (struct ck_info){ 0 };
+		c->seq_floor = m->cur.seq;
+		infos[0] = &m->prev;
+		infos[1] = &c->prev;
+	}
+	STORE(&c->last_begin, c->last.begin_lsn);
 	for (int i = 0; i < 2; i++) {
 		const struct ck_info *ci = infos[i];
 		uint32_t *v;
@@ -865,6 +903,9 @@ int ckpt_open(store_t *st, redo_t *log, const struct ckpt_opts *o, ckpt_t **out)
 	c->log_trigger = o->log_trigger ? o->log_trigger : CK_DEF_TRIGGER;
 	c->interval_ms = o->interval_ms;
 	c->checkpoint_on_close = o->checkpoint_on_close;
+	c->recovered_seq = o->recovered_seq;
+	c->on_begin = o->on_begin;
+	c->on_begin_arg = o->on_begin_arg;
 	c->page_size = store_page_size(st);
 	size_t pool_bytes;
 	store_pool(st, &pool_bytes);
@@ -1113,7 +1154,11 @@ int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t
 		goto out;
 	}
 	rc = load_image(st, dir, &m->cur, backend, out);
-	if (rc == -EIO && m->prev.seq && m->prev.begin_lsn >= m->log_from) {
+	if (rc == -EIO && m->prev.seq && m->prev.need_lsn < m->log_from)
+		log_error("ckpt: checkpoint %" PRIu64 " (%s) is damaged and the log no longer "
+			  "reaches back to LSN %" PRIu64 ", which the previous checkpoint needs",
+			  m->cur.seq, image_name(m->cur.image, 0), m->prev.need_lsn);
+	if (rc == -EIO && m->prev.seq && m->prev.need_lsn >= m->log_from) {
 		log_warn("ckpt: checkpoint %" PRIu64 " (%s) is damaged; recovering from the "
 			 "previous checkpoint %" PRIu64 " (%s) and a longer log replay from LSN %"
 			 PRIu64, m->cur.seq, image_name(m->cur.image, 0), m->prev.seq,
@@ -1143,6 +1188,8 @@ int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t
 	out->records = ss.records;
 	out->begin_lsn = used->begin_lsn;
 	out->log_from = m->log_from;
+	out->seq = used->seq;
+	out->fell_back = used == &m->prev;
 	*replay_from = used->begin_lsn;
 out:
 	free(m);

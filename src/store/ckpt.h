@@ -18,7 +18,9 @@
  *   3. Per-page CRC32Cs go to DIR/pages.crc; then the manifest
  *      DIR/MANIFEST (begin LSN, pages used, tables) is written atomically:
  *      write a temporary file, fsync it, rename it, fsync the directory.
- *   4. Log segments wholly below min(begin, keep_lsn) are deleted.
+ *   4. Log segments are deleted wholly below what a recovery from either
+ *      image needs: its begin LSN, or the oldest PREPARE that was still
+ *      undecided when it began (keep_lsn at that moment), if older.
  *
  * Recovery: read the manifest, read the page file with large batched direct
  * reads (1 MiB each, up to 256 outstanding), check every page's CRC (a
@@ -44,6 +46,15 @@ struct ckpt_opts {
 	unsigned interval_ms;      /* and at least this often (0: no timer) */
 	/* Added: 1 = ckpt_close() takes a final checkpoint first (clean shutdown). */
 	int checkpoint_on_close;
+	/* The checkpoint ckpt_recover loaded (ckpt_recover_stats.seq; 0: the
+	 * newest).  After a fallback the next checkpoint overwrites the damaged
+	 * image, never the one the store came from. */
+	uint64_t recovered_seq;
+	/* Called by each checkpoint right after it took its begin LSN (gate
+	 * open, on the thread running the checkpoint); records it appends are
+	 * above begin, so a recovery from this checkpoint replays them. */
+	void (*on_begin)(void *arg);
+	void *on_begin_arg;
 };
 
 typedef struct ckpt ckpt_t;
@@ -80,6 +91,8 @@ struct ckpt_recover_stats {
 	 * begin and the keep LSN at checkpoint time): scan from here for the
 	 * PREPAREs of undecided transactions. */
 	uint64_t log_from;
+	uint64_t seq;        /* the checkpoint loaded (0: none) */
+	int fell_back;       /* 1: the newest image was damaged, the previous one loaded */
 };
 /* On a fresh store: load the last checkpoint from dir (nothing there: a new
  * database, *replay_from = 0).  0, -EIO (damaged page or manifest, with a

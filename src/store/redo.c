@@ -21,6 +21,14 @@
  * Replay follows SEGEND to the next file; a stream that ends without SEGEND
  * ends the log.
  *
+ * Torn tail or damage (replay_damage, tail_damage).  Where replay finds no
+ * valid record it scans ahead for valid records with higher LSNs.  Only a
+ * write that never completed may be cut silently, and it can leave only
+ * whole 512-byte sectors unwritten (zero) at the end of the stream, with the
+ * file size not moved past it; valid records after the damage, or an end that
+ * does not look like that, is damage: refused unless --recovery-mode says
+ * otherwise (see redo.h).
+ *
  * Buffer and invariants (all LSNs are stream offsets; B = ring size):
  *   floor <= durable <= tail,  floor = ALIGN_DOWN(durable, 4 KiB)
  *   ring[lsn % B] holds the stream for lsn in [floor, tail)
@@ -1082,8 +1090,186 @@ static int replay_make_segment(const char *dir, uint64_t first)
 	return fsync_dir(dir);
 }
 
+/* The highest LSN of a valid record past the damage at pos of segment idx,
+ * in that segment or a later one (0: none).  *next_valid: where the first
+ * valid record after pos in the same segment starts (UINT64_MAX: none);
+ * *hi_seg: the segment index of the highest one. */
+static uint64_t scan_seg(const struct replay_seg *sg, uint64_t from, uint64_t *first)
+{
+	uint64_t hi = 0, end = sg->first + sg->size;
+	uint32_t magic = REDO_MAGIC;
+	*first = UINT64_MAX;
+	for (uint64_t q = ALIGN_UP(from, 8); q + sizeof(struct redo_hdr) <= end; q += 8) {
+		if (memcmp(sg->map + (q - sg->first) + offsetof(struct redo_hdr, magic), &magic, 4))
+			continue;
+		const struct redo_hdr *h = replay_record(sg, q);
+		if (!h)
+			continue;
+		if (*first == UINT64_MAX)
+			*first = q;
+		hi = h->lsn;
+		q = h->lsn - 8;
+	}
+	return hi;
+}
+
+static uint64_t scan_ahead(const char *dir, const struct replay_seg *sg, uint64_t pos,
+			   const uint64_t *segs, size_t n, size_t idx, uint64_t *next_valid,
+			   size_t *hi_seg)
+{
+	uint64_t hi = scan_seg(sg, pos + 8, next_valid), unused;
+	*hi_seg = idx;
+	for (size_t j = idx + 1; j < n; j++) {
+		struct replay_seg later = { .fd = -1 };
+		if (replay_map(dir, segs[j], &later))
+			continue;
+		uint64_t h = later.map ? scan_seg(&later, later.first, &unused) : 0;
+		replay_unmap(&later);
+		if (h > hi) {
+			hi = h;
+			*hi_seg = j;
+		}
+	}
+	return hi;
+}
+
+/*
+ * Nothing valid follows pos: is the end of sg at pos what a crash leaves, or
+ * damage?  A write that did not complete leaves every 512-byte sector either
+ * written or as it was; and what it was, past the durable end, is zero (a new
+ * file's blocks, and the ring is zeroed past the tail).  An extending O_DIRECT
+ * write moves the file size only once it completed.  So after a crash:
+ *   - the last 4 KiB block of the file holds the end of the last completed
+ *     write (a record ending in it), and a later segment with data means this
+ *     one ended completely;
+ *   - a partial record has a part that is all zero or past the end of the file.
+ * Anything else is damage.  Returns NULL (a torn tail, cut) or why not.
+ */
+static const char *tail_damage(const struct replay_seg *sg, uint64_t pos, const char *dir,
+			       const uint64_t *segs, size_t n, size_t idx)
+{
+	uint64_t off = pos - sg->first, size = sg->size;
+	if (size % REDO_BLOCK == 0 && off + REDO_BLOCK <= size)
+		return "the file holds written 4 KiB blocks past its last valid record";
+	for (size_t j = idx + 1; j < n; j++) {
+		char path[4200];
+		struct stat stt;
+		seg_path(path, sizeof(path), dir, segs[j]);
+		if (stat(path, &stt) == 0 && stt.st_size > 0)
+			return "a later segment holds data, so this one was written completely";
+	}
+	if (off >= size || all_zero(sg->map + off, size - off))
+		return NULL;   /* the clean end of the log */
+	uint64_t extent = sizeof(struct redo_hdr);
+	struct redo_hdr h;
+	if (off + sizeof(h) <= size) {
+		memcpy(&h, sg->map + off, sizeof(h));
+		if (h.magic == REDO_MAGIC && h.type && h.len <= REDO_MAX_PAYLOAD &&
+		    h.lsn == pos + rec_size(h.len))
+			extent = rec_size(h.len);
+	}
+	if (off + extent > size)
+		return NULL;   /* the record runs past the end of the file: partly missing */
+	for (uint64_t a = off; a < off + extent; a = (a | 511) + 1) {
+		uint64_t b = MIN((a | 511) + 1, off + extent);
+		if (all_zero(sg->map + a, b - a))
+			return NULL;   /* a sector of it was never written */
+	}
+	return extent > sizeof(struct redo_hdr)
+	       ? "its last record is complete (no part of it is missing) but fails its checksum"
+	       : "bytes after its last valid record are neither zero nor a record";
+}
+
+static const char *mode_name(enum redo_recovery mode)
+{
+	return mode == REDO_RECOVERY_POINT_IN_TIME ? "point-in-time"
+	       : mode == REDO_RECOVERY_TOLERATE_TAIL ? "tolerate-tail" : "strict";
+}
+
+/*
+ * No valid record at pos.  Is it the end of the log, or damage in its middle?
+ *
+ *   nothing valid follows                  -> torn tail: cut (never acknowledged)
+ *   valid records follow, but the damaged  -> not needed (below the replay
+ *     bytes end below from_lsn                start): skip to the next record
+ *   valid records follow (higher LSNs)     -> damage, not a torn tail:
+ *       strict (default)                      refuse: -EIO, nothing changed
+ *       tolerate-tail, all in this segment    cut here, loudly
+ *       point-in-time                         cut here, loudly, later segments set aside
+ *
+ * Returns 1 to go on at *pos, 0 when the log ends at *pos (cut done), or an error.
+ */
+static int replay_damage(const char *dir, struct replay_seg *sg, uint64_t *pos, uint64_t from_lsn,
+			 enum redo_recovery mode, const uint64_t *segs, size_t n, size_t idx,
+			 struct redo_replay_stats *s)
+{
+	char path[4200];
+	uint64_t nv, off = *pos - sg->first;
+	size_t hseg;
+	uint64_t hi = scan_ahead(dir, sg, *pos, segs, n, idx, &nv, &hseg);
+	seg_path(path, sizeof(path), dir, sg->first);
+	if (nv != UINT64_MAX && nv <= from_lsn) {
+		log_warn("redo: %s is damaged at file offset %" PRIu64 " (LSN %" PRIu64 "..%" PRIu64
+			 "), below LSN %" PRIu64 " where replay starts: not needed, skipped", path,
+			 off, *pos, nv, from_lsn);
+		s->skipped_bytes += nv - *pos;
+		*pos = nv;
+		return 1;
+	}
+	if (hi == 0) {
+		if (*pos < from_lsn) {
+			log_error("redo: the log in %s ends at LSN %" PRIu64 " (%s, file offset %"
+				  PRIu64 "), before the checkpoint's LSN %" PRIu64 ": records are "
+				  "missing", dir, *pos, path, off, from_lsn);
+			return -EIO;
+		}
+		const char *why = tail_damage(sg, *pos, dir, segs, n, idx);
+		if (why && mode == REDO_RECOVERY_STRICT) {
+			s->damaged_lsn = s->damaged_to_lsn = *pos;
+			log_error("redo: the end of the log is damaged in %s at file offset %" PRIu64
+				  " (LSN %" PRIu64 "): %s.  A crash cannot leave this, so records "
+				  "after LSN %" PRIu64 " that were acknowledged may be lost.  Refusing "
+				  "to start.  Restore the data directory, or accept the loss with "
+				  "--recovery-mode tolerate-tail", path, off, *pos, why, *pos);
+			return -EIO;
+		}
+		if (why)
+			log_warn("redo: --recovery-mode %s: the end of the log is damaged in %s at "
+				 "file offset %" PRIu64 " (LSN %" PRIu64 "): %s; cut there as requested",
+				 mode_name(mode), path, off, *pos, why);
+		return replay_cut(dir, sg, *pos, segs, n, idx, &s->cut_bytes) ?: 0;
+	}
+	s->damaged_lsn = *pos;
+	s->damaged_to_lsn = hi;
+	if (*pos < from_lsn || mode == REDO_RECOVERY_STRICT ||
+	    (mode == REDO_RECOVERY_TOLERATE_TAIL && hseg != idx)) {
+		log_error("redo: the log is damaged in %s at file offset %" PRIu64 " (LSN %" PRIu64
+			  "), and valid records with higher LSNs follow%s, up to LSN %" PRIu64 ": "
+			  "this is not a torn tail; recovering would drop the records of LSN %" PRIu64
+			  "..%" PRIu64 ", acknowledged commits among them.  Refusing to start%s.  "
+			  "Restore the data directory, or accept the loss with --recovery-mode "
+			  "point-in-time (recovers up to LSN %" PRIu64 ")", path, off, *pos,
+			  hseg != idx ? " in later segments" : "", hi, *pos, hi,
+			  *pos < from_lsn ? " (the damage is below the checkpoint's LSN: no "
+					    "recovery mode can help)" : "",
+			  *pos);
+		return -EIO;
+	}
+	log_warn("redo: --recovery-mode %s: the log is damaged in %s at file offset %" PRIu64
+		 " (LSN %" PRIu64 "); dropping the records of LSN %" PRIu64 "..%" PRIu64
+		 " as requested: the database recovers as of LSN %" PRIu64, mode_name(mode), path,
+		 off, *pos, *pos, hi, *pos);
+	return replay_cut(dir, sg, *pos, segs, n, idx, &s->cut_bytes) ?: 0;
+}
+
 int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg,
 		struct redo_replay_stats *st, uint64_t *next_lsn)
+{
+	return redo_replay_mode(dir, from_lsn, REDO_RECOVERY_STRICT, cb, arg, st, next_lsn);
+}
+
+int redo_replay_mode(const char *dir, uint64_t from_lsn, enum redo_recovery mode,
+		     redo_replay_fn cb, void *arg, struct redo_replay_stats *st, uint64_t *next_lsn)
 {
 	struct redo_replay_stats s = { 0 };
 	uint64_t t0 = clock_now_ns(), *segs = NULL, pos = from_lsn;
@@ -1115,7 +1301,14 @@ int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg
 		s.segments++;
 		pos = sg.first;
 		const struct redo_hdr *h;
-		while ((h = replay_record(&sg, pos))) {
+		for (;;) {
+			h = replay_record(&sg, pos);
+			if (!h) {
+				rc = replay_damage(dir, &sg, &pos, from_lsn, mode, segs, n, idx, &s);
+				if (rc == 1)
+					continue;
+				goto out;
+			}
 			pos = h->lsn;
 			if (h->type == REDO_SEGEND)
 				break;
@@ -1126,17 +1319,6 @@ int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg
 				if (rc)
 					goto out;
 			}
-		}
-		if (!h) {
-			if (pos < from_lsn) {
-				log_error("redo: the log in %s ends at LSN %" PRIu64 ", before the "
-					  "checkpoint's LSN %" PRIu64 ": records are missing", dir,
-					  pos, from_lsn);
-				rc = -EIO;
-				goto out;
-			}
-			rc = replay_cut(dir, &sg, pos, segs, n, idx, &s.cut_bytes);
-			goto out;
 		}
 		uint64_t next = ALIGN_UP(pos, (uint64_t)REDO_BLOCK);
 		replay_unmap(&sg);

@@ -37,6 +37,7 @@ enum redo_type {
 	REDO_DECIDE = 3,   /* commit/abort decision of a prepared txn */
 	REDO_REFUSE = 4,   /* this server never prepared the txn and never will */
 	REDO_TABLE = 5,    /* a table was created (name, max value, id) */
+	REDO_OUTCOMES = 6, /* COMMIT outcomes remembered, logged again at a checkpoint (u64 ids) */
 	REDO_USER = 16,    /* first type free for other users */
 };
 
@@ -85,18 +86,39 @@ struct redo_stats {
 void redo_stats(redo_t *r, struct redo_stats *out);
 
 /* Recovery: call cb for every valid record with LSN > from_lsn, in order.
- * A torn or corrupt tail (bad CRC, bad length, a gap) is cut at the last
- * valid record: the file is truncated there and one log line says so
- * (where, and how many bytes were dropped).  *next_lsn is where appending
- * resumes.  cb returns 0 to go on, or an error to stop the replay. */
+ * Where no valid record is found (bad CRC, bad length, a gap), replay looks
+ * ahead, in this segment and the later ones, for valid records:
+ *  - none: a torn tail (the last write was partial, so never acknowledged).
+ *    It is cut: the file is truncated there, later segments are renamed
+ *    *.cut, and one log line says where and how many bytes were dropped.
+ *  - some, but the damaged bytes lie wholly below from_lsn: not needed;
+ *    replay skips to the next valid record (one log line).
+ *  - some, above: damage in the middle of the log.  REDO_RECOVERY_STRICT
+ *    refuses with -EIO and a log line naming the file, the offset and the
+ *    LSN range at stake, and changes nothing on disk.  TOLERATE_TAIL cuts
+ *    there if the damage and every valid record after it lie in the same
+ *    segment; POINT_IN_TIME always cuts there (the records after it are lost,
+ *    loudly).  Damage below from_lsn that reaches into it always fails.
+ * *next_lsn is where appending resumes.  cb returns 0 to go on, or an error
+ * to stop the replay.  redo_replay is redo_replay_mode(STRICT). */
+enum redo_recovery {
+	REDO_RECOVERY_STRICT = 0,        /* default: never drop a record that may be acknowledged */
+	REDO_RECOVERY_TOLERATE_TAIL = 1, /* also cut damage in the log's last segment */
+	REDO_RECOVERY_POINT_IN_TIME = 2, /* recover up to the first damage, drop the rest */
+};
 typedef int (*redo_replay_fn)(void *arg, uint64_t lsn, uint8_t type, uint64_t txn_id,
 			      const void *payload, uint32_t len);
 struct redo_replay_stats {
 	uint64_t records, bytes, cut_bytes, segments;
 	uint64_t elapsed_ns;
+	uint64_t skipped_bytes;               /* damaged, below from_lsn, skipped */
+	uint64_t damaged_lsn, damaged_to_lsn; /* mid-log damage found (0: none) */
 };
 int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg,
 		struct redo_replay_stats *st, uint64_t *next_lsn);
+int redo_replay_mode(const char *dir, uint64_t from_lsn, enum redo_recovery mode,
+		     redo_replay_fn cb, void *arg, struct redo_replay_stats *st,
+		     uint64_t *next_lsn);
 
 uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 

@@ -1,9 +1,9 @@
 /*
  * test_durable_torn.c - a torn log tail: after kill -9, the last record of
- * the last log segment is damaged (bytes flipped inside it, garbage written
- * past it, as a write cut short by a power loss would leave).  The server
- * still starts, logs the cut, and every commit acknowledged before the torn
- * record is intact; the torn one is gone.  The log then resumes at the cut:
+ * the last log segment (one commit of 8 writes, over 2 KiB) loses its last
+ * 512-byte sector, as a write cut short by a power loss would leave it.  The
+ * server still starts, logs the cut, and every commit acknowledged before the
+ * torn record is intact; the torn one is gone.  The log then resumes at the cut:
  * commits after the restart survive another kill -9.
  */
 #include <dirent.h>
@@ -46,8 +46,9 @@ static void last_segment(const char *dir, char *path, size_t len)
 	snprintf(path, len, "%s/%s", dir, best);
 }
 
-/* Flip the 16 bytes before the last non-zero byte (inside the last record,
- * whose value ends in non-zero bytes), and write garbage past the end. */
+/* Zero the 512-byte sector that holds the last non-zero byte (inside the last
+ * record, whose values end in non-zero bytes): that sector never reached the
+ * disk. */
 static void tear(const char *path)
 {
 	int fd = open(path, O_RDWR);
@@ -58,19 +59,20 @@ static void tear(const char *path)
 	off_t last = size - 1;
 	while (last > 0 && buf[last] == 0)
 		last--;
-	CHECK(last > 64);
-	for (off_t i = last - 15; i <= last; i++)
-		buf[i] ^= 0x5a;
-	CHECK(pwrite(fd, buf + last - 15, 16, last - 15) == 16);
-	unsigned char junk[4096];
-	for (unsigned i = 0; i < sizeof(junk); i++)
-		junk[i] = (unsigned char)(i * 131 + 7);
-	CHECK(pwrite(fd, junk, sizeof(junk), size) == (ssize_t)sizeof(junk));
+	CHECK(last > 4096);
+	off_t sector = last & ~(off_t)511;
+	unsigned char zero[512] = { 0 };
+	CHECK(pwrite(fd, zero, (size_t)(last + 1 - sector), sector) == last + 1 - sector);
+	/* A write that extends the file moves its size only once it completed:
+	 * if nothing of that write is left in the last block, the file would
+	 * still end before it. */
+	if (sector <= size - 4096)
+		CHECK(ftruncate(fd, size - 4096) == 0);
 	fsync(fd);
 	close(fd);
 	free(buf);
 	fprintf(stderr, "tore %s at offset %lld (file was %lld bytes)\n", path,
-		(long long)(last - 15), (long long)size);
+		(long long)sector, (long long)size);
 }
 
 static void verify(lotus_session_t *s, lotus_table_t tb)
@@ -95,7 +97,15 @@ int main(void)
 	for (uint32_t i = 1; i <= 300; i++)
 		put_version(s, tb, i % 120, i);
 	memset(sentinel, 0xab, sizeof(sentinel));      /* the last record: torn below */
-	CHECK_RC(put(s, tb, 3000, sentinel, sizeof(sentinel)));
+	lotus_txn_t *t;
+	CHECK_RC(lotus_txn_begin(s, &t));
+	for (uint64_t key = 3000; key < 3008; key++) {
+		unsigned char k[8];
+		key_from_u64(key, k);
+		lotus_txn_write(t, tb, k, 8, sentinel, sizeof(sentinel));
+	}
+	CHECK_RC(lotus_txn_commit(t));
+	lotus_txn_free(t);
 	lotus_session_close(s);
 	lotus_disconnect(c);
 	dsrv_stop(&sv, SIGKILL);
@@ -109,7 +119,7 @@ int main(void)
 	c = dt_connect(&sv, 1);
 	CHECK_RC(lotus_session_open(c, &s));
 	CHECK_RC(lotus_table_create(s, "durable", DT_VMAX, &tb));
-	verify(s, tb);      /* everything before the tear; key 3000 absent */
+	verify(s, tb);      /* everything before the tear; keys 3000.. absent */
 	for (uint32_t i = 301; i <= 400; i++)
 		put_version(s, tb, i % 150, i);
 	lotus_session_close(s);

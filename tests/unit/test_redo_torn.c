@@ -3,8 +3,16 @@
  * record: (1) a flipped byte in the last record, (2) a file cut in the middle
  * of a record, (3) garbage after the last record.  Each time replay stops at
  * the right record, reports the cut, next_lsn is right, and the log reopened
- * there takes appends that replay correctly after the survivors.
+ * there takes appends that replay correctly after the survivors.  (1) and (3)
+ * are not what a crash leaves (a complete record, or non-zero bytes that are
+ * no record): refused by default, cut under tolerate-tail.  (6) a whole
+ * zeroed last block is refused too: the file size says it was written.  Damage
+ * followed by valid records is not a tail: (4) a bad length field and (5) a
+ * zeroed block in the middle are refused by default (nothing changed on
+ * disk) and cut only under an explicit recovery mode.
  */
+#include <errno.h>
+#include <sys/stat.h>
 #include "store/redo.h"
 #include "test_redo_util.h"
 
@@ -61,6 +69,33 @@ static void replay_expect(const char *dir, unsigned n, int expect_cut)
 	nrec = n;
 }
 
+static void replay_mode_expect(const char *dir, enum redo_recovery mode, unsigned n,
+			       int expect_cut)
+{
+	struct rs s = { 0 };
+	struct redo_replay_stats st;
+	uint64_t next;
+	CHECK_RC(redo_replay_mode(dir, 0, mode, check, &s, &st, &next));
+	CHECK_EQ(s.bad, 0);
+	CHECK_EQ(s.n, n);
+	CHECK_EQ(next, lsns[n - 1]);
+	CHECK(expect_cut ? st.cut_bytes > 0 : st.cut_bytes == 0);
+	nrec = n;
+}
+
+/* Replay refuses (-EIO) and reports the damage at `at` and valid records up to hi. */
+static void refuse_expect(const char *dir, enum redo_recovery mode, uint64_t at, uint64_t hi)
+{
+	struct rs s = { 0 };
+	struct redo_replay_stats st;
+	uint64_t next;
+	CHECK_EQ(redo_replay_mode(dir, 0, mode, check, &s, &st, &next), -EIO);
+	CHECK_EQ(s.bad, 0);
+	CHECK_EQ(st.damaged_lsn, at);
+	CHECK_EQ(st.damaged_to_lsn, hi);
+	CHECK_EQ(st.cut_bytes, 0);
+}
+
 static int seg_fd(const char *dir)
 {
 	char p[1200];
@@ -84,11 +119,15 @@ int main(void)
 	b ^= 0x40;
 	CHECK(pwrite(fd, &b, 1, at) == 1);
 	close(fd);
-	replay_expect(dir, 499, 1);
+	/* a complete record with a bad CRC is not what a crash leaves: refused
+	 * by default, cut under tolerate-tail */
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[498], lsns[498]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, 499, 1);
 	append_some(dir, lsns[498], 50);
 	replay_expect(dir, 549, 0);
 
-	/* 2. the file ends in the middle of the last three records */
+	/* 2. the file ends in the middle of the last three records (a write
+	 * that never completed): cut by default */
 	fd = seg_fd(dir);
 	CHECK(ftruncate(fd, (off_t)lsns[546] + 17) == 0);
 	close(fd);
@@ -103,18 +142,54 @@ int main(void)
 		junk[i] = (unsigned char)(i * 37 + 11);
 	CHECK(pwrite(fd, junk, sizeof(junk), (off_t)lsns[606]) == (ssize_t)sizeof(junk));
 	close(fd);
-	replay_expect(dir, 607, 1);
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[606], lsns[606]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, 607, 1);
 	append_some(dir, lsns[606], 10);
 	replay_expect(dir, 617, 0);
 
-	/* 4. a mid-log record whose length field points past a later record */
+	/* 4. a mid-log record whose length field points past a later record:
+	 * valid records follow, so it is damage, not a torn tail.  The default
+	 * refuses and changes nothing; point-in-time cuts there on request. */
 	fd = seg_fd(dir);
 	uint32_t big = 100000;
 	CHECK(pwrite(fd, &big, 4, (off_t)lsns[599]) == 4);
+	struct stat before, after;
+	CHECK(fstat(fd, &before) == 0);
 	close(fd);
-	replay_expect(dir, 600, 1);
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[599], lsns[616]);
+	fd = seg_fd(dir);
+	CHECK(fstat(fd, &after) == 0 && after.st_size == before.st_size);
+	close(fd);
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[599], lsns[616]);  /* still there */
+	replay_mode_expect(dir, REDO_RECOVERY_POINT_IN_TIME, 600, 1);
 	append_some(dir, lsns[599], 5);
 	replay_expect(dir, 605, 0);
+	/* 5. a zeroed 4 KiB block in the middle (a lost write), followed by
+	 * valid records: refused by default, cut under tolerate-tail (one segment) */
+	append_some(dir, lsns[604], 300);
+	fd = seg_fd(dir);
+	unsigned char zero[4096] = { 0 };
+	off_t blk = (off_t)(lsns[700] & ~4095ull);
+	CHECK(pwrite(fd, zero, sizeof(zero), blk) == (ssize_t)sizeof(zero));
+	close(fd);
+	unsigned k = 0;
+	while (lsns[k] <= (uint64_t)blk)
+		k++;   /* records 0..k-1 end before the block; record k is the first hit */
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[k - 1], lsns[904]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, k, 1);
+	/* 6. the last 4 KiB block zeroed: no valid record follows, but the file
+	 * size shows the block was written by a completed write */
+	append_some(dir, lsns[k - 1], 200);
+	fd = seg_fd(dir);
+	struct stat end;
+	CHECK(fstat(fd, &end) == 0 && end.st_size % 4096 == 0);
+	CHECK(pwrite(fd, zero, sizeof(zero), end.st_size - 4096) == (ssize_t)sizeof(zero));
+	close(fd);
+	unsigned j = 0;
+	while (lsns[j] <= (uint64_t)end.st_size - 4096)
+		j++;
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[j - 1], lsns[j - 1]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, j, 1);
 	tdur_cleanup();
 	printf("ok\n");
 	return 0;

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# timeout: 240
+# Falling back to the previous checkpoint must not lose commits.  Two durable
+# memory servers run `lotus bank` (two-phase commit across them, a checkpoint
+# every 64 KiB of log); server 1 is crashed at each crash point of
+# src/common/crash.c (and once by kill -9 alone), then a byte in a used page of
+# its newest checkpoint image is flipped, so recovery falls back to the
+# previous image and replays a longer log.  Each case must end in one of:
+#   - server 1 restarts and `lotus bank --verify` finds every acknowledged
+#     transfer and the total unchanged;
+#   - server 1 refuses to start, saying no undamaged image is left (a crash
+#     during a checkpoint - always at "checkpoint" - leaves the previous
+#     image half rewritten).
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+L=${LOTUS_BIN:?}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/scripts/lib-cluster.sh"
+field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
+top=$(mktemp -d)
+[ -n "${LOTUS_KEEP:-}" ] && echo "keeping $top"
+trap 'cluster_stop; [ -n "${LOTUS_KEEP:-}" ] || rm -rf "$top"' EXIT
+seed=${LOTUS_TEST_SEED:-1}
+fellback=0
+
+for point in kill prepared:300 before_commit:300 checkpoint:3; do
+  name=${point%%:*}
+  dir=$top/$name; mkdir -p "$dir"
+  CLUSTER_DATA=$dir/data CLUSTER_DURABILITY=sync CLUSTER_CC=wait_die
+  cluster_start "$dir" 2 --threads 1 --memory 64M --durability sync --checkpoint-log 32K \
+    || fail "$name: servers did not start"
+  led=$dir/bank.ledger
+  # run until server 1 has two checkpoints that hold data
+  for i in $(seq 20); do
+    "$L" bank --config "$CLUSTER_INI" --accounts 40 --opening 1000 --seconds 0.5 --threads 2 \
+        --inflight 2 --ledger "$led" --quiet >/dev/null 2>"$dir/bank0.err" \
+        || fail "$name: setup run failed: $(tail -n 5 "$dir/bank0.err")"
+    grep -q '^prev_pages_used [1-9]' "$dir/data/ms1/MANIFEST" 2>/dev/null && break
+  done
+  grep -q '^prev_pages_used [1-9]' "$dir/data/ms1/MANIFEST" || fail "$name: no checkpoints with data"
+  if [ "$name" != kill ]; then
+    cluster_kill 1
+    export LOTUS_CRASH_AT=$point
+    cluster_restart 1 || fail "$name: server 1 did not restart with the crash point"
+    unset LOTUS_CRASH_AT
+    "$L" bank --config "$CLUSTER_INI" --seconds 20 --threads 2 --inflight 2 --ledger "$led" \
+        --quiet >"$dir/bank.out" 2>"$dir/bank.err"
+    rc=$?
+    grep -q "crash point $name reached" "$dir/ms1.err" \
+      || fail "$name: the crash point was never reached (bank exit $rc)"
+  else
+    "$L" bank --config "$CLUSTER_INI" --seconds 1 --threads 2 --inflight 2 --ledger "$led" \
+        --quiet >"$dir/bank.out" 2>"$dir/bank.err" &
+    bp=$!
+    sleep 0.7
+    cluster_kill 1
+    wait $bp; rc=$?
+  fi
+  [ $rc -eq 3 ] || [ $rc -eq 0 ] || fail "$name: bank exited $rc: $(tail -n 5 "$dir/bank.err")"
+  "$root/scripts/damage-file" page "$dir/data/ms1" --seed "$seed" >"$dir/damage" 2>&1 \
+    || fail "$name: cannot damage the image: $(cat "$dir/damage")"
+  if ! cluster_restart 1 2>/dev/null; then
+    grep -q "no undamaged checkpoint image" "$dir/ms1.err" \
+      || fail "$name: server 1 did not come back: $(tail -n 5 "$dir/ms1.err")"
+    echo "$name: $(cat "$dir/damage"); refused: $(grep -o 'ckpt: recovery.*' "$dir/ms1.err" | tail -n1)"
+    cluster_stop
+    continue
+  fi
+  grep -q "recovering from the previous checkpoint" "$dir/ms1.err" \
+    || fail "$name: recovery did not fall back to the previous image"
+  ok=""
+  for i in $(seq 20); do   # prepared transactions hold their locks until resolved
+    ver=$("$L" bank --config "$CLUSTER_INI" --ledger "$led" --verify --json 2>"$dir/verify.err") \
+      && { ok=1; break; }
+    grep -q "missing\|total" "$dir/verify.err" && break
+    sleep 0.5
+  done
+  [ -n "$ok" ] || fail "$name: verify failed after the fallback: $ver $(tail -n 5 "$dir/verify.err")"
+  [ "$(echo "$ver" | field total)" = 40000 ] || fail "$name: total changed: $ver"
+  echo "$name: $(cat "$dir/damage"); fell back; verify: $ver"
+  fellback=$((fellback + 1))
+  cluster_stop
+done
+# A crash while a checkpoint rewrites the older image leaves no fallback (the
+# refusal above); the fallback itself must still have been tested.
+[ $fellback -ge 2 ] || fail "only $fellback of 4 cases fell back to the previous image"
+echo "ok: $fellback of 4 cases fell back"
+
