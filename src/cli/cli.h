@@ -6,5 +6,6 @@ int cmd_ycsb(int argc, char **argv);
 int cmd_bank(int argc, char **argv);
 int cmd_netbench(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int durbench_main(int argc, char **argv);   /* src/bench/durbench.c */
 #endif
