@@ -321,6 +321,7 @@ static void conn_process(struct conn *c)
 	rbuf_init(&pre);
 	while (!c->job && !c->dead && !c->close_after && !sv->stop) {
 		struct job *batch = NULL;
+		int barrier = 0;
 		for (;;) {
 			size_t used = 0;
 			const char *why;
@@ -375,6 +376,7 @@ static void conn_process(struct conn *c)
 					job_start_solo(c, d, cmd);
 				else
 					d->now(c, cmd, &c->out);
+				barrier = 1;
 				break;
 			}
 			if (c->multi && (!d || (sv->o.requirepass && !c->authed))) {
@@ -398,8 +400,11 @@ static void conn_process(struct conn *c)
 			if (job_ncmds(batch) >= sv->o.pipeline_max)
 				break;
 		}
-		if (!batch)
+		if (!batch) {
+			if (barrier)
+				continue;
 			break;
+		}
 		if (job_has_data(batch))
 			job_start(batch);
 		else
