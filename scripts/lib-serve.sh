@@ -13,6 +13,7 @@ serve_start() {
   SERVE_DIR=$1; shift
   local listen=(--listen 127.0.0.1:0) a
   for a in "$@"; do [ "$a" = --listen ] && listen=(); done
+  rm -f "$SERVE_DIR/serve.out" "$SERVE_DIR/serve.err"
   "$L" serve "${listen[@]}" "$@" >"$SERVE_DIR/serve.out" 2>"$SERVE_DIR/serve.err" &
   SERVE_PID=$!
   local i

@@ -22,7 +22,7 @@ int cmd_serve(int argc, char **argv)
 	struct serve_opts o;
 	uint64_t local = 2, threads, maxv, sthreads = 1, smem = 1ULL << 30, pmax, retries;
 	uint64_t compute_id = 0;
-	int cc = LOTUS_WAIT_DIE, tr = 0;
+	int cc = LOTUS_WOUND_WAIT, tr = 0;
 	const char *config = NULL;
 	serve_opts_init(&o);
 	threads = o.threads;
@@ -35,7 +35,7 @@ int cmd_serve(int argc, char **argv)
 		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
 		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback as children (default 2)", .min = 1, .max = 64 },
 		{ "threads", OPT_U64, &threads, "T", "event-loop threads, each a lotus session (default 1)", .min = 1, .max = 256 },
-		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default wait_die, or the config's)", ccs },
+		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default wound_wait, or the config's)", ccs },
 		{ "max-value", OPT_U64, &maxv, "BYTES", "largest value the table holds (default 4096; a slot is this big)", .min = 1, .max = 65536 },
 		{ "table", OPT_STR, &o.table, "NAME", "lotus table that holds the keys (default serve)" },
 		{ "pipeline-max", OPT_U64, &pmax, "N", "commands of one client that arrived together run as one transaction, up to N (default 64; 1: one per command)", .min = 1, .max = 100000 },

@@ -889,7 +889,8 @@ static void worker_drain(struct worker *w)
 {
 	uint64_t deadline = now_ns() + 5000000000ULL;
 	while (w->inflight && now_ns() < deadline) {
-		lotus_session_poll(w->s, 10);
+		lotus_session_poll(w->s, 1);
+		worker_run_delayed(w);
 		run_runnable(w);
 	}
 	for (struct conn *c = w->conns; c; c = c->next)
@@ -932,6 +933,7 @@ static void *worker_main(void *arg)
 		if (n > 0)
 			worker_events(w, ev, n);
 		lotus_session_poll(w->s, w->inflight && n <= 0 ? 1 : 0);
+		worker_run_delayed(w);
 		run_runnable(w);
 		reap_dead(w);
 		if ((++iter & 63) == 0 || !w->inflight)
@@ -952,6 +954,7 @@ static int worker_setup(struct server *sv, struct worker *w, unsigned id)
 {
 	w->sv = sv;
 	w->id = id;
+	w->rnd = 0x9e3779b97f4a7c15ULL * (id + 1) ^ (uint64_t)now_ns();
 	pthread_mutex_init(&w->inbox_mu, NULL);
 	pthread_mutex_init(&w->stats_mu, NULL);
 	w->ep = epoll_create1(EPOLL_CLOEXEC);

@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "serve/serve_int.h"
 
 struct jarg {
@@ -90,6 +91,8 @@ struct job {
 	uint16_t start_len;
 	unsigned char start[KEY_MAX];
 	long long dbsize;
+	uint64_t due;          /* a delayed retry starts then */
+	struct job *delay_next;
 };
 
 static void job_stage(struct job *j);
@@ -571,9 +574,31 @@ static void cb_exec(lotus_txn_t *t, int rc, void *arg)
 	job_compute(j);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void job_restart(struct job *j)
+{
+	int rc = lotus_txn_restart(j->t);   /* keeps the priority */
+	if (rc) {
+		j->fail_rc = rc;
+		job_end(j);
+		return;
+	}
+	job_stage(j);
+}
+
+/* Retries after the first wait a random time that doubles with each attempt
+ * (up to 2 ms): under NO_WAIT, jobs that keep colliding would otherwise
+ * collide again at once. */
 static void cb_abort(lotus_txn_t *t, int rc, void *arg)
 {
 	struct job *j = arg;
+	struct worker *w = j->w;
 	j->attempts++;
 	if (j->attempts >= j->sv->o.retries) {
 		j->fail_rc = LOTUS_EABORTED;
@@ -581,13 +606,39 @@ static void cb_abort(lotus_txn_t *t, int rc, void *arg)
 		return;
 	}
 	atomic_fetch_add(&j->sv->ctr.txn_retry, 1);
-	rc = lotus_txn_restart(t);
-	if (rc) {
-		j->fail_rc = rc;
-		job_end(j);
+	if (j->attempts == 1) {
+		job_restart(j);
 		return;
 	}
-	job_stage(j);
+	uint64_t cap = 20000ULL << (j->attempts < 8 ? j->attempts : 7);   /* ns */
+	w->rnd = w->rnd * 6364136223846793005ULL + 1442695040888963407ULL;
+	j->due = mono_ns() + (w->rnd >> 33) % (cap < 2000000 ? cap : 2000000);
+	j->delay_next = w->delayed;
+	w->delayed = j;
+}
+
+int worker_run_delayed(struct worker *w)
+{
+	if (!w->delayed)
+		return 0;
+	uint64_t now = mono_ns();
+	struct job **pp = &w->delayed, *ready = NULL;
+	while (*pp) {
+		struct job *j = *pp;
+		if (j->due <= now) {
+			*pp = j->delay_next;
+			j->delay_next = ready;
+			ready = j;
+		} else {
+			pp = &j->delay_next;
+		}
+	}
+	while (ready) {
+		struct job *j = ready;
+		ready = j->delay_next;
+		job_restart(j);
+	}
+	return 1;
 }
 
 static void job_retry(struct job *j, int rc)

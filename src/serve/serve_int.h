@@ -118,6 +118,8 @@ struct worker {
 	lotus_txn_t **txn_pool;      /* finished transactions to recycle */
 	unsigned npool, cappool;
 	unsigned inflight;           /* jobs with a transaction in flight */
+	struct job *delayed;         /* jobs waiting to retry (serve_data.c) */
+	uint64_t rnd;
 	pthread_mutex_t stats_mu;
 	struct lotus_net_counters net;   /* snapshot of the session's counters */
 };
@@ -163,6 +165,8 @@ void job_reply_now(struct job *j);
 /* CK_SOLO commands */
 void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd);
 lotus_txn_t *worker_txn_get(struct worker *w);
+/* Start the delayed retries that are due; 1 if some are still waiting. */
+int worker_run_delayed(struct worker *w);
 void worker_txn_put(struct worker *w, lotus_txn_t *t);
 /* What a data command's run sees: its arguments and the job's overlay. */
 struct resp_arg job_arg(const struct job *j, unsigned ci, unsigned i);
