@@ -168,7 +168,12 @@ static int parse_len(const char *buf, size_t len, size_t *pos, char type, long l
 		*why = type == '$' ? "expected '$'" : "expected '*'";
 		return RESP_EPROTO;
 	}
-	const char *cr = memchr(buf + i, '\r', len - i < LEN_LINE_MAX ? len - i : LEN_LINE_MAX);
+	size_t win = len - i < LEN_LINE_MAX ? len - i : LEN_LINE_MAX;
+	const char *cr = memchr(buf + i, '\r', win);
+	if (memchr(buf + i, '\n', cr ? (size_t)(cr - (buf + i)) : win)) {
+		*why = "length line not ended by CRLF";
+		return RESP_EPROTO;
+	}
 	if (!cr) {
 		if (len - i >= LEN_LINE_MAX) {
 			*why = type == '$' ? "invalid bulk length" : "invalid multibulk length";
