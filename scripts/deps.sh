@@ -2,7 +2,8 @@
 # Installs the Debian packages lotus needs, only those that are missing.
 # Runs `apt-get update` once, and only when something must be installed.
 set -euo pipefail
-need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev fio gnuplot-nox iproute2 procps)
+need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev fio gnuplot-nox iproute2 procps
+      redis-tools python3-redis redis-server)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
