@@ -21,7 +21,7 @@ int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
 	uint64_t local = 2, threads, maxv, sthreads = 1, smem = 1ULL << 30, pmax, retries;
-	uint64_t compute_id = 0;
+	uint64_t compute_id = 0, cache = 0;
 	int cc = LOTUS_WOUND_WAIT, tr = 0;
 	const char *config = NULL;
 	serve_opts_init(&o);
@@ -43,6 +43,7 @@ int cmd_serve(int argc, char **argv)
 		{ "transport", OPT_CHOICE, &tr, "T", "transport to the memory servers (default tcp, or the config's)", transports },
 		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default 1)", .min = 1, .max = 1024 },
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 1G, mapped lazily)" },
+		{ "cache", OPT_SIZE, &cache, "SIZE", "lotus record cache (locations sent as hints), e.g. 64M (default 0: off)" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
 		{ 0 },
 	};
@@ -73,6 +74,7 @@ int cmd_serve(int argc, char **argv)
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
 	o.lo.server_threads = (unsigned)sthreads;
 	o.lo.server_memory = smem;
+	o.lo.cache_bytes = cache;
 	if (config) {
 		struct lotus_config cfg;
 		if (config_load(config, &cfg))

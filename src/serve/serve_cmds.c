@@ -466,8 +466,11 @@ const unsigned cmd_count = sizeof(cmd_table) / sizeof(cmd_table[0]);
 
 const struct cmd_def *cmd_lookup(const struct resp_arg *name)
 {
+	if (name->len == 0)
+		return NULL;
+	char first = (char)(name->p[0] & ~0x20);   /* ASCII upper case */
 	for (unsigned i = 0; i < cmd_count; i++)
-		if (resp_arg_is(name, cmd_table[i].name))
+		if (cmd_table[i].name[0] == first && resp_arg_is(name, cmd_table[i].name))
 			return &cmd_table[i];
 	return NULL;
 }

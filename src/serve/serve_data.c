@@ -62,7 +62,10 @@ struct jkey {
 	int op;                /* this attempt's read op, or -1 */
 	int ins;               /* this attempt's insert op, or -1 */
 	uint8_t loaded, exists, dirty, found;
-	struct rbuf val;
+	const char *vp;        /* the value now: in the read's result, the job's
+				  arguments, or val */
+	size_t vn;
+	struct rbuf val;       /* a value the job computed (INCR, APPEND) */
 };
 
 struct job {
@@ -101,11 +104,22 @@ static void job_fail(struct job *j, int rc);
 
 /* ---- building ------------------------------------------------------------- */
 
+#define JOB_POOL_MAX 64
+#define JOB_KEEP_BYTES (1u << 20)
+
+/* Jobs are recycled per worker with their buffers, so a steady load does not
+ * allocate: a recycled job is empty but keeps its capacity. */
 struct job *job_new(struct conn *c, int is_exec)
 {
-	struct job *j = calloc(1, sizeof(*j));
-	if (!j)
+	struct worker *w = c->w;
+	struct job *j = w->job_pool;
+	if (j) {
+		w->job_pool = j->delay_next;
+		w->njob_pool--;
+		j->delay_next = NULL;
+	} else if (!(j = calloc(1, sizeof(*j)))) {
 		return NULL;
+	}
 	j->c = c;
 	j->w = c->w;
 	j->sv = c->w->sv;
@@ -113,11 +127,34 @@ struct job *job_new(struct conn *c, int is_exec)
 	return j;
 }
 
+static void job_recycle(struct worker *w, struct job *j)
+{
+	j->arena.len = j->reply.len = 0;
+	j->arena.oom = j->reply.oom = 0;
+	j->nargs = j->ncmds = 0;
+	if (j->nkeys)
+		memset(j->hash, 0, j->hcap * sizeof(*j->hash));
+	j->nkeys = 0;
+	j->t = NULL;
+	j->attempts = 0;
+	j->ndata = j->fail_rc = j->solo = j->is_exec = 0;
+	j->skip_first = 0;
+	j->delay_next = w->job_pool;
+	w->job_pool = j;
+	w->njob_pool++;
+}
+
 void job_free(struct job *j)
 {
 	if (!j)
 		return;
-	for (unsigned i = 0; i < j->nkeys; i++)
+	struct worker *w = j->w;
+	if (w && w->njob_pool < JOB_POOL_MAX && j->arena.cap <= JOB_KEEP_BYTES &&
+	    j->reply.cap <= JOB_KEEP_BYTES && j->capkeys <= 4096 && !w->sv->stop) {
+		job_recycle(w, j);
+		return;
+	}
+	for (unsigned i = 0; i < j->capkeys; i++)
 		rbuf_free(&j->keys[i].val);
 	free(j->keys);
 	free(j->hash);
@@ -126,6 +163,17 @@ void job_free(struct job *j)
 	rbuf_free(&j->arena);
 	rbuf_free(&j->reply);
 	free(j);
+}
+
+void worker_jobs_free(struct worker *w)
+{
+	while (w->job_pool) {
+		struct job *j = w->job_pool;
+		w->job_pool = j->delay_next;
+		j->w = NULL;
+		job_free(j);
+	}
+	w->njob_pool = 0;
 }
 
 unsigned job_ncmds(const struct job *j)
@@ -186,11 +234,16 @@ static int key_intern(struct job *j, size_t off, size_t len, int rd, int wr)
 		struct jkey *nk = realloc(j->keys, cap * sizeof(*nk));
 		if (!nk)
 			return -ENOMEM;
+		memset(nk + j->capkeys, 0, (cap - j->capkeys) * sizeof(*nk));
 		j->keys = nk;
 		j->capkeys = cap;
 	}
 	struct jkey *k = &j->keys[j->nkeys];
+	struct rbuf keep = k->val;   /* a pooled job keeps its value buffers */
 	memset(k, 0, sizeof(*k));
+	k->val = keep;
+	k->val.len = 0;
+	k->val.oom = 0;
 	k->off = off;
 	k->klen = (uint16_t)len;
 	k->rd = (uint8_t)rd;
@@ -323,14 +376,16 @@ static void kv_load(struct job *j, struct jkey *k)
 	if (k->loaded)
 		return;
 	k->loaded = 1;
-	k->val.len = 0;
+	k->vp = "";
+	k->vn = 0;
 	k->exists = 0;
 	if (k->op < 0)
 		return;   /* never read (write-only keys are never asked for) */
 	int st = lotus_txn_result(j->t, k->op, &v, &n);
-	if (st == 0) {
+	if (st == 0) {   /* valid until the transaction restarts: no copy */
 		k->exists = 1;
-		rbuf_put(&k->val, v, n);
+		k->vp = v ? v : "";
+		k->vn = n;
 	}
 }
 
@@ -340,23 +395,28 @@ int kv_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n)
 {
 	struct jkey *k = job_key(j, ci, i);
 	kv_load(j, k);
-	*v = k->val.data ? k->val.data : "";
-	*n = k->val.len;
+	*v = k->vp;
+	*n = k->vn;
 	return k->exists;
 }
 
 int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n)
 {
 	struct jkey *k = job_key(j, ci, i);
-	struct rbuf nv;
-	rbuf_init(&nv);
-	rbuf_put(&nv, v, n);       /* v may point into k->val */
-	if (nv.oom)
-		return -ENOMEM;
-	if (rbuf_reserve(&nv, 1))
-		return -ENOMEM;
-	rbuf_free(&k->val);
-	k->val = nv;
+	const char *p = v;
+	if (p >= j->arena.data && p + n <= j->arena.data + j->arena.len) {
+		k->vp = p;          /* an argument: the arena does not change now */
+	} else {
+		struct rbuf nv;     /* v may point into k->val */
+		rbuf_init(&nv);
+		rbuf_put(&nv, v, n);
+		if (nv.oom || rbuf_reserve(&nv, 1))
+			return -ENOMEM;
+		rbuf_free(&k->val);
+		k->val = nv;
+		k->vp = k->val.data;
+	}
+	k->vn = n;
 	k->loaded = k->exists = k->dirty = 1;
 	return 0;
 }
@@ -369,7 +429,8 @@ int kv_del(struct job *j, unsigned ci, unsigned i)
 	int had = k->exists;
 	if (had) {
 		k->exists = 0;
-		k->val.len = 0;
+		k->vp = "";
+		k->vn = 0;
 		k->dirty = 1;
 	}
 	return had;
@@ -506,11 +567,11 @@ static int stage_writes(struct job *j, int *inserts)
 		if (k->op >= 0 && !found) {        /* missing when read */
 			if (k->exists) {
 				rc = k->ins = lotus_txn_insert(j->t, j->sv->tb, key, k->klen,
-							       k->val.data, k->val.len);
+							       k->vp, k->vn);
 				(*inserts)++;
 			}
 		} else if (k->exists) {
-			rc = lotus_txn_write(j->t, j->sv->tb, key, k->klen, k->val.data, k->val.len);
+			rc = lotus_txn_write(j->t, j->sv->tb, key, k->klen, k->vp, k->vn);
 		} else {
 			rc = lotus_txn_delete(j->t, j->sv->tb, key, k->klen);
 		}
@@ -679,7 +740,8 @@ static void job_stage(struct job *j)
 		struct jkey *k = &j->keys[i];
 		k->op = k->ins = -1;
 		k->loaded = k->dirty = k->exists = 0;
-		k->val.len = 0;
+		k->vp = "";
+		k->vn = 0;
 		if (!k->rd)
 			continue;
 		const char *key = j->arena.data + k->off;

@@ -119,6 +119,8 @@ struct worker {
 	unsigned npool, cappool;
 	unsigned inflight;           /* jobs with a transaction in flight */
 	struct job *delayed;         /* jobs waiting to retry (serve_data.c) */
+	struct job *job_pool;        /* finished jobs kept for reuse */
+	unsigned njob_pool;
 	uint64_t rnd;
 	pthread_mutex_t stats_mu;
 	struct lotus_net_counters net;   /* snapshot of the session's counters */
@@ -151,7 +153,8 @@ struct conn {
 void conn_job_done(struct conn *c);
 /* ---- serve_data.c ---- */
 struct job *job_new(struct conn *c, int is_exec);
-void job_free(struct job *j);
+void job_free(struct job *j);      /* back to the worker's pool, or freed */
+void worker_jobs_free(struct worker *w);
 unsigned job_ncmds(const struct job *j);
 int job_has_data(const struct job *j);
 /* Add a command (arguments copied); prebuilt != NULL: its reply is fixed. */
