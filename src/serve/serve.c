@@ -876,8 +876,9 @@ static void worker_events(struct worker *w, struct epoll_event *ev, int n)
 			struct conn *c = p;
 			if (c->dead)
 				continue;
-			if (ev[i].events & EPOLLOUT)
-				conn_flush(c);
+			if (ev[i].events & EPOLLOUT && conn_flush(c) == 0 && !c->job &&
+			    c->in.len > 0)
+				conn_mark_runnable(c);   /* commands held back by OUT_PAUSE */
 			if (!c->dead && ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
 				conn_read(c);
 		}

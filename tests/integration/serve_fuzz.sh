@@ -107,6 +107,24 @@ g.start(); [t.start() for t in ts]; [t.join() for t in ts]; g.join()
 if errors:
     fail("the good client got a wrong reply: %r" % errors[:3])
 print("ok: 400 INCRs answered right while 240 garbage connections came and went")
+# a slow reader: 3000 pipelined GETs of a 4000-byte value (12 MB of replies,
+# past the server's 4 MiB output pause) sent before reading anything
+s = conn(); s.sendall(b"SET big " + b"b" * 4000 + b"\r\n"); s.recv(10)
+def send_gets():
+    s.sendall(b"GET big\r\n" * 3000)
+st = threading.Thread(target=send_gets); st.start()
+time.sleep(1.0)
+want = 3000 * len(b"$4000\r\n" + b"b" * 4000 + b"\r\n"); got = 0
+s.settimeout(20)
+while got < want:
+    d = s.recv(1 << 20)
+    if not d:
+        fail("slow reader: closed after %d of %d bytes" % (got, want))
+    got += len(d)
+st.join(); s.close()
+if got != want:
+    fail("slow reader: %d bytes, want %d" % (got, want))
+print("ok: a slow reader gets all 3000 replies (%d bytes)" % got)
 s = conn(); s.sendall(b"GET fz\r\nINFO stats\r\n")
 time.sleep(0.3); out = s.recv(65536); s.close()
 if not out.startswith(b"$3\r\n400\r\n"):
