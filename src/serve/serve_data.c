@@ -583,6 +583,59 @@ static int stage_writes(struct job *j, int *inserts)
 
 void scan_run(struct job *j, unsigned ci, struct rbuf *b);
 
+/*
+ * A read-only job may answer before its commit (which only releases its S
+ * locks) returns: every lock was granted, and none released, when the reads
+ * were answered, so the values are those of one moment.  Not under
+ * WOUND_WAIT with two or more memory servers involved: there a server may
+ * wound the job, releasing its locks, while another server's lock is still
+ * being granted, and the job only learns it from the commit.  The release is
+ * queued before anything the client sends next, and to the same servers.
+ */
+static int reply_before_release(struct job *j)
+{
+	unsigned reads = 0;
+	for (unsigned i = 0; i < j->nkeys; i++) {
+		if (j->keys[i].dirty)
+			return 0;
+		reads += j->keys[i].op >= 0;
+	}
+	if (j->solo)
+		reads = 2;   /* a scan reads on every server */
+	return j->sv->o.lo.cc != LOTUS_WOUND_WAIT || reads <= 1 ||
+	       lotus_cluster_servers(j->sv->cl) == 1;
+}
+
+static void cb_released(lotus_txn_t *t, int rc, void *arg)
+{
+	struct job *j = arg;
+	worker_txn_put(j->w, t);
+	j->t = NULL;
+	j->w->inflight--;
+	atomic_fetch_add(&j->sv->ctr.txn_commit, 1);
+	job_free(j);
+}
+
+static void cb_release(lotus_txn_t *t, int rc, void *arg)
+{
+	/* a failed release wrote nothing: abort (drops what is left) and go on */
+	if (rc && lotus_txn_abort_async(t, cb_released, arg) == 0)
+		return;
+	cb_released(t, 0, arg);
+}
+
+/* Hand the replies to the connection now; the job lives on until cb_release. */
+static void job_detach(struct job *j)
+{
+	struct conn *c = j->c;
+	if (j->is_exec)
+		resp_array(&c->out, j->ncmds);
+	rbuf_put(&c->out, j->reply.data, j->reply.len);
+	c->job = NULL;
+	j->c = NULL;
+	conn_job_done(c);
+}
+
 static void job_compute(struct job *j)
 {
 	int inserts, rc;
@@ -604,9 +657,16 @@ static void job_compute(struct job *j)
 		return;
 	}
 	rc = stage_writes(j, &inserts);
-	if (rc == 0)
+	if (rc == 0 && !inserts && reply_before_release(j)) {
+		rc = lotus_txn_commit_async(j->t, cb_release, j);
+		if (rc == 0) {
+			job_detach(j);
+			return;
+		}
+	} else if (rc == 0) {
 		rc = inserts ? lotus_txn_execute_async(j->t, cb_insert, j)
 			     : lotus_txn_commit_async(j->t, cb_commit, j);
+	}
 	if (rc)
 		job_fail(j, rc);
 }
