@@ -132,8 +132,10 @@ got=$(R AUTH wrong 2>&1); echo "$got" | grep -q WRONGPASS || fail "wrong passwor
 [ "$(R -a sekrit --no-auth-warning SET k v)" = OK ] || fail "AUTH then SET"
 [ "$(R -a sekrit --no-auth-warning GET k)" = v ] || fail "AUTH then GET"
 got=$(R --no-auth-warning HELLO 2 AUTH default sekrit 2>&1); echo "$got" | grep -q lotus || fail "HELLO AUTH: $got"
-serve_stop || fail "stop"
 echo "ok: AUTH / NOAUTH"
+kill -INT "$SERVE_PID"; wait "$SERVE_PID"; rc=$?; SERVE_PID=
+[ $rc -eq 0 ] || fail "serve exited $rc on SIGINT"
+echo "ok: SIGINT stops it cleanly"
 out=$("$L" serve --listen 0.0.0.0:0 --local 1 2>&1); rc=$?
 [ $rc -eq 2 ] || fail "non-loopback without a password exited $rc"
 echo "$out" | grep -q "requirepass" || fail "refusal does not say why: $out"
