@@ -25,7 +25,8 @@ LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lucp -lucs -lu
            -laio -lm -lpthread
 
 LIB_SRC  := $(sort $(wildcard src/common/*.c src/net/*.c src/io/*.c src/store/*.c \
-            src/lock/*.c src/memserver/*.c src/compute/*.c src/bench/*.c))
+            src/lock/*.c src/memserver/*.c src/compute/*.c src/bench/*.c \
+            src/serve/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/unit/*.c))
 

@@ -7,5 +7,6 @@ int cmd_bank(int argc, char **argv);
 int cmd_txn_status(int argc, char **argv);
 int cmd_netbench(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int durbench_main(int argc, char **argv);   /* src/bench/durbench.c */
 #endif

@@ -14,6 +14,7 @@ static const struct {
 } commands[] = {
 	{ "memserver", cmd_memserver, "run a memory server" },
 	{ "ycsb", cmd_ycsb, "run YCSB transactions against a cluster (or a --local one)" },
+	{ "serve", cmd_serve, "serve the Redis protocol (redis-cli, redis-py) on top of lotus" },
 	{ "bank", cmd_bank, "concurrent transfers with a ledger; --verify checks the data" },
 	{ "txn-status", cmd_txn_status, "ask a memory server what it knows about a transaction" },
 	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },

@@ -1,0 +1,1109 @@
+/*
+ * serve.c - `lotus serve`: threads, event loops, connections, and the
+ * commands that change a connection (AUTH, HELLO, MULTI/EXEC, ...).
+ *
+ * Threads.  The main thread connects to the cluster, creates the table, opens
+ * the listening socket and starts --threads workers; then it only waits for
+ * them.  Worker 0 also accepts: each new socket goes to the next worker in
+ * turn (its inbox, woken through an eventfd), so connections are spread
+ * evenly.  SIGINT/SIGTERM set the stop flag and signal an eventfd that every
+ * worker's epoll set watches.
+ *
+ * A worker's loop (one lotus session, one epoll set, no blocking call on a
+ * transaction):
+ *
+ *   epoll_wait (0 ms while jobs are in flight, else 100 ms)
+ *     -> read sockets, parse, start jobs (serve_data.c): lotus requests are
+ *        only staged and buffered, not sent
+ *   lotus_session_poll (up to 1 ms when it has jobs in flight and no socket
+ *     was ready): sends the buffered requests of EVERY job of the worker as
+ *     one message per memory server (--batch inter), handles replies, runs
+ *     the jobs' callbacks, which stage the next steps
+ *   connections whose job ended: write their replies, parse what waits
+ *
+ * Connection state:
+ *
+ *   idle --commands--> job in flight --job_end--> idle (replies written)
+ *     |  MULTI: commands go to c->mq (+QUEUED) until EXEC (one job) / DISCARD
+ *     '--QUIT, protocol error--> close_after --written--> closed
+ *   a socket that closes while its job is in flight is freed when the job
+ *   ends (the job never touches the socket).
+ *
+ * Back-pressure: a connection with more than OUT_PAUSE bytes unwritten, or
+ * with a job in flight and IN_SOFT bytes already buffered, is not read until
+ * that drains.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "serve/serve_int.h"
+
+#define OUT_PAUSE   (4u << 20)
+#define IN_SOFT     (1u << 20)
+#define IN_MAX      (64u << 20)
+#define READ_CHUNK  (64u << 10)
+#define MAX_BULK    (8u << 20)
+
+static struct server *g_server;   /* for the signal handler */
+static char tag_listen, tag_wake, tag_stop;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void serve_opts_init(struct serve_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	lotus_options_init(&o->lo);
+	o->listen = "127.0.0.1:6379";
+	o->threads = 1;
+	o->max_value = 4096;
+	o->pipeline_max = 64;
+	o->retries = 100;
+	o->table = "serve";
+}
+
+static int split_hostport(const char *s, char *host, size_t hlen, uint16_t *port)
+{
+	const char *colon = strrchr(s, ':');
+	if (!colon || colon == s || (size_t)(colon - s) >= hlen)
+		return -1;
+	char *end;
+	long p = strtol(colon + 1, &end, 10);
+	if (*end || colon[1] == 0 || p < 0 || p > 65535)
+		return -1;
+	size_t n = (size_t)(colon - s);
+	if (s[0] == '[' && n >= 2 && s[n - 1] == ']') {   /* [::1]:6379 */
+		memcpy(host, s + 1, n - 2);
+		host[n - 2] = 0;
+	} else {
+		memcpy(host, s, n);
+		host[n] = 0;
+	}
+	*port = (uint16_t)p;
+	return 0;
+}
+
+int serve_host_is_loopback(const char *hostport)
+{
+	char host[256];
+	uint16_t port;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
+	if (split_hostport(hostport, host, sizeof(host), &port))
+		return 0;
+	if (getaddrinfo(host, NULL, &hints, &res))
+		return 0;
+	int loop = 1;
+	for (ai = res; ai; ai = ai->ai_next) {
+		if (ai->ai_family == AF_INET) {
+			const struct sockaddr_in *a = (const void *)ai->ai_addr;
+			loop &= (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+		} else if (ai->ai_family == AF_INET6) {
+			const struct sockaddr_in6 *a = (const void *)ai->ai_addr;
+			loop &= IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+		} else {
+			loop = 0;
+		}
+	}
+	freeaddrinfo(res);
+	return loop;
+}
+
+static int listen_on(const char *hostport, uint16_t *bound)
+{
+	char host[256];
+	uint16_t port;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res;
+	if (split_hostport(hostport, host, sizeof(host), &port)) {
+		fprintf(stderr, "lotus serve: --listen %s: expected HOST:PORT\n", hostport);
+		return -EINVAL;
+	}
+	char ps[8];
+	snprintf(ps, sizeof(ps), "%u", port);
+	int rc = getaddrinfo(host, ps, &hints, &res);
+	if (rc) {
+		fprintf(stderr, "lotus serve: --listen %s: %s\n", hostport, gai_strerror(rc));
+		return -EINVAL;
+	}
+	int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 511)) {
+		rc = -errno;
+		fprintf(stderr, "lotus serve: cannot listen on %s: %s\n", hostport, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(res);
+		return rc;
+	}
+	freeaddrinfo(res);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	*bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						: ((struct sockaddr_in *)&ss)->sin_port);
+	return fd;
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void conn_events(struct conn *c)
+{
+	size_t inq = c->in.len - c->in_off, outq = c->out.len - c->out_off;
+	if (c->dead)
+		return;
+	int want_in = !c->close_after && outq <= OUT_PAUSE && !(c->job && inq >= IN_SOFT) &&
+		      !c->w->sv->stop;
+	int want_out = outq > 0 && c->blocked;
+	if (want_in == c->reading && want_out == c->writing)
+		return;
+	struct epoll_event ev = { .events = (want_in ? EPOLLIN : 0) | (want_out ? EPOLLOUT : 0),
+				  .data.ptr = c };
+	epoll_ctl(c->w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+	c->reading = want_in;
+	c->writing = want_out;
+}
+
+static void conn_kill(struct conn *c)
+{
+	if (c->fd >= 0) {
+		epoll_ctl(c->w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+		atomic_fetch_sub(&c->w->sv->ctr.conns_now, 1);
+	}
+	c->dead = 1;
+}
+
+static void conn_free(struct conn *c)
+{
+	struct worker *w = c->w;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	job_free(c->mq);
+	rbuf_free(&c->in);
+	rbuf_free(&c->out);
+	resp_cmd_free(&c->cmd);
+	free(c);
+}
+
+static void conn_mark_runnable(struct conn *c)
+{
+	if (c->on_run)
+		return;
+	c->on_run = 1;
+	c->run_next = c->w->runnable;
+	c->w->runnable = c;
+}
+
+/* Write what is pending; 0, or -1 if the connection died. */
+static int conn_flush(struct conn *c)
+{
+	while (!c->dead && c->out_off < c->out.len) {
+		ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off,
+				 MSG_NOSIGNAL);
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			c->blocked = 1;
+			conn_events(c);
+			return 0;
+		}
+		conn_kill(c);
+		return -1;
+	}
+	if (c->dead)
+		return -1;
+	size_t was = c->out.len;
+	c->out.len = c->out_off = 0;
+	if (c->out.cap > OUT_PAUSE && was < OUT_PAUSE / 4)
+		rbuf_free(&c->out);
+	c->blocked = 0;
+	if (c->close_after) {
+		conn_kill(c);
+		return -1;
+	}
+	conn_events(c);
+	return 0;
+}
+
+static void put_unknown(struct rbuf *b, const struct resp_cmd *cmd)
+{
+	char args[160];
+	size_t n = 0;
+	args[0] = 0;
+	for (unsigned i = 1; i < cmd->argc && n + 4 < sizeof(args); i++) {
+		int w = snprintf(args + n, sizeof(args) - n, "'%.*s' ",
+				 (int)(cmd->argv[i].len > 40 ? 40 : cmd->argv[i].len), cmd->argv[i].p);
+		if (w < 0 || (size_t)w >= sizeof(args) - n)
+			break;
+		n += (size_t)w;
+	}
+	resp_error(b, "ERR unknown command '%.*s', with args beginning with: %s",
+		   (int)(cmd->argv[0].len > 64 ? 64 : cmd->argv[0].len), cmd->argv[0].p, args);
+}
+
+static int arity_ok(const struct cmd_def *d, unsigned argc)
+{
+	return d->arity >= 0 ? argc == (unsigned)d->arity : argc >= (unsigned)-d->arity;
+}
+
+static void put_arity(struct rbuf *b, const struct cmd_def *d)
+{
+	char lower[32];
+	size_t n = strlen(d->name);
+	for (size_t i = 0; i <= n && i < sizeof(lower); i++)
+		lower[i] = (char)(d->name[i] >= 'A' && d->name[i] <= 'Z' ? d->name[i] + 32
+									  : d->name[i]);
+	resp_error(b, "ERR wrong number of arguments for '%s' command", lower);
+}
+
+static int multi_passes(const struct cmd_def *d)
+{
+	return d->now == cmd_exec || d->now == cmd_discard || d->now == cmd_multi ||
+	       d->now == cmd_watch || d->now == cmd_quit || d->now == cmd_reset;
+}
+
+/* Inside MULTI: queue the command (or refuse it, which makes EXEC fail). */
+static void conn_queue(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd,
+		       struct rbuf *pre)
+{
+	struct server *sv = c->w->sv;
+	pre->len = 0;
+	if (d->kind == CK_STATE || d->kind == CK_SOLO) {
+		resp_error(&c->out, "ERR %s inside MULTI is not supported by lotus serve", d->name);
+		c->multi_err = 1;
+		return;
+	}
+	if (d->kind == CK_DATA && d->check(sv, cmd, pre)) {
+		rbuf_put(&c->out, pre->data, pre->len);
+		c->multi_err = 1;
+		return;
+	}
+	if (d->kind == CK_IMMEDIATE)
+		d->now(c, cmd, pre);
+	if (job_add(c->mq, d, cmd, d->kind == CK_IMMEDIATE ? pre : NULL)) {
+		resp_error(&c->out, "ERR out of memory");
+		c->multi_err = 1;
+		return;
+	}
+	resp_simple(&c->out, "QUEUED");
+}
+
+/* Parse and handle the buffered commands, up to a job. */
+static void conn_process(struct conn *c)
+{
+	struct server *sv = c->w->sv;
+	struct rbuf pre;
+	rbuf_init(&pre);
+	while (!c->job && !c->dead && !c->close_after && !sv->stop) {
+		struct job *batch = NULL;
+		int barrier = 0;
+		for (;;) {
+			size_t used = 0;
+			const char *why;
+			if (c->out.len - c->out_off > OUT_PAUSE)
+				break;
+			int rc = resp_parse(c->in.data + c->in_off, c->in.len - c->in_off, &sv->lim,
+					    &c->cmd, &used, &why);
+			if (rc == RESP_MORE)
+				break;
+			if (rc < 0) {
+				if (batch)
+					break;   /* answer what came before first */
+				resp_error(&c->out, "ERR Protocol error: %s",
+					   rc == RESP_ENOMEM ? "out of memory" : why);
+				atomic_fetch_add(&sv->ctr.proto_errors, 1);
+				c->close_after = 1;
+				break;
+			}
+			const struct resp_cmd *cmd = &c->cmd;
+			if (cmd->argc == 0) {
+				c->in_off += used;
+				continue;
+			}
+			const struct cmd_def *d = cmd_lookup(&cmd->argv[0]);
+			int immediate = 1;
+			pre.len = 0;
+			if (!d) {
+				put_unknown(&pre, cmd);
+			} else if (!arity_ok(d, cmd->argc)) {
+				put_arity(&pre, d);
+				d = NULL;
+			} else if (sv->o.requirepass && !c->authed && !d->noauth) {
+				resp_error(&pre, "NOAUTH Authentication required.");
+			} else if (c->multi && !multi_passes(d)) {
+				if (batch)
+					break;
+				c->in_off += used;
+				atomic_fetch_add(&sv->ctr.commands, 1);
+				conn_queue(c, d, cmd, &pre);
+				continue;
+			} else if (d->kind == CK_DATA) {
+				immediate = d->check(sv, cmd, &pre) != 0;
+			} else if (d->kind == CK_IMMEDIATE) {
+				d->now(c, cmd, &pre);
+			} else {
+				/* CK_STATE / CK_SOLO: a barrier, handled with no job before it */
+				if (batch)
+					break;
+				c->in_off += used;
+				atomic_fetch_add(&sv->ctr.commands, 1);
+				if (d->kind == CK_SOLO)
+					job_start_solo(c, d, cmd);
+				else
+					d->now(c, cmd, &c->out);
+				barrier = 1;
+				break;
+			}
+			if (c->multi && (!d || (sv->o.requirepass && !c->authed))) {
+				/* an unknown or malformed command inside MULTI fails EXEC */
+				if (batch)
+					break;
+				c->in_off += used;
+				rbuf_put(&c->out, pre.data, pre.len);
+				c->multi_err = 1;
+				continue;
+			}
+			if (!batch && !(batch = job_new(c, 0)))
+				break;
+			if (job_add(batch, d, cmd, immediate ? &pre : NULL)) {
+				resp_error(&c->out, "ERR out of memory");
+				c->close_after = 1;
+				break;
+			}
+			c->in_off += used;
+			atomic_fetch_add(&sv->ctr.commands, 1);
+			if (job_ncmds(batch) >= sv->o.pipeline_max)
+				break;
+		}
+		if (!batch) {
+			if (barrier)
+				continue;
+			break;
+		}
+		if (job_has_data(batch))
+			job_start(batch);
+		else
+			job_reply_now(batch);
+	}
+	rbuf_free(&pre);
+	if (c->in_off) {
+		rbuf_consume(&c->in, c->in_off);
+		c->in_off = 0;
+		if (c->in.len == 0 && c->in.cap > IN_SOFT)
+			rbuf_free(&c->in);
+	}
+	conn_flush(c);
+}
+
+void conn_job_done(struct conn *c)
+{
+	conn_mark_runnable(c);
+}
+
+static void conn_read(struct conn *c)
+{
+	size_t got = 0;
+	while (!c->dead && got < 4 * READ_CHUNK) {
+		if (c->in.len >= IN_MAX) {
+			resp_error(&c->out, "ERR Protocol error: command larger than %u bytes", IN_MAX);
+			c->close_after = 1;
+			break;
+		}
+		if (rbuf_reserve(&c->in, READ_CHUNK)) {
+			conn_kill(c);
+			return;
+		}
+		ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
+		if (n > 0) {
+			c->in.len += (size_t)n;
+			got += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		conn_kill(c);   /* closed by the client, or an error */
+		return;
+	}
+	if (!c->job)
+		conn_process(c);
+	else
+		conn_events(c);
+}
+
+static void conn_new(struct worker *w, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->w = w;
+	c->fd = fd;
+	c->id = atomic_fetch_add(&w->sv->next_conn_id, 1) + 1;
+	c->authed = w->sv->o.requirepass == NULL;
+	c->reading = 1;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev)) {
+		close(fd);
+		free(c);
+		return;
+	}
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	atomic_fetch_add(&w->sv->ctr.conns_total, 1);
+	atomic_fetch_add(&w->sv->ctr.conns_now, 1);
+}
+
+static void accept_all(struct worker *w)
+{
+	struct server *sv = w->sv;
+	for (;;) {
+		int fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		struct worker *to = &sv->workers[atomic_fetch_add(&sv->next_worker, 1) % sv->nworkers];
+		if (to == w) {
+			conn_new(w, fd);
+			continue;
+		}
+		pthread_mutex_lock(&to->inbox_mu);
+		if (to->ninbox == to->capinbox) {
+			unsigned cap = to->capinbox ? to->capinbox * 2 : 16;
+			int *p = realloc(to->inbox, cap * sizeof(*p));
+			if (!p) {
+				pthread_mutex_unlock(&to->inbox_mu);
+				close(fd);
+				continue;
+			}
+			to->inbox = p;
+			to->capinbox = cap;
+		}
+		to->inbox[to->ninbox++] = fd;
+		pthread_mutex_unlock(&to->inbox_mu);
+		uint64_t one64 = 1;
+		if (write(to->efd, &one64, sizeof(one64)) < 0) { /* the count just grows */ }
+	}
+}
+
+static void take_inbox(struct worker *w)
+{
+	uint64_t v;
+	if (read(w->efd, &v, sizeof(v)) < 0) { /* nothing to drain */ }
+	pthread_mutex_lock(&w->inbox_mu);
+	unsigned n = w->ninbox;
+	int fds[64];
+	if (n > 64)
+		n = 64;
+	memcpy(fds, w->inbox, n * sizeof(int));
+	memmove(w->inbox, w->inbox + n, (w->ninbox - n) * sizeof(int));
+	w->ninbox -= n;
+	int more = w->ninbox > 0;
+	pthread_mutex_unlock(&w->inbox_mu);
+	for (unsigned i = 0; i < n; i++)
+		conn_new(w, fds[i]);
+	if (more) {
+		uint64_t one = 1;
+		if (write(w->efd, &one, sizeof(one)) < 0) { /* woken anyway */ }
+	}
+}
+
+/* ---- connection commands ---------------------------------------------------- */
+
+static int pass_equal(const char *want, const struct resp_arg *got)
+{
+	size_t n = strlen(want);
+	unsigned char diff = (unsigned char)(n != got->len);
+	for (size_t i = 0; i < got->len; i++)
+		diff |= (unsigned char)(got->p[i] ^ (i < n ? want[i] : 0));
+	return diff == 0;
+}
+
+static int auth_check(struct conn *c, const struct resp_arg *user, const struct resp_arg *pass,
+		      struct rbuf *b)
+{
+	const char *pw = c->w->sv->o.requirepass;
+	if (!pw) {
+		resp_error(b, "ERR AUTH <password> called without any password configured for "
+			   "the default user. Are you sure your configuration is correct?");
+		return -1;
+	}
+	if ((user && !resp_arg_is(user, "default")) || !pass_equal(pw, pass)) {
+		resp_error(b, "WRONGPASS invalid username-password pair or user is disabled.");
+		return -1;
+	}
+	c->authed = 1;
+	return 0;
+}
+
+void cmd_auth(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	if (cmd->argc > 3) {
+		resp_error(b, "ERR syntax error");
+		return;
+	}
+	if (auth_check(c, cmd->argc == 3 ? &cmd->argv[1] : NULL, &cmd->argv[cmd->argc - 1], b) == 0)
+		resp_simple(b, "OK");
+}
+
+static int set_name(struct conn *c, const struct resp_arg *a, struct rbuf *b)
+{
+	for (size_t i = 0; i < a->len; i++)
+		if (a->p[i] <= ' ' || a->p[i] > '~') {
+			resp_error(b, "ERR Client names cannot contain spaces, newlines or special "
+				   "characters.");
+			return -1;
+		}
+	size_t n = a->len < sizeof(c->name) - 1 ? a->len : sizeof(c->name) - 1;
+	memcpy(c->name, a->p, n);
+	c->name[n] = 0;
+	return 0;
+}
+
+void cmd_hello(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	long long proto = 2;
+	if (cmd->argc >= 2 && (resp_arg_ll(&cmd->argv[1], &proto) || proto != 2)) {
+		if (resp_arg_ll(&cmd->argv[1], &proto))
+			resp_error(b, "ERR Protocol version is not an integer or out of range");
+		else
+			resp_error(b, "NOPROTO sorry, this protocol version is not supported "
+				   "(lotus serve speaks RESP2)");
+		return;
+	}
+	for (unsigned a = 2; a < cmd->argc; a++) {
+		if (resp_arg_is(&cmd->argv[a], "AUTH") && a + 2 < cmd->argc) {
+			if (auth_check(c, &cmd->argv[a + 1], &cmd->argv[a + 2], b))
+				return;
+			a += 2;
+		} else if (resp_arg_is(&cmd->argv[a], "SETNAME") && a + 1 < cmd->argc) {
+			if (set_name(c, &cmd->argv[a + 1], b))
+				return;
+			a += 1;
+		} else {
+			resp_error(b, "ERR Syntax error in HELLO option '%.*s'",
+				   (int)cmd->argv[a].len, cmd->argv[a].p);
+			return;
+		}
+	}
+	if (!c->authed) {
+		resp_error(b, "NOAUTH HELLO must be called with the client already authenticated, "
+			   "otherwise the HELLO <proto> AUTH <user> <pass> option can be used");
+		return;
+	}
+	resp_array(b, 14);
+	resp_bulk_str(b, "server");
+	resp_bulk_str(b, "lotus");
+	resp_bulk_str(b, "version");
+	resp_bulk_str(b, "7.0.0");
+	resp_bulk_str(b, "proto");
+	resp_int(b, 2);
+	resp_bulk_str(b, "id");
+	resp_int(b, (long long)c->id);
+	resp_bulk_str(b, "mode");
+	resp_bulk_str(b, "standalone");
+	resp_bulk_str(b, "role");
+	resp_bulk_str(b, "master");
+	resp_bulk_str(b, "modules");
+	resp_array(b, 0);
+}
+
+void cmd_select(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	long long db;
+	if (resp_arg_ll(&cmd->argv[1], &db))
+		resp_error(b, "ERR value is not an integer or out of range");
+	else if (db != 0)
+		resp_error(b, "ERR DB index is out of range (lotus serve has one database, 0)");
+	else
+		resp_simple(b, "OK");
+}
+
+void cmd_quit(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	resp_simple(b, "OK");
+	c->close_after = 1;
+}
+
+void cmd_client(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	const struct resp_arg *sub = &cmd->argv[1];
+	if (resp_arg_is(sub, "SETNAME") && cmd->argc == 3) {
+		if (set_name(c, &cmd->argv[2], b) == 0)
+			resp_simple(b, "OK");
+	} else if (resp_arg_is(sub, "GETNAME") && cmd->argc == 2) {
+		if (c->name[0])
+			resp_bulk_str(b, c->name);
+		else
+			resp_null(b);
+	} else if (resp_arg_is(sub, "ID") && cmd->argc == 2) {
+		resp_int(b, (long long)c->id);
+	} else if (resp_arg_is(sub, "SETINFO") && cmd->argc == 4) {
+		resp_simple(b, "OK");
+	} else {
+		resp_error(b, "ERR CLIENT %.*s is not supported by lotus serve (SETNAME, GETNAME, "
+			   "ID, SETINFO are)", (int)sub->len, sub->p);
+	}
+}
+
+void cmd_multi(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	if (c->multi) {
+		resp_error(b, "ERR MULTI calls can not be nested");
+		return;
+	}
+	c->mq = job_new(c, 1);
+	if (!c->mq) {
+		resp_error(b, "ERR out of memory");
+		return;
+	}
+	c->multi = 1;
+	c->multi_err = 0;
+	resp_simple(b, "OK");
+}
+
+static void multi_end(struct conn *c)
+{
+	job_free(c->mq);
+	c->mq = NULL;
+	c->multi = c->multi_err = 0;
+}
+
+void cmd_exec(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	if (!c->multi) {
+		resp_error(b, "ERR EXEC without MULTI");
+		return;
+	}
+	if (c->multi_err) {
+		multi_end(c);
+		resp_error(b, "EXECABORT Transaction discarded because of previous errors.");
+		return;
+	}
+	struct job *j = c->mq;
+	c->mq = NULL;
+	multi_end(c);
+	if (job_has_data(j))
+		job_start(j);
+	else
+		job_reply_now(j);
+}
+
+void cmd_discard(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	if (!c->multi) {
+		resp_error(b, "ERR DISCARD without MULTI");
+		return;
+	}
+	multi_end(c);
+	resp_simple(b, "OK");
+}
+
+void cmd_watch(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	if (resp_arg_is(&cmd->argv[0], "UNWATCH")) {
+		resp_simple(b, "OK");   /* nothing can be watched, so nothing to forget */
+		return;
+	}
+	resp_error(b, "ERR WATCH is not supported by lotus serve: put the reads and the writes "
+		   "in one MULTI/EXEC, which runs as one serializable lotus transaction");
+}
+
+void cmd_reset(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	multi_end(c);
+	c->name[0] = 0;
+	c->authed = c->w->sv->o.requirepass == NULL;
+	resp_simple(b, "RESET");
+}
+
+static void info_lotus(struct conn *c, struct rbuf *t)
+{
+	struct server *sv = c->w->sv;
+	struct lotus_net_counters sum = { 0 };
+	char line[2300];
+	for (unsigned i = 0; i < sv->nworkers; i++) {
+		struct worker *w = &sv->workers[i];
+		pthread_mutex_lock(&w->stats_mu);
+		sum.msgs_sent += w->net.msgs_sent;
+		sum.bytes_sent += w->net.bytes_sent;
+		sum.msgs_recv += w->net.msgs_recv;
+		sum.bytes_recv += w->net.bytes_recv;
+		sum.reqs_sent += w->net.reqs_sent;
+		pthread_mutex_unlock(&w->stats_mu);
+	}
+	static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait" };
+	int n = snprintf(line, sizeof(line),
+		"# Lotus\r\nlotus_memory_servers:%u\r\nlotus_transport:%s\r\nlotus_cc:%s\r\n"
+		"lotus_table:%s\r\nlotus_max_value:%u\r\nlotus_pipeline_max:%u\r\n"
+		"lotus_txn_committed:%llu\r\nlotus_txn_retried:%llu\r\nlotus_txn_failed:%llu\r\n"
+		"lotus_msgs_sent:%llu\r\nlotus_bytes_sent:%llu\r\nlotus_msgs_recv:%llu\r\n"
+		"lotus_bytes_recv:%llu\r\nlotus_requests_sent:%llu\r\nlotus_requests_per_msg:%.2f\r\n",
+		lotus_cluster_servers(sv->cl), lotus_cluster_transport(sv->cl),
+		ccs[sv->o.lo.cc % 3], sv->o.table, (unsigned)sv->max_value, sv->o.pipeline_max,
+		(unsigned long long)sv->ctr.txn_commit, (unsigned long long)sv->ctr.txn_retry,
+		(unsigned long long)sv->ctr.txn_fail, (unsigned long long)sum.msgs_sent,
+		(unsigned long long)sum.bytes_sent, (unsigned long long)sum.msgs_recv,
+		(unsigned long long)sum.bytes_recv, (unsigned long long)sum.reqs_sent,
+		sum.msgs_sent ? (double)sum.reqs_sent / (double)sum.msgs_sent : 0.0);
+	rbuf_put(t, line, (size_t)n);
+	for (unsigned i = 0; i < lotus_cluster_servers(sv->cl); i++) {
+		const char *js = lotus_server_stats(c->w->s, i);   /* one round trip */
+		n = snprintf(line, sizeof(line), "lotus_memserver%u:%s\r\n", i,
+			     js ? js : "unreachable");
+		rbuf_put(t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	}
+}
+
+void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	struct server *sv = c->w->sv;
+	struct rbuf t;
+	char line[1024];
+	int all = cmd->argc == 1;
+	int want[5] = { all, all, all, all, all };
+	static const char *const names[] = { "server", "clients", "stats", "lotus", "keyspace" };
+	for (unsigned a = 1; a < cmd->argc; a++)
+		for (int i = 0; i < 5; i++)
+			if (resp_arg_is(&cmd->argv[a], names[i]) || resp_arg_is(&cmd->argv[a], "all") ||
+			    resp_arg_is(&cmd->argv[a], "everything") ||
+			    resp_arg_is(&cmd->argv[a], "default"))
+				want[i] = 1;
+	rbuf_init(&t);
+	uint64_t up = (now_ns() - sv->start_ns) / 1000000000ULL;
+	if (want[0]) {
+		int n = snprintf(line, sizeof(line),
+			"# Server\r\nredis_version:7.0.0\r\nlotus_serve:1\r\nredis_mode:standalone\r\n"
+			"process_id:%d\r\ntcp_port:%u\r\nuptime_in_seconds:%llu\r\n"
+			"io_threads_active:%u\r\n\r\n", (int)getpid(), sv->port,
+			(unsigned long long)up, sv->nworkers);
+		rbuf_put(&t, line, (size_t)n);
+	}
+	if (want[1]) {
+		int n = snprintf(line, sizeof(line), "# Clients\r\nconnected_clients:%lld\r\n\r\n",
+				 (long long)sv->ctr.conns_now);
+		rbuf_put(&t, line, (size_t)n);
+	}
+	if (want[2]) {
+		int n = snprintf(line, sizeof(line),
+			"# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+			"protocol_errors:%llu\r\n\r\n", (unsigned long long)sv->ctr.conns_total,
+			(unsigned long long)sv->ctr.commands, (unsigned long long)sv->ctr.proto_errors);
+		rbuf_put(&t, line, (size_t)n);
+	}
+	if (want[3]) {
+		info_lotus(c, &t);
+		rbuf_put(&t, "\r\n", 2);
+	}
+	if (want[4])   /* empty: counting keys takes a scan (DBSIZE) */
+		rbuf_put(&t, "# Keyspace\r\n", 12);
+	resp_bulk(b, t.data ? t.data : "", t.len);
+	rbuf_free(&t);
+}
+
+/* ---- the worker loop -------------------------------------------------------- */
+
+static void run_runnable(struct worker *w)
+{
+	while (w->runnable) {
+		struct conn *c = w->runnable;
+		w->runnable = c->run_next;
+		c->on_run = 0;
+		if (!c->dead)
+			conn_process(c);
+	}
+}
+
+static void reap_dead(struct worker *w)
+{
+	for (struct conn *c = w->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->dead && !c->job && !c->on_run)
+			conn_free(c);
+	}
+}
+
+static void worker_snapshot(struct worker *w)
+{
+	struct lotus_net_counters n;
+	lotus_session_counters(w->s, &n);
+	pthread_mutex_lock(&w->stats_mu);
+	w->net = n;
+	pthread_mutex_unlock(&w->stats_mu);
+}
+
+static void worker_events(struct worker *w, struct epoll_event *ev, int n)
+{
+	for (int i = 0; i < n; i++) {
+		void *p = ev[i].data.ptr;
+		if (p == &tag_listen) {
+			accept_all(w);
+		} else if (p == &tag_wake) {
+			take_inbox(w);
+		} else if (p == &tag_stop) {
+			/* the loop sees sv->stop */
+		} else {
+			struct conn *c = p;
+			if (c->dead)
+				continue;
+			if (ev[i].events & EPOLLOUT && conn_flush(c) == 0 && !c->job &&
+			    c->in.len > 0)
+				conn_mark_runnable(c);   /* commands held back by OUT_PAUSE */
+			if (!c->dead && ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				conn_read(c);
+		}
+	}
+}
+
+/* Stop: finish the jobs in flight (bounded), write their replies, close. */
+static void worker_drain(struct worker *w)
+{
+	uint64_t deadline = now_ns() + 5000000000ULL;
+	while (w->inflight && now_ns() < deadline) {
+		lotus_session_poll(w->s, 1);
+		worker_run_delayed(w);
+		run_runnable(w);
+	}
+	for (struct conn *c = w->conns; c; c = c->next)
+		if (!c->dead) {
+			conn_flush(c);
+			conn_kill(c);
+		}
+	if (w->inflight)
+		fprintf(stderr, "lotus serve: worker %u: %u transactions still in flight at stop\n",
+			w->id, w->inflight);
+	else
+		reap_dead(w);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct server *sv = w->sv;
+	struct epoll_event ev[256];
+	unsigned iter = 0;
+	sigset_t ss;
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &ss, NULL);   /* the main thread takes them */
+	int rc = lotus_session_open(sv->cl, &w->s);   /* used by this thread only */
+	pthread_mutex_lock(&sv->ready_mu);
+	if (rc) {
+		fprintf(stderr, "lotus serve: worker %u: cannot open a session: %s\n", w->id,
+			lotus_strerror(rc));
+		sv->ready_err = rc;
+	}
+	sv->ready++;
+	pthread_cond_broadcast(&sv->ready_cv);
+	pthread_mutex_unlock(&sv->ready_mu);
+	if (rc)
+		return NULL;
+	while (!sv->stop) {
+		int n = epoll_wait(w->ep, ev, 256, w->inflight ? 0 : 100);
+		if (n > 0)
+			worker_events(w, ev, n);
+		lotus_session_poll(w->s, w->inflight && n <= 0 ? 1 : 0);
+		worker_run_delayed(w);
+		run_runnable(w);
+		reap_dead(w);
+		if ((++iter & 63) == 0 || !w->inflight)
+			worker_snapshot(w);
+	}
+	worker_drain(w);
+	worker_snapshot(w);
+	for (unsigned i = 0; i < w->npool; i++)
+		lotus_txn_free(w->txn_pool[i]);
+	w->npool = 0;
+	worker_jobs_free(w);
+	if (!w->inflight)   /* else its transactions still point at it: leave it */
+		lotus_session_close(w->s);
+	w->s = NULL;
+	return NULL;
+}
+
+static int worker_setup(struct server *sv, struct worker *w, unsigned id)
+{
+	w->sv = sv;
+	w->id = id;
+	w->rnd = 0x9e3779b97f4a7c15ULL * (id + 1) ^ (uint64_t)now_ns();
+	pthread_mutex_init(&w->inbox_mu, NULL);
+	pthread_mutex_init(&w->stats_mu, NULL);
+	w->ep = epoll_create1(EPOLL_CLOEXEC);
+	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->ep < 0 || w->efd < 0)
+		return -errno;
+	struct epoll_event e1 = { .events = EPOLLIN, .data.ptr = &tag_wake };
+	struct epoll_event e2 = { .events = EPOLLIN, .data.ptr = &tag_stop };
+	if (epoll_ctl(w->ep, EPOLL_CTL_ADD, w->efd, &e1) ||
+	    epoll_ctl(w->ep, EPOLL_CTL_ADD, sv->stop_efd, &e2))
+		return -errno;
+	if (id == 0) {
+		struct epoll_event e3 = { .events = EPOLLIN, .data.ptr = &tag_listen };
+		if (epoll_ctl(w->ep, EPOLL_CTL_ADD, sv->lfd, &e3))
+			return -errno;
+	}
+	return 0;
+}
+
+static void worker_teardown(struct worker *w)
+{
+	if (w->ep >= 0)
+		close(w->ep);
+	if (w->efd >= 0)
+		close(w->efd);
+	free(w->inbox);
+	pthread_mutex_destroy(&w->inbox_mu);
+	pthread_mutex_destroy(&w->stats_mu);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (!g_server)
+		return;
+	g_server->stop = 1;
+	uint64_t one = 1;
+	if (write(g_server->stop_efd, &one, sizeof(one)) < 0) { /* already signalled */ }
+}
+
+static int create_table(struct server *sv)
+{
+	lotus_session_t *s;
+	int rc = lotus_session_open(sv->cl, &s);
+	if (rc) {
+		fprintf(stderr, "lotus serve: cannot open a session: %s\n", lotus_strerror(rc));
+		return rc;
+	}
+	rc = lotus_table_create(s, sv->o.table, sv->max_value, &sv->tb);
+	lotus_session_close(s);
+	if (rc == LOTUS_EEXISTS)
+		fprintf(stderr, "lotus serve: table '%s' exists with another maximum value size "
+			"than --max-value %u\n", sv->o.table, (unsigned)sv->max_value);
+	else if (rc)
+		fprintf(stderr, "lotus serve: cannot create table '%s': %s\n", sv->o.table,
+			lotus_strerror(rc));
+	return rc;
+}
+
+int serve_run(const struct serve_opts *o)
+{
+	struct server *sv = calloc(1, sizeof(*sv));
+	int rc, status = 1;
+	if (!sv)
+		return 1;
+	sv->o = *o;
+	sv->lfd = sv->stop_efd = -1;
+	sv->max_value = o->max_value;
+	sv->lim.max_bulk = MAX_BULK;
+	sv->lim.max_args = 1u << 20;
+	sv->lim.max_inline = 64u << 10;
+	sv->start_ns = now_ns();
+	pthread_mutex_init(&sv->cursor_mu, NULL);
+	pthread_mutex_init(&sv->ready_mu, NULL);
+	pthread_cond_init(&sv->ready_cv, NULL);
+	sv->cursor_seq = (uint64_t)time(NULL) << 20;   /* cursors differ across restarts */
+	int lfd = listen_on(o->listen, &sv->port);
+	if (lfd < 0)
+		goto out;
+	sv->lfd = lfd;
+	rc = lotus_connect(&sv->o.lo, &sv->cl);
+	if (rc) {
+		fprintf(stderr, "lotus serve: cannot connect to the cluster: %s\n", lotus_strerror(rc));
+		goto out;
+	}
+	if (create_table(sv))
+		goto out;
+	sv->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	sv->nworkers = o->threads ? o->threads : 1;
+	sv->workers = calloc(sv->nworkers, sizeof(*sv->workers));
+	if (sv->stop_efd < 0 || !sv->workers)
+		goto out;
+	for (unsigned i = 0; i < sv->nworkers; i++)
+		sv->workers[i].ep = sv->workers[i].efd = -1;
+	for (unsigned i = 0; i < sv->nworkers; i++) {
+		rc = worker_setup(sv, &sv->workers[i], i);
+		if (rc) {
+			fprintf(stderr, "lotus serve: worker %u: %s\n", i, lotus_strerror(rc));
+			goto out_workers;
+		}
+	}
+	g_server = sv;
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	unsigned started = 0;
+	for (unsigned i = 0; i < sv->nworkers; i++)
+		if (pthread_create(&sv->workers[i].th, NULL, worker_main, &sv->workers[i]) == 0)
+			started++;
+		else
+			break;
+	pthread_mutex_lock(&sv->ready_mu);
+	while (sv->ready < started)
+		pthread_cond_wait(&sv->ready_cv, &sv->ready_mu);
+	pthread_mutex_unlock(&sv->ready_mu);
+	if (started == sv->nworkers && !sv->ready_err) {
+		char host[256];
+		uint16_t given;
+		split_hostport(o->listen, host, sizeof(host), &given);
+		printf("lotus serve: listening on %s:%u (%u memory servers, table '%s', "
+		       "values up to %u bytes, %u threads)\n", host, sv->port,
+		       lotus_cluster_servers(sv->cl), o->table, (unsigned)sv->max_value,
+		       sv->nworkers);
+		fflush(stdout);
+		status = 0;
+	} else {
+		if (!sv->ready_err)
+			fprintf(stderr, "lotus serve: cannot start worker threads\n");
+		on_signal(0);
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(sv->workers[i].th, NULL);
+	g_server = NULL;
+out_workers:
+	for (unsigned i = 0; i < sv->nworkers; i++)
+		worker_teardown(&sv->workers[i]);
+out:
+	if (sv->cl)
+		lotus_disconnect(sv->cl);
+	if (sv->lfd >= 0)
+		close(sv->lfd);
+	if (sv->stop_efd >= 0)
+		close(sv->stop_efd);
+	free(sv->workers);
+	pthread_mutex_destroy(&sv->cursor_mu);
+	free(sv);
+	return status;
+}

@@ -1,0 +1,196 @@
+/*
+ * serve_int.h - internals of `lotus serve`, shared by serve.c (threads, event
+ * loops, connections, connection commands) and serve_data.c (jobs: commands
+ * on keys run as lotus transactions).
+ *
+ * Ownership: a worker thread owns its lotus session, its epoll set, its
+ * connections and their jobs; nothing of those is touched by another thread.
+ * Shared between threads: struct server (read-only after start), the inbox of
+ * each worker (accepted sockets handed over, under inbox_mu), the SCAN cursor
+ * table (cursor_mu), the counters (atomics) and each worker's snapshot of its
+ * session counters (stats_mu).
+ */
+#ifndef LOTUS_SERVE_INT_H
+#define LOTUS_SERVE_INT_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include "lotus.h"
+#include "serve/resp.h"
+#include "serve/serve.h"
+
+#define KEY_MAX 128           /* lotus's key limit */
+
+struct server;
+struct worker;
+struct conn;
+struct job;
+
+/* What a command needs (struct cmd_def.kind). */
+enum cmd_kind {
+	CK_IMMEDIATE,   /* answered at once, no data (PING, ECHO, COMMAND, ...) */
+	CK_DATA,        /* reads/writes keys: part of a job (GET, SET, ...) */
+	CK_SOLO,        /* a job of its own (SCAN, DBSIZE) */
+	CK_STATE,       /* changes the connection (AUTH, MULTI, EXEC, ...) */
+};
+
+/* Which arguments of a data command are keys, and whether the command needs
+ * their value (read) and/or changes them (write). */
+enum keyspec {
+	KS_NONE,
+	KS_R1,        /* argument 1 read (GET, STRLEN) */
+	KS_RW1,       /* argument 1 read and written (INCR, APPEND, GETSET, SETNX) */
+	KS_SET,       /* SET: argument 1 written; read too with NX, XX or GET */
+	KS_R_ALL,     /* arguments 1.. read (MGET, EXISTS) */
+	KS_RW_ALL,    /* arguments 1.. read and written (DEL) */
+	KS_W_PAIRS,   /* arguments 1, 3, 5.. written (MSET) */
+};
+enum { SOLO_NONE, SOLO_SCAN, SOLO_DBSIZE };
+
+struct cmd_def {
+	const char *name;
+	int arity;               /* Redis style: n exact, -n at least n (name included) */
+	enum cmd_kind kind;
+	int noauth;              /* allowed before AUTH */
+	int first_key, last_key, step;  /* for COMMAND (last -1: all) */
+	/* CK_IMMEDIATE / CK_STATE: handle now, reply into c->out (or b) */
+	void (*now)(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+	/* CK_DATA: check arguments at queue time; 0 or write an error into b and
+	 * return -1 */
+	int (*check)(struct server *sv, const struct resp_cmd *cmd, struct rbuf *b);
+	/* CK_DATA: compute the reply from the job's overlay */
+	void (*run)(struct job *j, unsigned ci, struct rbuf *b);
+	enum keyspec keys;       /* CK_DATA: which arguments are keys, read or written */
+	int solo;                /* CK_SOLO: SOLO_SCAN or SOLO_DBSIZE */
+};
+
+const struct cmd_def *cmd_lookup(const struct resp_arg *name);
+extern const struct cmd_def cmd_table[];
+extern const unsigned cmd_count;
+
+struct counters {
+	_Atomic uint64_t commands, conns_total, txn_commit, txn_retry, txn_fail, proto_errors;
+	_Atomic int64_t conns_now;
+};
+
+struct cursor_ent {
+	uint64_t id;
+	uint16_t klen;
+	unsigned char key[KEY_MAX];
+};
+#define CURSOR_SLOTS 1024
+
+struct server {
+	struct serve_opts o;
+	lotus_cluster_t *cl;
+	lotus_table_t tb;
+	uint32_t max_value;
+	struct resp_limits lim;
+	int lfd, stop_efd;
+	_Atomic int stop;
+	uint16_t port;
+	uint64_t start_ns;
+	unsigned nworkers;
+	struct worker *workers;
+	_Atomic unsigned next_worker;
+	_Atomic uint64_t next_conn_id;
+	struct counters ctr;
+	pthread_mutex_t ready_mu;        /* workers report their session open */
+	pthread_cond_t ready_cv;
+	unsigned ready;
+	int ready_err;
+	pthread_mutex_t cursor_mu;
+	uint64_t cursor_seq;
+	struct cursor_ent cursors[CURSOR_SLOTS];
+};
+
+struct worker {
+	struct server *sv;
+	unsigned id;
+	pthread_t th;
+	lotus_session_t *s;
+	int ep, efd;
+	pthread_mutex_t inbox_mu;
+	int *inbox;
+	unsigned ninbox, capinbox;
+	struct conn *conns;          /* every connection of this worker */
+	struct conn *runnable;       /* connections to process after a poll */
+	lotus_txn_t **txn_pool;      /* finished transactions to recycle */
+	unsigned npool, cappool;
+	unsigned inflight;           /* jobs with a transaction in flight */
+	struct job *delayed;         /* jobs waiting to retry (serve_data.c) */
+	struct job *job_pool;        /* finished jobs kept for reuse */
+	unsigned njob_pool;
+	uint64_t rnd;
+	pthread_mutex_t stats_mu;
+	struct lotus_net_counters net;   /* snapshot of the session's counters */
+};
+
+struct conn {
+	struct worker *w;
+	struct conn *next, *prev;     /* w->conns */
+	struct conn *run_next;
+	int on_run;
+	int fd;
+	uint64_t id;
+	struct rbuf in, out;
+	size_t in_off, out_off;
+	struct resp_cmd cmd;
+	int authed;
+	int close_after;              /* close once out is written */
+	int dead;                     /* socket gone: free when the job ends */
+	int reading;                  /* EPOLLIN registered */
+	int writing;                  /* EPOLLOUT registered */
+	int blocked;                  /* the last send hit EAGAIN */
+	int multi;                    /* inside MULTI */
+	int multi_err;                /* a queued command was refused: EXEC aborts */
+	struct job *mq;               /* commands queued by MULTI */
+	struct job *job;              /* the job in flight, if any */
+	char name[64];
+};
+
+/* ---- serve.c ---- */
+void conn_job_done(struct conn *c);
+/* ---- serve_data.c ---- */
+struct job *job_new(struct conn *c, int is_exec);
+void job_free(struct job *j);      /* back to the worker's pool, or freed */
+void worker_jobs_free(struct worker *w);
+unsigned job_ncmds(const struct job *j);
+int job_has_data(const struct job *j);
+/* Add a command (arguments copied); prebuilt != NULL: its reply is fixed. */
+int job_add(struct job *j, const struct cmd_def *d, const struct resp_cmd *cmd,
+	    const struct rbuf *prebuilt);
+/* Start the job's transaction; its replies go to c->out when it ends, then
+ * conn_job_done(c). */
+void job_start(struct job *j);
+/* Append the fixed replies of a job without data commands, and free it. */
+void job_reply_now(struct job *j);
+/* CK_SOLO commands */
+void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd);
+lotus_txn_t *worker_txn_get(struct worker *w);
+/* Start the delayed retries that are due; 1 if some are still waiting. */
+int worker_run_delayed(struct worker *w);
+void worker_txn_put(struct worker *w, lotus_txn_t *t);
+/* What a data command's run sees: its arguments and the job's overlay. */
+struct resp_arg job_arg(const struct job *j, unsigned ci, unsigned i);
+unsigned job_argc(const struct job *j, unsigned ci);
+struct server *job_server(const struct job *j);
+/* 1 and the value argument i (a key) has at this point of the job, or 0. */
+int kv_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n);
+int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n);
+int kv_del(struct job *j, unsigned ci, unsigned i);   /* 1 if it existed */
+/* ---- serve_cmds.c: the command table ---- */
+/* Connection commands, in serve.c */
+void cmd_auth(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_hello(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_select(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_quit(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_client(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_multi(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_exec(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_discard(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_watch(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+void cmd_reset(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
+
+#endif
