@@ -291,9 +291,12 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 	}
 	if (lock_op != OP_INSERT && t->state == TXN_IDLE && !t->sticky && tb < t->s->cl->ntables)
 		o = op_find_x(t, tb, key, klen);
-	if (o && o->observed) {
-		/* a read or scan saw that op's write: keep it, stage this one on
-		 * the X lock already held (a blind X request, granted at once) */
+	if (o && (o->observed || o->op == OP_INSERT || o->op == OP_DELETE)) {
+		/* A read or scan saw that op's write: keep it.  Or a write or delete
+		 * follows an insert or delete of the key, whose own result
+		 * (LOTUS_EEXISTS, LOTUS_ENOTFOUND) must not become the new call's:
+		 * it gets its own op.  Either way it is staged on the X lock already
+		 * held (a blind X request, granted at once) and applies after it. */
 		o = NULL;
 		lock_op = OP_LOCK_X;
 	}
