@@ -260,7 +260,12 @@ def check(txns, cold, rep):
 
     # ---- pass 2: every observed list against the writes that built it
     distinct = defaultdict(set)   # key -> set of observed tuples
-    for _, k, v in observations:
+    for t, k, v in observations:
+        # a transaction's view of its own appends (read-your-writes) is no
+        # version another transaction can see: its final write stands for it,
+        # and pass 1 already checked the view against what the txn wrote
+        if v and v[-1] in elem and elem[v[-1]][0] is t:
+            continue
         distinct[k].add(v)
     for k, vals in distinct.items():
         for v in vals:
