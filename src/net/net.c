@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,69 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "net/net_int.h"
+
+/* ---- the fd guard (UCX 1.13's missed-event abort) -------------------------------
+ *
+ * UCX hands socket events to its async thread.  When that thread finds the
+ * owning worker's async context busy (the worker's own thread is inside UCX),
+ * it queues the handler's id - which for a socket is its fd number - on that
+ * context's "missed" queue, to be run by the worker's next progress.  UCX 1.13
+ * does not purge that queue when it removes the handler and closes the fd
+ * (fixed upstream in 2024, UCX PR 9942).  If another worker in the process
+ * gets the same fd number for a new socket before the first worker drains its
+ * queue, the drain finds the new handler, which belongs to another context,
+ * and asserts: `async.c: handler->async == async`, aborting the process.
+ * Connection churn with several workers in a process (memory servers: one
+ * per thread; compute servers: one per session thread) hits it within
+ * seconds (tests/stress/async_churn.c).
+ *
+ * So no UCX call that may create a socket (ucp_ep_create, worker and listener
+ * create/destroy) runs while any worker is inside a call that may close one
+ * and then drain (ucp_worker_progress, ucp_ep_close_nbx + progress): the
+ * former take this lock exclusively, the latter share it.  A closed fd's
+ * stale entry is therefore drained (harmlessly: no handler has that id) by
+ * the same progress call, before a socket made by lotus's threads can reuse
+ * its number.  Writers are preferred so that busy pollers cannot starve a
+ * connect.  Not covered: sockets UCX's async thread accepts on a listener
+ * (they belong to the listener's worker), and a socket of the listener's
+ * worker closed through another worker's endpoint; the stress program shows
+ * no abort left in either process kind (docs/net.md has the counts). */
+static pthread_rwlock_t net_fd_lock;
+static pthread_once_t net_fd_once = PTHREAD_ONCE_INIT;
+
+static void net_fd_lock_init(void)
+{
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&net_fd_lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+static void net_fd_shared(void)
+{
+	pthread_once(&net_fd_once, net_fd_lock_init);
+	pthread_rwlock_rdlock(&net_fd_lock);
+}
+
+static void net_fd_exclusive(void)
+{
+	pthread_once(&net_fd_once, net_fd_lock_init);
+	pthread_rwlock_wrlock(&net_fd_lock);
+}
+
+static void net_fd_unlock(void)
+{
+	pthread_rwlock_unlock(&net_fd_lock);
+}
+
+static unsigned net_ucp_progress(ucp_worker_h w)
+{
+	net_fd_shared();
+	unsigned n = ucp_worker_progress(w);
+	net_fd_unlock();
+	return n;
+}
 
 /* ---- transports -------------------------------------------------------------- */
 
@@ -401,7 +465,9 @@ static int net_worker_create_mode(net_ctx_t *ctx, const struct net_handlers *h, 
 		.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
 		.thread_mode = mode,
 	};
+	net_fd_exclusive();
 	st = ucp_worker_create(ctx->ucp, &wp, &w->ucp);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_error("net: ucp_worker_create: %s", ucs_status_string(st));
 		w->ucp = NULL;
@@ -472,12 +538,14 @@ static void net_conn_close_ep(net_conn_t *c, int force)
 		.cb.send = net_close_cb,
 		.user_data = c,
 	};
+	net_fd_shared();
 	ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &p);
-	if (r && !UCS_PTR_IS_ERR(r)) {
-		w->nclosing++;
-		return;   /* net_close_cb drops the list's ref */
-	}
-	net_conn_put(c);
+	if (r && !UCS_PTR_IS_ERR(r))
+		w->nclosing++;   /* net_close_cb drops the list's ref */
+	else
+		net_conn_put(c);
+	ucp_worker_progress(w->ucp);   /* drain what the close left missed */
+	net_fd_unlock();
 }
 
 int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
@@ -508,7 +576,7 @@ void net_worker_destroy(net_worker_t *w)
 				busy |= rx->kind == RX_RNDV_BUSY;
 			if (!busy || clock_now_ns() > deadline)
 				break;
-			ucp_worker_progress(w->ucp);
+			net_ucp_progress(w->ucp);
 		}
 		if (w->nclosing) {
 			/* Destroying the worker now would abort inside UCX; leak it. */
@@ -523,7 +591,9 @@ void net_worker_destroy(net_worker_t *w)
 				continue;   /* still owned by UCX; leak rather than crash */
 			net_rx_release(w, rx);
 		}
+		net_fd_exclusive();
 		ucp_worker_destroy(w->ucp);
+		net_fd_unlock();
 	}
 	while (w->mail_head) {
 		struct net_mail *m = w->mail_head;
@@ -594,7 +664,9 @@ static void net_accept(net_worker_t *w, struct net_mail *m)
 		.err_mode = net_err_mode(w),
 		.err_handler = { .cb = net_err_cb, .arg = w },
 	};
+	net_fd_exclusive();
 	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_warn("net: accepting %s: %s", m->peer, ucs_status_string(st));
 		free(c);
@@ -731,7 +803,7 @@ static int net_sockaddr(const char *host, uint16_t port, struct sockaddr_in *sa)
 /* Progress only UCX (no handlers) for at most ms milliseconds, sleeping on the fd. */
 static void net_ucx_wait(net_worker_t *w, int ms)
 {
-	if (ucp_worker_progress(w->ucp))
+	if (net_ucp_progress(w->ucp))
 		return;
 	if (ucp_worker_arm(w->ucp) == UCS_ERR_BUSY)
 		return;
@@ -760,7 +832,9 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 		.err_mode = net_err_mode(w),
 		.err_handler = { .cb = net_err_cb, .arg = w },
 	};
+	net_fd_exclusive();
 	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_debug("net: connect %s: %s", peer, ucs_status_string(st));
 		free(c);
@@ -876,7 +950,9 @@ int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **
 		.sockaddr = { .addr = (const struct sockaddr *)&sa, .addrlen = sizeof(sa) },
 		.conn_handler = { .cb = net_listen_cb, .arg = l },
 	};
+	net_fd_exclusive();
 	ucs_status_t st = ucp_listener_create(w->ucp, &lp, &l->ucp);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_error("net: listen on %s:%u: %s", host ? host : "*", port,
 			  ucs_status_string(st));
@@ -902,7 +978,9 @@ void net_listener_destroy(net_listener_t *l)
 {
 	if (!l)
 		return;
+	net_fd_exclusive();
 	ucp_listener_destroy(l->ucp);
+	net_fd_unlock();
 	free(l->targets);
 	free(l);
 }
@@ -1000,7 +1078,7 @@ static int net_reap_lost(net_worker_t *w)
 int net_progress(net_worker_t *w)
 {
 	int n = 0;
-	while (ucp_worker_progress(w->ucp))
+	while (net_ucp_progress(w->ucp))
 		;
 	n += net_mail_drain(w);
 	if (w->rx_head) {
