@@ -45,6 +45,7 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "net/net_int.h"
+#include <ucs/debug/log_def.h>
 
 /* ---- the fd guard (UCX 1.13's missed-event abort) -------------------------------
  *
@@ -107,6 +108,51 @@ static unsigned net_ucp_progress(ucp_worker_h w)
 	unsigned n = ucp_worker_progress(w);
 	net_fd_unlock();
 	return n;
+}
+
+/* ---- UCX configuration and logging ------------------------------------------------ */
+
+/* Set UCX option key (without the UCX_ prefix) in lotus's config object unless
+ * the user set UCX_<key> in the environment. */
+static void net_ucx_default(ucp_config_t *cfg, const char *key, const char *value)
+{
+	char env[64];
+	snprintf(env, sizeof(env), "UCX_%s", key);
+	if (getenv(env))
+		return;
+	ucs_status_t st = ucp_config_modify(cfg, key, value);
+	if (st != UCS_OK)
+		log_warn("net: UCX option %s=%s: %s", key, value, ucs_status_string(st));
+}
+
+/* UCX writes its log to stdout unless UCX_LOG_FILE says otherwise; stdout is
+ * for results (--json), so send UCX's messages to stderr instead. */
+static ucs_log_func_rc_t net_ucx_log(const char *file, unsigned line, const char *function,
+				     ucs_log_level_t level,
+				     const ucs_log_component_config_t *comp, const char *message,
+				     va_list ap)
+{
+	(void)function;
+	if (level > comp->log_level && level != UCS_LOG_LEVEL_PRINT)
+		return UCS_LOG_FUNC_RC_STOP;
+	const char *base = strrchr(file, '/');
+	char buf[1024];
+	vsnprintf(buf, sizeof(buf), message, ap);
+	fprintf(stderr, "UCX %s %s:%u %s\n", ucs_log_level_names[level], base ? base + 1 : file,
+		line, buf);
+	return UCS_LOG_FUNC_RC_STOP;
+}
+
+static void net_ucx_log_push(void)
+{
+	if (!getenv("UCX_LOG_FILE"))
+		ucs_log_push_handler(net_ucx_log);
+}
+
+static void net_ucx_log_to_stderr(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, net_ucx_log_push);
 }
 
 /* ---- transports -------------------------------------------------------------- */
@@ -217,25 +263,20 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 	ctx->lease_ms = opts && opts->lease_ms ? opts->lease_ms : 3000;
 	net_fault_init(&ctx->fault);
 
-	/* A restarted server must be able to listen on its port at once. */
-	setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
-	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
-	 * rendezvous threshold, and rendezvous costs an extra round trip per
-	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.
-	 * Send messages up to 256 KiB eagerly unless the user chose otherwise. */
-	setenv("UCX_RNDV_THRESH", "256k", 0);
-	/* No UCX async thread: every worker here progresses and sleeps on its
-	 * own wakeup fd, so events can be handled there.  With the async thread,
-	 * UCX 1.13 queues "missed" events per async context and can later look
-	 * one up by a handler id (an fd) that another worker's context has reused,
-	 * aborting on `handler->async == async` (seen once in a memory server
-	 * under connection churn).  Same throughput either way in our runs. */
-	setenv("UCX_ASYNC_MODE", "poll", 0);
-
+	net_ucx_log_to_stderr();
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
 		rc = LOTUS_ECONFIG;
 		goto out;
 	}
+	/* lotus's defaults go into its own UCX config object, never into the
+	 * process environment, and only where the user set nothing. */
+	/* A restarted server must be able to listen on its port at once. */
+	net_ucx_default(cfg, "TCP_CM_REUSEADDR", "y");
+	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
+	 * rendezvous threshold, and rendezvous costs an extra round trip per
+	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.
+	 * Send messages up to 256 KiB eagerly unless the user chose otherwise. */
+	net_ucx_default(cfg, "RNDV_THRESH", "256k");
 	if (tls && ucp_config_modify(cfg, "TLS", tls) != UCS_OK) {
 		rc = LOTUS_ECONFIG;
 		goto out;
