@@ -29,6 +29,12 @@
 extern "C" {
 #endif
 
+/* liblotus is built with hidden visibility; what this header declares is its
+ * whole exported interface. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* lotus's own errors: a reserved range below every -errno. */
 #define LOTUS_EBASE        (-5000)
 #define LOTUS_EABORTED     (-5001) /* lock conflict: the transaction must abort */
@@ -183,6 +189,10 @@ struct lotus_cache_counters {
 	uint64_t hits, misses, stale_hints, evictions, writebacks, entries, bytes;
 };
 void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

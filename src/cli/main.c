@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "lotus_prefix.h"   /* generated: LOTUS_VERSION */
 
 static const struct {
 	const char *name;
@@ -22,7 +23,8 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: lotus <command> [options]   (lotus <command> --help)\n\ncommands:\n");
+	fprintf(f, "usage: lotus <command> [options]   (lotus <command> --help)\n"
+		   "       lotus --version\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
@@ -35,6 +37,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("lotus %s\n", LOTUS_VERSION);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
