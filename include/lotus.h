@@ -86,7 +86,8 @@ struct lotus_options {
 	/* for local clusters: */
 	unsigned server_threads;  /* 0: follow the core count */
 	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */
-	const char *lotus_bin;    /* path of the lotus binary (local); NULL: /proc/self/exe */
+	const char *lotus_bin;    /* lotus binary for local servers; NULL: $LOTUS_BIN, the
+	                           * installed one, else `lotus` on PATH */
 	const char *durability;   /* "none" (NULL: the same), "async" or "sync" (local);
 				     async and sync need data_dir */
 	const char *data_dir;     /* base directory (local): server i keeps its redo log and

@@ -3,8 +3,11 @@
  * in its own file (cli_<name>.c) and returns the process exit status:
  * 0 success, 1 failure at run time, 2 bad usage (one-line reason on stderr).
  */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "lotus_prefix.h"   /* generated: LOTUS_VERSION */
 
@@ -42,6 +45,15 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
 		printf("lotus %s\n", LOTUS_VERSION);
 		return 0;
+	}
+	/* Local memory servers (--local) run this very binary, unless the user
+	 * named another one.  (A process of ours, so setting its environment is
+	 * fine; the library itself never does.) */
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0 && !getenv("LOTUS_BIN")) {
+		self[n] = 0;
+		setenv("LOTUS_BIN", self, 1);
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
