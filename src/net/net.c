@@ -112,12 +112,14 @@ static unsigned net_ucp_progress(ucp_worker_h w)
 
 /* ---- UCX configuration and logging ------------------------------------------------ */
 
-/* Set UCX option key (without the UCX_ prefix) in lotus's config object unless
- * the user set UCX_<key> in the environment. */
-static void net_ucx_default(ucp_config_t *cfg, const char *key, const char *value)
+/* Set UCX option key in lotus's config object unless the user set the
+ * environment variable env (UCX_<key> for a UCP option; a transport's option
+ * is named without the transport in the config, e.g. CM_REUSEADDR for
+ * UCX_TCP_CM_REUSEADDR - with the full name UCX warns "invalid configuration"
+ * and ignores it). */
+static void net_ucx_default(ucp_config_t *cfg, const char *env, const char *key,
+			    const char *value)
 {
-	char env[64];
-	snprintf(env, sizeof(env), "UCX_%s", key);
 	if (getenv(env))
 		return;
 	ucs_status_t st = ucp_config_modify(cfg, key, value);
@@ -271,12 +273,12 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 	/* lotus's defaults go into its own UCX config object, never into the
 	 * process environment, and only where the user set nothing. */
 	/* A restarted server must be able to listen on its port at once. */
-	net_ucx_default(cfg, "TCP_CM_REUSEADDR", "y");
+	net_ucx_default(cfg, "UCX_TCP_CM_REUSEADDR", "CM_REUSEADDR", "y");
 	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
 	 * rendezvous threshold, and rendezvous costs an extra round trip per
 	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.
 	 * Send messages up to 256 KiB eagerly unless the user chose otherwise. */
-	net_ucx_default(cfg, "RNDV_THRESH", "256k");
+	net_ucx_default(cfg, "UCX_RNDV_THRESH", "RNDV_THRESH", "256k");
 	if (tls && ucp_config_modify(cfg, "TLS", tls) != UCS_OK) {
 		rc = LOTUS_ECONFIG;
 		goto out;

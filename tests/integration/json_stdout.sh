@@ -2,7 +2,8 @@
 # timeout: 150
 # Every --json output is pure JSON on stdout, with the environment a user has
 # (no UCX_* variables at all, unlike the runner's UCX_TLS): each line parses
-# with python3's json.tool, and nothing but JSON reaches stdout.
+# with python3's json.tool, and nothing but JSON reaches stdout.  UCX prints
+# no warning about the settings lotus makes.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
@@ -30,6 +31,8 @@ check bank "$dir/bank"
 "$L" netbench --seconds 0.2 --warmup 0 --json >"$dir/netbench" 2>"$dir/err" ||
   fail "netbench: $(tail -n3 "$dir/err")"
 check netbench "$dir/netbench"
+# ... and UCX has nothing to warn about in lotus's own settings.
+if grep -q "UCX.*WARN" "$dir/err"; then grep "UCX.*WARN" "$dir/err" | head -n 3; fail "UCX warnings"; fi
 
 "$L" iobench table3 --seconds 0.2 --file-size 8M --dir "$dir" --json --quiet \
   >"$dir/iobench" 2>"$dir/err" || fail "iobench: $(tail -n3 "$dir/err")"
