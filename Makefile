@@ -39,11 +39,10 @@ CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Wno-unused-parame
            -fPIC -fvisibility=hidden \
            -Iinclude -Isrc -I$(BUILD)/gen $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
            -MMD -MP
-ifneq ($(CI),)
-CFLAGS  += -Werror
-endif
-ifneq ($(WERROR),)
-CFLAGS  += -Werror
+# -Werror (CI=true or WERROR=1) does not change the objects, so it stays out
+# of the flags that decide whether they are rebuilt.
+ifneq ($(CI)$(WERROR),)
+WERRFLAGS := -Werror
 endif
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lucp -lucs -luring) \
            -laio -lm -lpthread
@@ -105,7 +104,7 @@ $(FLAGS_STAMP): FORCE
 $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(say) CC $<
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(WERRFLAGS) -c $< -o $@
 
 $(LIB_INT): $(LIB_OBJ) $(BENCH_OBJ)
 	@mkdir -p $(dir $@)
@@ -143,7 +142,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB_INT)
 $(BUILD)/stress/%: tests/stress/%.c $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(say) LD $@
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_INT) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(WERRFLAGS) -o $@ $< $(LIB_INT) $(LDLIBS)
 
 stress: $(STRESS_BIN)
 
