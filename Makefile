@@ -155,6 +155,7 @@ install: $(LOTUS) $(LIB_A) $(LIB_SO) $(LIB_PC)
 	ln -sf liblotus.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblotus.so.$(SOMAJOR)
 	ln -sf liblotus.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/liblotus.so
 	install -m 644 $(LIB_PC) $(DESTDIR)$(PCDIR)/lotus.pc
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig 2>/dev/null || true; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/lotus $(DESTDIR)$(INCDIR)/lotus.h \
