@@ -1,69 +1,176 @@
 # lotus build.  Plain make; dependencies come from pkg-config.
-#   make            build bin/lotus and every test program
+#   make            build bin/lotus, the libraries and every test program
 #   make run        install missing packages, build, run YCSB on a local cluster
 #   make test       install missing packages, build, run the whole suite
+#   make install    install bin/lotus, include/lotus.h, lib/liblotus.{a,so},
+#                   lib/pkgconfig/lotus.pc under $(DESTDIR)$(PREFIX)
+#   make uninstall  remove what `make install` put there
 #   make asan       build with ASan+UBSan into build-asan/ (tests: make test-asan)
-#   make tsan       build with TSan into build-tsan/
-# Every source under src/<module>/ goes into liblotus.a except src/cli/, which
-# is the `lotus` command.  Every tests/unit/*.c is one test program.
+#   make tsan       build with TSan into build-tsan/ (tests: make test-tsan)
+#   make stress     build the stress programs under tests/stress/
+#   V=1             show full commands instead of one line per file
+#
+# Every source under src/<module>/ goes into the library except src/cli/ (the
+# `lotus` command) and src/bench/ (its benchmarks).  Objects are compiled with
+# hidden visibility; only what include/lotus.h declares (lotus_*) is exported:
+#   liblotus.so  the objects, a version script keeps lotus_* only
+#   liblotus.a   one relocatable object (ld -r) whose hidden symbols are made
+#                local, so a program's own cpu_count() or crc32c() cannot clash
+# The lotus binary and the tests link $(BUILD)/liblotus-int.a: the same objects
+# as a plain archive, whose internals the unit tests call.
+
+VERSION := 0.1.0
+SOMAJOR := 0
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+INCDIR  ?= $(PREFIX)/include
+LIBDIR  ?= $(PREFIX)/lib
+PCDIR   ?= $(LIBDIR)/pkgconfig
+DESTDIR ?=
 
 BUILD   ?= build
 CC      ?= cc
+LD      ?= ld
+OBJCOPY ?= objcopy
 PKGS    := ucx liburing
 OPTFLAGS ?= -O2 -g
 CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Wno-unused-parameter \
            -Wno-missing-field-initializers -fno-strict-aliasing -pthread \
-           -Iinclude -Isrc $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
+           -fPIC -fvisibility=hidden \
+           -Iinclude -Isrc -I$(BUILD)/gen $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
            -MMD -MP
-ifneq ($(CI),)
-CFLAGS  += -Werror
-endif
-ifneq ($(WERROR),)
-CFLAGS  += -Werror
+# -Werror (CI=true or WERROR=1) does not change the objects, so it stays out
+# of the flags that decide whether they are rebuilt.
+ifneq ($(CI)$(WERROR),)
+WERRFLAGS := -Werror
 endif
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lucp -lucs -luring) \
            -laio -lm -lpthread
 
-LIB_SRC  := $(sort $(wildcard src/common/*.c src/net/*.c src/io/*.c src/store/*.c \
-            src/lock/*.c src/memserver/*.c src/compute/*.c src/bench/*.c \
-            src/serve/*.c))
-CLI_SRC  := $(sort $(wildcard src/cli/*.c))
-TEST_SRC := $(sort $(wildcard tests/unit/*.c))
+ifeq ($(V),1)
+Q :=
+say = @:
+else
+Q := @
+say = @printf '  %-7s %s\n'
+endif
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-LIB      := $(BUILD)/liblotus.a
-LOTUS    := $(BUILD)/bin/lotus
-# The serializability checker's workload client (tests/checker/, docs/checker.md).
+LIB_SRC   := $(sort $(wildcard src/common/*.c src/net/*.c src/io/*.c src/store/*.c \
+             src/lock/*.c src/memserver/*.c src/compute/*.c))
+# Benchmarks and lotus serve: in the lotus binary only, not in liblotus.
+BENCH_SRC := $(sort $(wildcard src/bench/*.c src/serve/*.c))
+CLI_SRC   := $(sort $(wildcard src/cli/*.c))
+TEST_SRC  := $(sort $(wildcard tests/unit/*.c))
+STRESS_SRC := $(sort $(wildcard tests/stress/*.c))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ  := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.o)
+TEST_BIN  := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+STRESS_BIN := $(STRESS_SRC:tests/stress/%.c=$(BUILD)/stress/%)
+LIB_INT   := $(BUILD)/liblotus-int.a
+LIB_A     := $(BUILD)/liblotus.a
+LIB_SO    := $(BUILD)/liblotus.so.$(VERSION)
+LIB_PC    := $(BUILD)/lotus.pc
+LOTUS     := $(BUILD)/bin/lotus
+PREFIX_H  := $(BUILD)/gen/lotus_prefix.h
+# The serializability checker's workload client (tests/checker/, docs/checker.md),
+# linked against the public liblotus.a like any user program.
 LA_CLIENT := $(BUILD)/bin/la-client
 
-.PHONY: all deps run test asan tsan test-asan clean
-all: $(LOTUS) $(TEST_BIN) $(LA_CLIENT)
+.PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean FORCE
+.SECONDARY: $(TEST_OBJ)
+.DELETE_ON_ERROR:
+all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
 
-$(BUILD)/%.o: %.c
+# The installed binary's path, for lotus_connect() to find `lotus memserver`;
+# rewritten only when PREFIX/BINDIR change, so nothing rebuilds otherwise.
+$(PREFIX_H): FORCE
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@printf '#define LOTUS_INSTALLED_BIN "%s/lotus"\n#define LOTUS_VERSION "%s"\n' \
+	  '$(BINDIR)' '$(VERSION)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
-$(LIB): $(LIB_OBJ)
-	@mkdir -p $(dir $@)
-	@rm -f $@
-	ar rcs $@ $^
+$(BUILD)/src/compute/cluster.o $(BUILD)/src/cli/main.o: $(PREFIX_H)
 
-$(LOTUS): $(CLI_OBJ) $(LIB)
+# Objects are rebuilt when the compiler or its flags change.
+FLAGS_STAMP := $(BUILD)/gen/cflags
+$(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+	@echo '$(CC) $(CFLAGS)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS) $(WERRFLAGS) -c $< -o $@
 
-$(LA_CLIENT): $(BUILD)/tests/checker/la_client.o $(LIB)
+$(LIB_INT): $(LIB_OBJ) $(BENCH_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(say) AR $@
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIB_A): $(LIB_OBJ)
+	$(say) AR $@
+	$(Q)$(LD) -r -o $(BUILD)/liblotus-all.o $^
+	$(Q)$(OBJCOPY) --localize-hidden $(BUILD)/liblotus-all.o
+	$(Q)rm -f $@ && ar rcs $@ $(BUILD)/liblotus-all.o
+
+$(LIB_SO): $(LIB_OBJ) lotus.map
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -shared -Wl,-soname,liblotus.so.$(SOMAJOR) \
+	  -Wl,--version-script=lotus.map -Wl,-z,defs -o $@ $(LIB_OBJ) $(LDLIBS)
+	$(Q)ln -sf liblotus.so.$(VERSION) $(BUILD)/liblotus.so.$(SOMAJOR)
+	$(Q)ln -sf liblotus.so.$(SOMAJOR) $(BUILD)/liblotus.so
+
+$(LIB_PC): lotus.pc.in FORCE
+	@sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|' $< >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+
+$(LOTUS): $(CLI_OBJ) $(LIB_INT)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(LIB_INT) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB_INT)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_INT) $(LDLIBS)
+
+$(BUILD)/stress/%: tests/stress/%.c $(LIB_INT)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) $(WERRFLAGS) -o $@ $< $(LIB_INT) $(LDLIBS)
+
+stress: $(STRESS_BIN)
+
+install: $(LOTUS) $(LIB_A) $(LIB_SO) $(LIB_PC)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR)
+	install -m 755 $(LOTUS) $(DESTDIR)$(BINDIR)/lotus
+	install -m 644 include/lotus.h $(DESTDIR)$(INCDIR)/lotus.h
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/liblotus.a
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/liblotus.so.$(VERSION)
+	ln -sf liblotus.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblotus.so.$(SOMAJOR)
+	ln -sf liblotus.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/liblotus.so
+	install -m 644 $(LIB_PC) $(DESTDIR)$(PCDIR)/lotus.pc
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig 2>/dev/null || true; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/lotus $(DESTDIR)$(INCDIR)/lotus.h \
+	  $(DESTDIR)$(LIBDIR)/liblotus.a $(DESTDIR)$(LIBDIR)/liblotus.so \
+	  $(DESTDIR)$(LIBDIR)/liblotus.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/liblotus.so.$(VERSION) \
+	  $(DESTDIR)$(PCDIR)/lotus.pc
+
+$(LA_CLIENT): $(BUILD)/tests/checker/la_client.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps
@@ -76,17 +183,23 @@ test: deps
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan \
-	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
-	  LDLIBS_EXTRA= all
+	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" progs
 
 test-asan: deps asan
-	@LOTUS_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 tests/run
+	@LOTUS_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 tests/run
 
 tsan:
 	@$(MAKE) --no-print-directory BUILD=build-tsan CC=clang \
-	  OPTFLAGS="-O1 -g -fsanitize=thread" all
+	  OPTFLAGS="-O1 -g -fsanitize=thread" progs
+
+# The unit tests whose threads share data: what TSan can check in CI time.
+TSAN_TESTS ?= concurrent ckpt_writer ckpt_recover lock_stress io_clone_threads redo_basic redo_fault durable_async
+test-tsan: deps tsan
+	@LOTUS_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  tests/run $(TSAN_TESTS)
 
 clean:
 	rm -rf build build-asan build-tsan
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d $(TEST_BIN:$(BUILD)/tests/%=$(BUILD)/tests/unit/%.d)
+-include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d

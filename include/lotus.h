@@ -59,6 +59,12 @@
 extern "C" {
 #endif
 
+/* liblotus is built with hidden visibility; what this header declares is its
+ * whole exported interface. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* lotus's own errors: a reserved range below every -errno. */
 #define LOTUS_EBASE        (-5000)
 #define LOTUS_EABORTED     (-5001) /* lock conflict: the transaction must abort */
@@ -128,7 +134,8 @@ struct lotus_options {
 	/* for local clusters: */
 	unsigned server_threads;  /* 0: follow the core count */
 	uint64_t server_memory;   /* bytes per server; 0: 1 GiB */
-	const char *lotus_bin;    /* path of the lotus binary (local); NULL: /proc/self/exe */
+	const char *lotus_bin;    /* lotus binary for local servers; NULL: $LOTUS_BIN, the
+	                           * installed one, else `lotus` on PATH */
 	const char *durability;   /* "none" (NULL: the same), "async" or "sync" (local);
 				     async and sync need data_dir */
 	const char *data_dir;     /* base directory (local): server i keeps its redo log and
@@ -269,6 +276,10 @@ struct lotus_cache_counters {
 	uint64_t hits, misses, stale_hints, evictions, writebacks, entries, bytes;
 };
 void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -3,9 +3,13 @@
  * in its own file (cli_<name>.c) and returns the process exit status:
  * 0 success, 1 failure at run time, 2 bad usage (one-line reason on stderr).
  */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli/cli.h"
+#include "lotus_prefix.h"   /* generated: LOTUS_VERSION */
 
 static const struct {
 	const char *name;
@@ -24,7 +28,8 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: lotus <command> [options]   (lotus <command> --help)\n\ncommands:\n");
+	fprintf(f, "usage: lotus <command> [options]   (lotus <command> --help)\n"
+		   "       lotus --version\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
@@ -38,6 +43,19 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("lotus %s\n", LOTUS_VERSION);
+		return 0;
+	}
+	/* Local memory servers (--local) run this very binary, unless the user
+	 * named another one.  (A process of ours, so setting its environment is
+	 * fine; the library itself never does.) */
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0 && !getenv("LOTUS_BIN")) {
+		self[n] = 0;
+		setenv("LOTUS_BIN", self, 1);
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))

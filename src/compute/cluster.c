@@ -38,6 +38,7 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "compute/compute_int.h"
+#include "lotus_prefix.h"   /* generated: LOTUS_INSTALLED_BIN */
 
 void lotus_options_init(struct lotus_options *o)
 {
@@ -64,6 +65,18 @@ const char *lotus_cluster_transport(const lotus_cluster_t *c)
 	return c->transport;
 }
 
+/* An executable regular file? */
+static int is_exe(const char *path)
+{
+	struct stat st;
+	return path && *path && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	       access(path, X_OK) == 0;
+}
+
+/* The `lotus` binary that runs the local memory servers: the caller's
+ * lotus_bin, else $LOTUS_BIN, else the installed one, else `lotus` on PATH.
+ * Never /proc/self/exe: in a user's program that would re-run the program
+ * itself (the lotus command points LOTUS_BIN at itself instead). */
 static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 {
 	if (c->opts.lotus_bin)
@@ -71,11 +84,17 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 	const char *env = getenv("LOTUS_BIN");
 	if (env && *env)
 		return env;
-	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-	if (n <= 0)
-		return "lotus";
-	buf[n] = 0;
-	return buf;
+	if (is_exe(LOTUS_INSTALLED_BIN))
+		return LOTUS_INSTALLED_BIN;
+	const char *path = getenv("PATH");
+	while (path && *path) {
+		size_t n = strcspn(path, ":");
+		if (n > 0 && (size_t)snprintf(buf, len, "%.*s/lotus", (int)n, path) < len &&
+		    is_exe(buf))
+			return buf;
+		path += n + (path[n] == ':');
+	}
+	return NULL;
 }
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
@@ -231,6 +250,11 @@ int cluster_start_local(lotus_cluster_t *c)
 {
 	char buf[PATH_MAX];
 	const char *bin = lotus_binary(c, buf, sizeof(buf));
+	if (!bin) {
+		log_error("local memory servers need the lotus binary: none at %s or on PATH; "
+			  "set LOTUS_BIN or lotus_options.lotus_bin", LOTUS_INSTALLED_BIN);
+		return LOTUS_EUNAVAIL;
+	}
 	peers_prepare(c);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		int pfd[2];

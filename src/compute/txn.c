@@ -218,7 +218,8 @@ static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t 
 		o->wval = p;
 		o->wcap = (uint32_t)vlen;
 	}
-	memcpy(o->wval, v, vlen);
+	if (vlen)   /* an empty value may come with a NULL pointer */
+		memcpy(o->wval, v, vlen);
 	o->wlen = (uint32_t)vlen;
 	return 0;
 }

@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,117 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "net/net_int.h"
+#include <ucs/debug/log_def.h>
+
+/* ---- the fd guard (UCX 1.13's missed-event abort) -------------------------------
+ *
+ * UCX hands socket events to its async thread.  When that thread finds the
+ * owning worker's async context busy (the worker's own thread is inside UCX),
+ * it queues the handler's id - which for a socket is its fd number - on that
+ * context's "missed" queue, to be run by the worker's next progress.  UCX 1.13
+ * does not purge that queue when it removes the handler and closes the fd
+ * (fixed upstream in 2024, UCX PR 9942).  If another worker in the process
+ * gets the same fd number for a new socket before the first worker drains its
+ * queue, the drain finds the new handler, which belongs to another context,
+ * and asserts: `async.c: handler->async == async`, aborting the process.
+ * Connection churn with several workers in a process (memory servers: one
+ * per thread; compute servers: one per session thread) hits it within
+ * seconds (tests/stress/async_churn.c).
+ *
+ * So no UCX call that may create a socket (ucp_ep_create, worker and listener
+ * create/destroy) runs while any worker is inside a call that may close one
+ * and then drain (ucp_worker_progress, ucp_ep_close_nbx + progress): the
+ * former take this lock exclusively, the latter share it.  A closed fd's
+ * stale entry is therefore drained (harmlessly: no handler has that id) by
+ * the same progress call, before a socket made by lotus's threads can reuse
+ * its number.  Writers are preferred so that busy pollers cannot starve a
+ * connect.  Not covered: sockets UCX's async thread accepts on a listener
+ * (they belong to the listener's worker), and a socket of the listener's
+ * worker closed through another worker's endpoint; the stress program shows
+ * no abort left in either process kind (docs/net.md has the counts). */
+static pthread_rwlock_t net_fd_lock;
+static pthread_once_t net_fd_once = PTHREAD_ONCE_INIT;
+
+static void net_fd_lock_init(void)
+{
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&net_fd_lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+static void net_fd_shared(void)
+{
+	pthread_once(&net_fd_once, net_fd_lock_init);
+	pthread_rwlock_rdlock(&net_fd_lock);
+}
+
+static void net_fd_exclusive(void)
+{
+	pthread_once(&net_fd_once, net_fd_lock_init);
+	pthread_rwlock_wrlock(&net_fd_lock);
+}
+
+static void net_fd_unlock(void)
+{
+	pthread_rwlock_unlock(&net_fd_lock);
+}
+
+static unsigned net_ucp_progress(ucp_worker_h w)
+{
+	net_fd_shared();
+	unsigned n = ucp_worker_progress(w);
+	net_fd_unlock();
+	return n;
+}
+
+/* ---- UCX configuration and logging ------------------------------------------------ */
+
+/* Set UCX option key in lotus's config object unless the user set the
+ * environment variable env (UCX_<key> for a UCP option; a transport's option
+ * is named without the transport in the config, e.g. CM_REUSEADDR for
+ * UCX_TCP_CM_REUSEADDR - with the full name UCX warns "invalid configuration"
+ * and ignores it). */
+static void net_ucx_default(ucp_config_t *cfg, const char *env, const char *key,
+			    const char *value)
+{
+	if (getenv(env))
+		return;
+	ucs_status_t st = ucp_config_modify(cfg, key, value);
+	if (st != UCS_OK)
+		log_warn("net: UCX option %s=%s: %s", key, value, ucs_status_string(st));
+}
+
+/* UCX writes its log to stdout unless UCX_LOG_FILE says otherwise; stdout is
+ * for results (--json), so send UCX's messages to stderr instead. */
+static ucs_log_func_rc_t net_ucx_log(const char *file, unsigned line, const char *function,
+				     ucs_log_level_t level,
+				     const ucs_log_component_config_t *comp, const char *message,
+				     va_list ap)
+{
+	(void)function;
+	if (level > comp->log_level && level != UCS_LOG_LEVEL_PRINT)
+		return UCS_LOG_FUNC_RC_STOP;
+	const char *base = strrchr(file, '/');
+	char buf[1024];
+	vsnprintf(buf, sizeof(buf), message, ap);
+	fprintf(stderr, "UCX %s %s:%u %s\n", ucs_log_level_names[level], base ? base + 1 : file,
+		line, buf);
+	return UCS_LOG_FUNC_RC_STOP;
+}
+
+static void net_ucx_log_push(void)
+{
+	if (!getenv("UCX_LOG_FILE"))
+		ucs_log_push_handler(net_ucx_log);
+}
+
+static void net_ucx_log_to_stderr(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, net_ucx_log_push);
+}
 
 /* ---- transports -------------------------------------------------------------- */
 
@@ -153,25 +265,20 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 	ctx->lease_ms = opts && opts->lease_ms ? opts->lease_ms : 3000;
 	net_fault_init(&ctx->fault);
 
-	/* A restarted server must be able to listen on its port at once. */
-	setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
-	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
-	 * rendezvous threshold, and rendezvous costs an extra round trip per
-	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.
-	 * Send messages up to 256 KiB eagerly unless the user chose otherwise. */
-	setenv("UCX_RNDV_THRESH", "256k", 0);
-	/* No UCX async thread: every worker here progresses and sleeps on its
-	 * own wakeup fd, so events can be handled there.  With the async thread,
-	 * UCX 1.13 queues "missed" events per async context and can later look
-	 * one up by a handler id (an fd) that another worker's context has reused,
-	 * aborting on `handler->async == async` (seen once in a memory server
-	 * under connection churn).  Same throughput either way in our runs. */
-	setenv("UCX_ASYNC_MODE", "poll", 0);
-
+	net_ucx_log_to_stderr();
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
 		rc = LOTUS_ECONFIG;
 		goto out;
 	}
+	/* lotus's defaults go into its own UCX config object, never into the
+	 * process environment, and only where the user set nothing. */
+	/* A restarted server must be able to listen on its port at once. */
+	net_ucx_default(cfg, "UCX_TCP_CM_REUSEADDR", "CM_REUSEADDR", "y");
+	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
+	 * rendezvous threshold, and rendezvous costs an extra round trip per
+	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.
+	 * Send messages up to 256 KiB eagerly unless the user chose otherwise. */
+	net_ucx_default(cfg, "UCX_RNDV_THRESH", "RNDV_THRESH", "256k");
 	if (tls && ucp_config_modify(cfg, "TLS", tls) != UCS_OK) {
 		rc = LOTUS_ECONFIG;
 		goto out;
@@ -401,7 +508,9 @@ static int net_worker_create_mode(net_ctx_t *ctx, const struct net_handlers *h, 
 		.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
 		.thread_mode = mode,
 	};
+	net_fd_exclusive();
 	st = ucp_worker_create(ctx->ucp, &wp, &w->ucp);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_error("net: ucp_worker_create: %s", ucs_status_string(st));
 		w->ucp = NULL;
@@ -472,12 +581,14 @@ static void net_conn_close_ep(net_conn_t *c, int force)
 		.cb.send = net_close_cb,
 		.user_data = c,
 	};
+	net_fd_shared();
 	ucs_status_ptr_t r = ucp_ep_close_nbx(c->ep, &p);
-	if (r && !UCS_PTR_IS_ERR(r)) {
-		w->nclosing++;
-		return;   /* net_close_cb drops the list's ref */
-	}
-	net_conn_put(c);
+	if (r && !UCS_PTR_IS_ERR(r))
+		w->nclosing++;   /* net_close_cb drops the list's ref */
+	else
+		net_conn_put(c);
+	ucp_worker_progress(w->ucp);   /* drain what the close left missed */
+	net_fd_unlock();
 }
 
 int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
@@ -508,7 +619,7 @@ void net_worker_destroy(net_worker_t *w)
 				busy |= rx->kind == RX_RNDV_BUSY;
 			if (!busy || clock_now_ns() > deadline)
 				break;
-			ucp_worker_progress(w->ucp);
+			net_ucp_progress(w->ucp);
 		}
 		if (w->nclosing) {
 			/* Destroying the worker now would abort inside UCX; leak it. */
@@ -523,7 +634,9 @@ void net_worker_destroy(net_worker_t *w)
 				continue;   /* still owned by UCX; leak rather than crash */
 			net_rx_release(w, rx);
 		}
+		net_fd_exclusive();
 		ucp_worker_destroy(w->ucp);
+		net_fd_unlock();
 	}
 	while (w->mail_head) {
 		struct net_mail *m = w->mail_head;
@@ -594,7 +707,9 @@ static void net_accept(net_worker_t *w, struct net_mail *m)
 		.err_mode = net_err_mode(w),
 		.err_handler = { .cb = net_err_cb, .arg = w },
 	};
+	net_fd_exclusive();
 	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_warn("net: accepting %s: %s", m->peer, ucs_status_string(st));
 		free(c);
@@ -731,7 +846,7 @@ static int net_sockaddr(const char *host, uint16_t port, struct sockaddr_in *sa)
 /* Progress only UCX (no handlers) for at most ms milliseconds, sleeping on the fd. */
 static void net_ucx_wait(net_worker_t *w, int ms)
 {
-	if (ucp_worker_progress(w->ucp))
+	if (net_ucp_progress(w->ucp))
 		return;
 	if (ucp_worker_arm(w->ucp) == UCS_ERR_BUSY)
 		return;
@@ -760,7 +875,9 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 		.err_mode = net_err_mode(w),
 		.err_handler = { .cb = net_err_cb, .arg = w },
 	};
+	net_fd_exclusive();
 	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_debug("net: connect %s: %s", peer, ucs_status_string(st));
 		free(c);
@@ -876,7 +993,9 @@ int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **
 		.sockaddr = { .addr = (const struct sockaddr *)&sa, .addrlen = sizeof(sa) },
 		.conn_handler = { .cb = net_listen_cb, .arg = l },
 	};
+	net_fd_exclusive();
 	ucs_status_t st = ucp_listener_create(w->ucp, &lp, &l->ucp);
+	net_fd_unlock();
 	if (st != UCS_OK) {
 		log_error("net: listen on %s:%u: %s", host ? host : "*", port,
 			  ucs_status_string(st));
@@ -902,7 +1021,9 @@ void net_listener_destroy(net_listener_t *l)
 {
 	if (!l)
 		return;
+	net_fd_exclusive();
 	ucp_listener_destroy(l->ucp);
+	net_fd_unlock();
 	free(l->targets);
 	free(l);
 }
@@ -1000,7 +1121,7 @@ static int net_reap_lost(net_worker_t *w)
 int net_progress(net_worker_t *w)
 {
 	int n = 0;
-	while (ucp_worker_progress(w->ucp))
+	while (net_ucp_progress(w->ucp))
 		;
 	n += net_mail_drain(w);
 	if (w->rx_head) {

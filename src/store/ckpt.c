@@ -792,10 +792,13 @@ static void *page_writer_main(void *arg)
 		if (c->log && c->log_trigger && !c->armed && redo_status(c->log) == 0) {
 			uint64_t target = LOAD(&c->last_begin) + c->log_trigger;
 			c->armed = 1;
+			/* Lock order is trig->mu, then c->mu (trigger_fired): take the
+			 * callback's reference only after letting go of c->mu.  The
+			 * ckpt's own reference keeps trig alive meanwhile. */
+			pthread_mutex_unlock(&c->mu);
 			pthread_mutex_lock(&c->trig->mu);
 			c->trig->refs++;
 			pthread_mutex_unlock(&c->trig->mu);
-			pthread_mutex_unlock(&c->mu);
 			if (redo_notify(c->log, target, trigger_fired, c->trig))
 				trigger_put(c->trig);
 			pthread_mutex_lock(&c->mu);

@@ -730,11 +730,11 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&r->mu);
 	r->open_rc = rc;
 	r->open_done = 1;
+	uint64_t recs_done = r->records_appended;   /* appends may start once open_done */
 	pthread_cond_broadcast(&r->work_cv);
 	pthread_mutex_unlock(&r->mu);
 	if (rc)
 		return NULL;
-	uint64_t recs_done = r->records_appended;
 	for (;;) {
 		struct seg_bound bounds[REDO_MAX_BOUNDS];
 		pthread_mutex_lock(&r->mu);
