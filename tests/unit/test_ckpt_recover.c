@@ -7,7 +7,7 @@
  */
 #include "test_ckpt_model.h"
 
-struct bg { struct tmodel *m; unsigned rounds; volatile int done; };
+struct bg { struct tmodel *m; unsigned rounds; _Atomic int done; };
 
 static void *bg_main(void *p)
 {

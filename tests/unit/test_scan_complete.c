@@ -13,7 +13,7 @@
 
 static void mkkey(char *k, unsigned i)
 {
-	snprintf(k, 8, "r%05u", i);
+	snprintf(k, 8, "r%05u", i % 100000);   /* always 6 bytes */
 }
 
 static void load(lotus_session_t *s, lotus_table_t tb, unsigned n, size_t vlen)

@@ -33,7 +33,7 @@ static int read_key(lotus_session_t *s, lotus_table_t tb, const char *key, char 
 static void one(lotus_session_t *s, lotus_table_t tb, int bad, int bad_first, int exec)
 {
 	static char big[300], longkey[200];
-	char key[32], got[64];
+	char key[48], got[64];
 	lotus_txn_t *t;
 	memset(big, 'b', sizeof(big));
 	memset(longkey, 'k', sizeof(longkey));
