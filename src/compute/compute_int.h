@@ -123,6 +123,8 @@ struct txn_op {
 	uint16_t replies_due;
 	uint8_t local;       /* CO: an owned key, locked in this process */
 	uint8_t fill;        /* CO: fill the cache with the value read */
+	uint8_t remote;      /* CO: the owned key was also locked at its memory
+				server, so its write goes there in the COMMIT */
 	uint8_t ryw;         /* RYW_*: reads and empty scans answered by the client */
 	uint8_t observed;    /* a later read or scan saw this op's write: a later
 				write of the key stages a new op, never rewrites it */

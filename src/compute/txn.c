@@ -199,6 +199,7 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 	o->count = 0;
 	o->wlen = 0;
 	o->ryw = o->observed = o->finished = 0;
+	o->local = o->fill = o->remote = 0;
 	memcpy(o->key, key, klen);
 	return o;
 }
@@ -299,6 +300,12 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 		 * held (a blind X request, granted at once) and applies after it. */
 		o = NULL;
 		lock_op = OP_LOCK_X;
+	}
+	if (o && wkind == OP_DELETE && o->sent && o->local && !o->remote) {
+		/* CO: that X lock is only local (served by the cache); a delete
+		 * must reach the memory server, so it is an op of its own that
+		 * also locks the key there. */
+		o = NULL;
 	}
 	if (!o)
 		o = op_add(t, lock_op, tb, key, klen, &err);

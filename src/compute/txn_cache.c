@@ -14,11 +14,17 @@
  * local lock table with the same protocols, and caches the record data:
  *   read       local S/X lock; a cache hit needs no message; a miss reads
  *              from the memory server and fills the cache when the step ends
- *   update     local X lock; at commit the value goes into the cache, dirty,
- *              and reaches the memory server only when evicted (written back
- *              under the entry latch) or at a clean shutdown (rcache_flush)
- *   insert/delete  local X lock, then as usual remotely (write-through), so
- *              scans on the memory servers see every key
+ *   update     local X lock; of a cached key: at commit the value goes into
+ *              the cache, dirty, and reaches the memory server only when
+ *              evicted (written back under the entry latch) or at a clean
+ *              shutdown (rcache_flush)
+ *   insert/delete, and an update of a key the cache does not hold or that
+ *              the transaction deleted first: local X lock, then also the X
+ *              lock at the memory server, which applies the write in the
+ *              COMMIT (write-through); the cache gets the value afterwards.
+ * So a cached key always has its record on the memory server (a dirty entry
+ * only updates it), and a delete or insert is decided there.  A delete
+ * staged on an X lock the cache served gets an op of its own.
  * Keys it does not own behave as in non-partitioned mode (without hints).
  *
  * A local lock that must wait parks an op; the lock manager's notify (any
@@ -78,7 +84,28 @@ void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep 
 
 int txn_write_is_cached(const lotus_txn_t *t, const struct txn_op *o)
 {
-	return o->local && o->write == OP_LOCK_X && t->s->cl->cache;
+	return o->local && !o->remote && o->write == OP_LOCK_X && t->s->cl->cache;
+}
+
+/* Whether an owned key's op must also lock the key at its memory server, so
+ * that its write is applied there in the COMMIT: a delete or an insert
+ * (write-through, so the memory servers hold every key), and a write of a
+ * key the cache does not hold or that this transaction deletes first (the
+ * record may be absent there).  A cached entry thus always has its record
+ * on the memory server, and a dirty one only ever updates it. */
+static int local_deleted_before(lotus_txn_t *t, const struct txn_op *o)
+{
+	for (const struct txn_op *p = t->ops; p < o; p++)
+		if (p->write == OP_DELETE && p->table == o->table && p->klen == o->klen &&
+		    !memcmp(p->key, o->key, o->klen))
+			return 1;
+	return 0;
+}
+
+static int local_needs_server(lotus_txn_t *t, const struct txn_op *o)
+{
+	return o->op == OP_DELETE || o->write == OP_DELETE || o->write == OP_INSERT ||
+	       local_deleted_before(t, o);
 }
 
 void txn_cache_after_exec(lotus_txn_t *t)
@@ -120,11 +147,13 @@ int txn_cache_after_commit(lotus_txn_t *t)
 		if (!o->local)
 			continue;
 		int rc = 0;
-		if (o->write == OP_LOCK_X) {
+		if (o->write == OP_LOCK_X && !o->remote) {
 			rc = rcache_data_write(c->cache, o->table, o->key, o->klen, o->wval, o->wlen);
 			if (rc)
 				rc = write_through(t, o);
-		} else if (o->write == OP_INSERT) {
+		} else if (o->write != OP_DELETE) {
+			/* the memory server applied it: any cached value is older */
+			rcache_data_drop(c->cache, o->table, o->key, o->klen);
 			rcache_data_fill(c->cache, o->table, o->key, o->klen, o->wval, o->wlen);
 		} else {
 			rcache_data_drop(c->cache, o->table, o->key, o->klen);
@@ -150,8 +179,10 @@ static void local_continue(lotus_txn_t *t, struct txn_op *o, int rc)
 		txn_op_result(t, o, rc);
 		goto out;
 	}
-	int hit = 0;
-	if (c->cache && o->op != OP_DELETE && o->op != OP_LOCK_X) {
+	int hit = 0, through = local_needs_server(t, o);
+	if (c->cache && o->op == OP_LOCK_X && !through) {
+		hit = rcache_data_read(c->cache, o->table, o->key, o->klen, NULL, 0, &vlen);
+	} else if (c->cache && !through) {
 		uint32_t need = c->tables[o->table].max_value;
 		if (o->rcap < need) {
 			unsigned char *p = realloc(o->rval, need);
@@ -163,14 +194,25 @@ static void local_continue(lotus_txn_t *t, struct txn_op *o, int rc)
 		hit = o->rcap >= need &&
 		      rcache_data_read(c->cache, o->table, o->key, o->klen, o->rval, o->rcap, &vlen);
 	}
-	if (o->op == OP_LOCK_X || hit) {
-		if (hit)
+	if (o->op == OP_INSERT && c->cache && !local_deleted_before(t, o)) {
+		/* an insert is decided by the memory server unless the cache
+		 * holds the key (then it exists) */
+		hit = rcache_data_read(c->cache, o->table, o->key, o->klen, NULL, 0, &vlen);
+		if (hit) {
+			txn_op_result(t, o, LOTUS_EEXISTS);
+			t->s->ctr.local_hits++;
+			goto out;
+		}
+	}
+	if (hit) {
+		if (o->op != OP_LOCK_X)
 			o->rlen = vlen;
 		txn_op_result(t, o, hit && o->op == OP_INSERT ? LOTUS_EEXISTS : 0);
 		t->s->ctr.local_hits++;
 		goto out;
 	}
 	o->fill = o->op == OP_READ || o->op == OP_READ_X;
+	o->remote = 1;
 	rc = txn_op_send_remote(t, idx);
 	if (rc)
 		txn_op_result(t, o, rc);
