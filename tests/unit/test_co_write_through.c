@@ -4,7 +4,10 @@
  * the memory server even when the key's X lock was served by the cache (a
  * read-for-update hit), and a write of a key that is not on the memory
  * server yet (a blind write, or a write after the transaction's own delete)
- * creates it there, so a later delete finds it.  One compute process owns
+ * creates it there, so a later delete finds it.  Every committed write is
+ * on the memory server when the commit returns (write-through), so a scan,
+ * which the memory servers serve, sees an update of a cached key.  One
+ * compute process owns
  * every key (compute_count 1), one session, one transaction at a time.
  */
 #include "testutil.h"
@@ -125,6 +128,31 @@ static void delete_then_write(void)
 	EXPECT("dw", LOTUS_ENOTFOUND, "");
 }
 
+/* An update of a key the cache holds is on the memory server at once: a
+ * scan (served by the memory servers) returns it. */
+static void scan_sees_cached_update(void)
+{
+	lotus_txn_t *t;
+	const void *k, *v;
+	size_t kl, vl;
+	put("sc", "first");
+	EXPECT("sc", 0, "first");                /* now cached */
+	put("sc", "second");
+	CHECK_RC(lotus_txn_begin(s, &t));
+	int op = lotus_txn_scan(t, tb, "sc", 2, 1);
+	CHECK_RC(op);
+	CHECK_RC(lotus_txn_execute(t));
+	CHECK(lotus_txn_scan_rows(t, op) == 1);
+	CHECK_RC(lotus_txn_scan_row(t, op, 0, &k, &kl, &v, &vl));
+	if (kl != 2 || memcmp(k, "sc", 2) || vl != 6 || memcmp(v, "second", 6)) {
+		fprintf(stderr, "scan gave %.*s = %.*s, want sc = second\n", (int)kl,
+			(const char *)k, (int)vl, (const char *)v);
+		exit(1);
+	}
+	CHECK_RC(lotus_txn_commit(t));
+	lotus_txn_free(t);
+}
+
 int main(void)
 {
 	static const enum lotus_cc ccs[] = { LOTUS_NO_WAIT, LOTUS_WAIT_DIE, LOTUS_WOUND_WAIT };
@@ -150,6 +178,7 @@ int main(void)
 		read_for_update_hit_then_delete(1);
 		read_for_update_hit_then_delete(0);
 		delete_then_write();
+		scan_sees_cached_update();
 		lotus_session_close(s);
 		lotus_disconnect(cl);
 	}
