@@ -253,7 +253,6 @@ void txn_drain_ready(lotus_session_t *s);
 /* txn_cache.c: the record cache and CO partitioning on the transaction path */
 uint64_t txn_cache_hint(lotus_txn_t *t, const struct txn_op *o);
 void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep *r);
-void txn_cache_after_exec(lotus_txn_t *t);
 void txn_cache_after_commit(lotus_txn_t *t, int err);
 int txn_op_local(lotus_txn_t *t, unsigned idx);
 void txn_local_release(lotus_txn_t *t);

@@ -543,8 +543,6 @@ static void txn_exec_done(lotus_txn_t *t, int err)
 	if (!err)
 		txn_view_finish(t);
 	err = t->err;
-	if (!err)
-		txn_cache_after_exec(t);
 	if (err) {
 		t->state = TXN_FAILED;
 		t->sticky = err;

@@ -13,7 +13,7 @@
  * cluster_owns() true.  For them it runs concurrency control itself, in a
  * local lock table with the same protocols, and caches the record data:
  *   read       local S lock; a cache hit needs no message; a miss reads
- *              from the memory server and fills the cache when the step ends
+ *              from the memory server and fills the cache at commit
  *   read-for-update  local X lock, then read at the memory server (its X
  *              lock there is what a following write needs)
  *   write      (update, insert, delete) local X lock, then also the X lock
@@ -93,19 +93,6 @@ static int local_deleted_before(lotus_txn_t *t, const struct txn_op *o)
 	return 0;
 }
 
-void txn_cache_after_exec(lotus_txn_t *t)
-{
-	lotus_cluster_t *c = t->s->cl;
-	if (!c->cache || !co_mode(c))
-		return;
-	for (unsigned i = 0; i < t->nops; i++) {
-		struct txn_op *o = &t->ops[i];
-		if (o->fill && o->status == 0)
-			rcache_data_fill(c->cache, o->table, o->key, o->klen, o->rval, o->rlen);
-		o->fill = 0;
-	}
-}
-
 void txn_cache_after_commit(lotus_txn_t *t, int err)
 {
 	lotus_cluster_t *c = t->s->cl;
@@ -113,6 +100,13 @@ void txn_cache_after_commit(lotus_txn_t *t, int err)
 		return;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
+		if (o->fill && !err && o->status == 0 && co_mode(c))
+			/* a value read from the memory server: still the committed
+			 * one, as this txn held the key's lock until now.  Not at
+			 * the end of the read's step: a wounded reader would put
+			 * back a value its wounder has replaced since. */
+			rcache_data_fill(c->cache, o->table, o->key, o->klen, o->rval, o->rlen);
+		o->fill = 0;
 		if (!o->write || (!err && !txn_write_applies(o)))
 			continue;
 		if (!co_mode(c)) {
