@@ -49,7 +49,8 @@
  *                 keys back before deciding.  Late replies are dropped.
  * Co-partitioning: every write is also applied on its memory server at
  * commit (the owner's cache is a clean copy), so scans see committed writes.
- * A compute process must only touch the keys it owns.
+ * Only a key's owner may write it (or read it point-wise: its cache would
+ * not see another process's write); scans may cover every owner's keys.
  */
 #ifndef LOTUS_H
 #define LOTUS_H
