@@ -49,8 +49,8 @@
  *                 keys back before deciding.  Late replies are dropped.
  * Co-partitioning: every write is also applied on its memory server at
  * commit (the owner's cache is a clean copy), so scans see committed writes.
- * Only a key's owner may write it (or read it point-wise: its cache would
- * not see another process's write); scans may cover every owner's keys.
+ * Only a key's owner may write it (the owner's cache and local locks would
+ * miss another process's write); any process may read or scan any key.
  */
 #ifndef LOTUS_H
 #define LOTUS_H
