@@ -47,8 +47,10 @@
  *                 OUTCOME IS UNKNOWN; the writes may have landed on every,
  *                 some or no server (with a one-phase commit), so read the
  *                 keys back before deciding.  Late replies are dropped.
- * Known limit: with co-partitioning, committed updates may wait in the
- * owner's cache; scans read the memory servers and may not see them.
+ * Co-partitioning: every write is also applied on its memory server at
+ * commit (the owner's cache is a clean copy), so scans see committed writes.
+ * Only a key's owner may write it (the owner's cache and local locks would
+ * miss another process's write); any process may read or scan any key.
  */
 #ifndef LOTUS_H
 #define LOTUS_H

@@ -123,6 +123,8 @@ struct txn_op {
 	uint16_t replies_due;
 	uint8_t local;       /* CO: an owned key, locked in this process */
 	uint8_t fill;        /* CO: fill the cache with the value read */
+	uint8_t remote;      /* CO: the owned key was also locked at its memory
+				server, so its write goes there in the COMMIT */
 	uint8_t ryw;         /* RYW_*: reads and empty scans answered by the client */
 	uint8_t observed;    /* a later read or scan saw this op's write: a later
 				write of the key stages a new op, never rewrites it */
@@ -251,9 +253,7 @@ void txn_drain_ready(lotus_session_t *s);
 /* txn_cache.c: the record cache and CO partitioning on the transaction path */
 uint64_t txn_cache_hint(lotus_txn_t *t, const struct txn_op *o);
 void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep *r);
-void txn_cache_after_exec(lotus_txn_t *t);
-int txn_cache_after_commit(lotus_txn_t *t);
-int txn_write_is_cached(const lotus_txn_t *t, const struct txn_op *o);
+void txn_cache_after_commit(lotus_txn_t *t, int err);
 int txn_op_local(lotus_txn_t *t, unsigned idx);
 void txn_local_release(lotus_txn_t *t);
 int cluster_cache_create(lotus_cluster_t *c);

@@ -199,6 +199,7 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 	o->count = 0;
 	o->wlen = 0;
 	o->ryw = o->observed = o->finished = 0;
+	o->local = o->fill = o->remote = 0;
 	memcpy(o->key, key, klen);
 	return o;
 }
@@ -300,6 +301,14 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 		 * held (a blind X request, granted at once) and applies after it. */
 		o = NULL;
 		lock_op = OP_LOCK_X;
+	}
+	if (o && o->sent && o->local && !o->remote) {
+		/* CO: that op was served by the cache, without the memory
+		 * server's X lock; a write must be applied there, so it is an op
+		 * of its own that also locks the key there. */
+		o = NULL;
+		if (lock_op != OP_DELETE)
+			lock_op = OP_LOCK_X;
 	}
 	if (!o)
 		o = op_add(t, lock_op, tb, key, klen, &err);
@@ -535,8 +544,6 @@ static void txn_exec_done(lotus_txn_t *t, int err)
 	if (!err)
 		txn_view_finish(t);
 	err = t->err;
-	if (!err)
-		txn_cache_after_exec(t);
 	if (err) {
 		t->state = TXN_FAILED;
 		t->sticky = err;
@@ -566,6 +573,7 @@ static void txn_step_done(lotus_txn_t *t)
 			 * servers' cooperative termination decides.  Leave the
 			 * decision to them; the outcome is unknown to the caller. */
 			t->sticky = err;
+			txn_cache_after_commit(t, err);
 			txn_local_release(t);
 			t->state = TXN_DONE;
 			t->participants = 0;
@@ -583,8 +591,7 @@ static void txn_step_done(lotus_txn_t *t)
 		txn_commit_start(t);
 		return;
 	case TXN_COMMIT:
-		if (!err)
-			err = txn_cache_after_commit(t);
+		txn_cache_after_commit(t, err);
 		txn_local_release(t);
 		t->state = TXN_DONE;
 		t->participants = 0;
@@ -714,7 +721,7 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uin
 	wb->count = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (o->server != sv || !txn_write_applies(o) || txn_write_is_cached(t, o))
+		if (o->server != sv || !txn_write_applies(o))
 			continue;
 		struct wire_write w = {
 			.op = o->write, .table = c->tables[o->table].ids[sv], .key_len = o->klen,
@@ -736,7 +743,7 @@ static uint64_t txn_writers(lotus_txn_t *t)
 	uint64_t w = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (txn_write_applies(o) && !txn_write_is_cached(t, o))
+		if (txn_write_applies(o))
 			w |= 1ULL << o->server;
 	}
 	return w & t->participants;

@@ -12,13 +12,19 @@
  * Co-partitioned (--partitioning co): this compute server owns the keys with
  * cluster_owns() true.  For them it runs concurrency control itself, in a
  * local lock table with the same protocols, and caches the record data:
- *   read       local S/X lock; a cache hit needs no message; a miss reads
- *              from the memory server and fills the cache when the step ends
- *   update     local X lock; at commit the value goes into the cache, dirty,
- *              and reaches the memory server only when evicted (written back
- *              under the entry latch) or at a clean shutdown (rcache_flush)
- *   insert/delete  local X lock, then as usual remotely (write-through), so
- *              scans on the memory servers see every key
+ *   read       local S lock; a cache hit needs no message; a miss reads
+ *              from the memory server and fills the cache at commit
+ *   read-for-update  local X lock, then read at the memory server (its X
+ *              lock there is what a following write needs)
+ *   write      (update, insert, delete) local X lock, then also the X lock
+ *              at the memory server, which applies the write in the COMMIT
+ *              (write-through); after the commit the cache gets the value
+ *              (a delete drops it), after a failed or unknown commit it
+ *              forgets the key.  The cache is thus a clean copy of the
+ *              memory servers' committed data: a committed write survives
+ *              this process, and scans (memory-server S locks) see it.
+ *   insert     of a key the cache holds: LOTUS_EEXISTS without a message.
+ * A write staged on an op the cache served gets an op of its own.
  * Keys it does not own behave as in non-partitioned mode (without hints).
  *
  * A local lock that must wait parks an op; the lock manager's notify (any
@@ -76,66 +82,46 @@ void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep 
 
 /* ---- data (co-partitioned) ------------------------------------------------ */
 
-int txn_write_is_cached(const lotus_txn_t *t, const struct txn_op *o)
+/* Whether the transaction deletes o's key in an earlier op: the cache's
+ * copy is then not what o sees (an insert is decided by the server). */
+static int local_deleted_before(lotus_txn_t *t, const struct txn_op *o)
 {
-	return o->local && o->write == OP_LOCK_X && t->s->cl->cache;
+	for (const struct txn_op *p = t->ops; p < o; p++)
+		if (p->write == OP_DELETE && p->table == o->table && p->klen == o->klen &&
+		    !memcmp(p->key, o->key, o->klen))
+			return 1;
+	return 0;
 }
 
-void txn_cache_after_exec(lotus_txn_t *t)
+void txn_cache_after_commit(lotus_txn_t *t, int err)
 {
 	lotus_cluster_t *c = t->s->cl;
-	if (!c->cache || !co_mode(c))
+	if (!c->cache)
 		return;
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];
-		if (o->fill && o->status == 0)
+		if (o->fill && !err && o->status == 0 && co_mode(c))
+			/* a value read from the memory server: still the committed
+			 * one, as this txn held the key's lock until now.  Not at
+			 * the end of the read's step: a wounded reader would put
+			 * back a value its wounder has replaced since. */
 			rcache_data_fill(c->cache, o->table, o->key, o->klen, o->rval, o->rlen);
 		o->fill = 0;
-	}
-}
-
-/* A dirty value the cache could not take goes straight to its server. */
-static int write_through(lotus_txn_t *t, struct txn_op *o)
-{
-	lotus_cluster_t *c = t->s->cl;
-	return session_writeback(t->s, o->server, c->tables[o->table].ids[o->server], o->key,
-				 o->klen, o->wval, o->wlen);
-}
-
-int txn_cache_after_commit(lotus_txn_t *t)
-{
-	lotus_cluster_t *c = t->s->cl;
-	int err = 0;
-	if (!c->cache)
-		return 0;
-	for (unsigned i = 0; i < t->nops; i++) {
-		struct txn_op *o = &t->ops[i];
-		if (!txn_write_applies(o))
+		if (!o->write || (!err && !txn_write_applies(o)))
 			continue;
 		if (!co_mode(c)) {
-			if (o->write == OP_DELETE)
+			if (!err && o->write == OP_DELETE)
 				rcache_drop(c->cache, o->table, o->key, o->klen);
 			continue;
 		}
 		if (!o->local)
 			continue;
-		int rc = 0;
-		if (o->write == OP_LOCK_X) {
-			rc = rcache_data_write(c->cache, o->table, o->key, o->klen, o->wval, o->wlen);
-			if (rc)
-				rc = write_through(t, o);
-		} else if (o->write == OP_INSERT) {
+		/* the memory server holds the committed value; after a failed or
+		 * unknown commit nobody knows which, so the cache forgets it */
+		rcache_data_drop(c->cache, o->table, o->key, o->klen);
+		if (!err && o->write != OP_DELETE)
 			rcache_data_fill(c->cache, o->table, o->key, o->klen, o->wval, o->wlen);
-		} else {
-			rcache_data_drop(c->cache, o->table, o->key, o->klen);
-		}
-		if (rc && !err) {
-			log_error("co-partitioned write of a committed value failed: %s",
-				  lotus_strerror(rc));
-			err = rc;
-		}
 	}
-	return err;
 }
 
 /* The local lock is settled (rc 0: held): serve the op from the cache, or
@@ -151,7 +137,7 @@ static void local_continue(lotus_txn_t *t, struct txn_op *o, int rc)
 		goto out;
 	}
 	int hit = 0;
-	if (c->cache && o->op != OP_DELETE && o->op != OP_LOCK_X) {
+	if (c->cache && o->op == OP_READ) {
 		uint32_t need = c->tables[o->table].max_value;
 		if (o->rcap < need) {
 			unsigned char *p = realloc(o->rval, need);
@@ -163,14 +149,24 @@ static void local_continue(lotus_txn_t *t, struct txn_op *o, int rc)
 		hit = o->rcap >= need &&
 		      rcache_data_read(c->cache, o->table, o->key, o->klen, o->rval, o->rcap, &vlen);
 	}
-	if (o->op == OP_LOCK_X || hit) {
-		if (hit)
-			o->rlen = vlen;
-		txn_op_result(t, o, hit && o->op == OP_INSERT ? LOTUS_EEXISTS : 0);
+	if (o->op == OP_INSERT && c->cache && !local_deleted_before(t, o)) {
+		/* an insert is decided by the memory server unless the cache
+		 * holds the key (then it exists) */
+		hit = rcache_data_read(c->cache, o->table, o->key, o->klen, NULL, 0, &vlen);
+		if (hit) {
+			txn_op_result(t, o, LOTUS_EEXISTS);
+			t->s->ctr.local_hits++;
+			goto out;
+		}
+	}
+	if (hit) {
+		o->rlen = vlen;
+		txn_op_result(t, o, 0);
 		t->s->ctr.local_hits++;
 		goto out;
 	}
 	o->fill = o->op == OP_READ || o->op == OP_READ_X;
+	o->remote = 1;
 	rc = txn_op_send_remote(t, idx);
 	if (rc)
 		txn_op_result(t, o, rc);

@@ -993,8 +993,7 @@ static void usage(FILE *f)
 		"  --max-list N         delete a key instead of appending past N elements (default 40)\n"
 		"  --seconds S          run time (default 5)\n"
 		"  --txn-timeout S      abandon an attempt after S seconds as unknown (default 10)\n"
-		"  --scan-prob P        share of scan ops (default 0.08; 0 in co mode with\n"
-		"                       several compute servers)\n"
+		"  --scan-prob P        share of scan ops (default 0.08)\n"
 		"  --sticky P           share of transactions that stage an oversize value\n"
 		"                       on purpose and must then fail to commit (default 0)\n"
 		"  --ballast BYTES      insert records of BYTES into table laball (fill a server)\n"
@@ -1095,7 +1094,7 @@ static void parse_args(int argc, char **argv)
 		exit(2);
 	}
 	if (O.scan_prob < 0)
-		O.scan_prob = O.part == LOTUS_PART_CO && O.compute_count > 1 ? 0 : 0.08;
+		O.scan_prob = 0.08;
 }
 
 /* Co partitioning: this process touches only the keys it owns.  The owner of

@@ -5,7 +5,8 @@
 # report, and a clean one it must pass.  Then a short matrix of real rounds
 # over every protocol, batch mode and cache mode (none, location cache,
 # co-partitioned), plus the faults: kill -9 of a durable memory server, a
-# killed client process, a full memory server, sticky errors, a long scan of
+# killed client process (also co-partitioned: nothing committed may live only
+# in its cache), a full memory server, sticky errors, a long scan of
 # a static table.  Every round must show 0 anomalies.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
@@ -20,6 +21,7 @@ scripts/check-serializable --json --seconds 4 --clients 3 \
   --round wound_wait:inter:co:none \
   --round wait_die:inter:none:kill-server \
   --round no_wait:intra:loc:kill-client \
+  --round wound_wait:intra:co:kill-client \
   --round wound_wait:intra:none:sticky \
   --round wait_die:intra:none:full \
   --round wound_wait:none:none:bigscan >"$out"

@@ -245,12 +245,8 @@ int main(void)
 		CHECK_RC(lotus_table_create(s, "ryw", 64, &tb));
 		upsert_after_read_for_update();
 		read_your_writes();
-		/* co-partitioned writes of owned keys wait in the cache, where the
-		 * servers' scans cannot see them (a known limit, see lotus.h) */
-		if (!configs[i].co) {
-			scan_your_writes();
-			scan_past_own_deletes();
-		}
+		scan_your_writes();
+		scan_past_own_deletes();
 		lotus_session_close(s);
 		lotus_disconnect(cl);
 	}
