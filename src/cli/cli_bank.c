@@ -47,7 +47,7 @@ static int report(const struct bank_opts *o, int rc, const struct bank_run_resul
 {
 	if (rc) {
 		fprintf(stderr, "lotus bank: %s\n", run->message[0] ? run->message : lotus_strerror(rc));
-		return 1;
+		return run->refused ? 2 : 1;
 	}
 	if (o->run)
 		bank_print_run(stdout, o, run, json);
