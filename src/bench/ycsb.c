@@ -522,7 +522,7 @@ static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), i
 			srv_read(snap->s, snap->nservers, snap->v, snap->ok);
 			snap->taken = true;
 		}
-		if (clock_now_ns() - last >= 1000000000ULL && !sh->o->quiet) {
+		if (progress && clock_now_ns() - last >= 1000000000ULL && !sh->o->quiet) {
 			last = clock_now_ns();
 			uint64_t l = atomic_load(&sh->loaded);
 			fprintf(stderr, "ycsb: loading %llu/%llu records (%.0f%%)\n",

@@ -54,6 +54,12 @@ grep -Eq '^ +server +acquires +waits' "$dir/h.txt" || fail "no server counter ta
 grep -Eq '^ +total +[0-9]+' "$dir/h.txt" || fail "no total row: $(cat "$dir/h.txt")"
 echo "ok: server counters as a table"
 
+# Load progress is printed while loading only, not during the run.
+"$L" ycsb --config "$CLUSTER_INI" --threads 1 --no-load --records 500 --seconds 2.5 \
+    --warmup 0 >/dev/null 2>"$dir/p.err" || fail "run with progress: $(cat "$dir/p.err")"
+grep -q 'loading' "$dir/p.err" && fail "--no-load run prints load progress: $(cat "$dir/p.err")"
+echo "ok: no load progress during a run"
+
 sed 's/^\[cluster\]$/[cluster]\ncompute_servers = 2/' "$CLUSTER_INI" >"$dir/c2.ini"
 grep -q "compute_servers = 2" "$dir/c2.ini" || fail "could not write c2.ini"
 "$L" ycsb --config "$dir/c2.ini" --threads 1 --quiet --no-load --records 500 --seconds 0.5 \
