@@ -707,8 +707,21 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 {
 	const struct ycsb_opts *o = sh->o;
 	int rc = lotus_table_create(ths[0].s, "usertable", o->record_size, &sh->table);
+	if (rc == LOTUS_EEXISTS) {
+		/* It exists with another record size: say which. */
+		lotus_table_t tb;
+		uint32_t have = lotus_table_open(ths[0].s, "usertable", &tb) == 0
+				? lotus_table_max_value(ths[0].s, tb) : 0;
+		if (have)
+			snprintf(res->message, sizeof(res->message), "the table usertable holds "
+				 "records of %u B, not --record-size %u: give the --record-size it was "
+				 "loaded with%s", have, o->record_size,
+				 o->no_load ? "" : ", or load a fresh cluster");
+	}
 	if (rc) {
-		log_error("ycsb: cannot create the table: %s", lotus_strerror(rc));
+		if (!res->message[0])
+			snprintf(res->message, sizeof(res->message), "cannot create the table "
+				 "usertable: %s", lotus_strerror(rc));
 		return rc;
 	}
 	if (!o->no_load) {

@@ -37,6 +37,12 @@ out=$(Y --no-load --records 1000 --seconds 1 2>&1 >/dev/null); rc=$?
 [ $rc -eq 1 ] || fail "--no-load on a smaller table exited $rc, want 1"
 echo "$out" | grep -q "fewer records than --records 1000" || fail "--no-load on a smaller table: $out"
 echo "ok: $out"
+out=$(Y --no-load --records 500 --record-size 512 --seconds 1 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] || fail "--no-load with another --record-size exited $rc, want 1"
+echo "$out" | grep -q "records of 1024 B, not --record-size 512" \
+  || fail "--no-load with another --record-size: $out"
+[ "$(echo "$out" | wc -l)" -eq 1 ] || fail "more than one error line: $out"
+echo "ok: $out"
 
 for run in 1 2; do
   Y --no-load --records 500 --txns 200 --json >"$dir/r$run.json" 2>"$dir/r$run.err" \
