@@ -295,7 +295,7 @@ static void slot_retry(struct slot *sl, int why)
 	if (rc == 0)
 		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
 	if (rc) {
-		log_error("ycsb: cannot retry: %s", lotus_strerror(rc));
+		log_error("cannot retry: %s", lotus_strerror(rc));
 		th->error = rc;
 		sl->busy = 0;
 		th->active--;
@@ -312,7 +312,7 @@ static void slot_fail(struct slot *sl, int rc)
 {
 	struct ycsb_thread *th = sl->th;
 	if (!lotus_err_retryable(rc) && rc != LOTUS_EUNAVAIL) {
-		log_error("ycsb: transaction failed: %s", lotus_strerror(rc));
+		log_error("transaction failed: %s", lotus_strerror(rc));
 		th->error = rc;
 	}
 	if (rc == LOTUS_EUNAVAIL) {
@@ -329,7 +329,7 @@ static void on_commit(lotus_txn_t *t, int rc, void *arg)
 	struct slot *sl = arg;
 	struct ycsb_thread *th = sl->th;
 	if (rc && !lotus_err_retryable(rc)) {
-		log_error("ycsb: commit failed: %s", lotus_strerror(rc));
+		log_error("commit failed: %s", lotus_strerror(rc));
 		th->error = rc;
 		sl->busy = 0;
 		th->active--;
@@ -399,7 +399,7 @@ static void slot_start(struct slot *sl)
 	if (rc == 0)
 		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
 	if (rc) {
-		log_error("ycsb: cannot start a transaction: %s", lotus_strerror(rc));
+		log_error("cannot start a transaction: %s", lotus_strerror(rc));
 		th->error = rc;
 		return;
 	}
@@ -790,7 +790,7 @@ int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res)
 	if (o->dist >= 0)
 		sh.dist = (enum key_dist)o->dist;
 	if (o->trace_keys && !(sh.trace = fopen(o->trace_keys, "w"))) {
-		log_error("ycsb: cannot write %s: %s", o->trace_keys, strerror(errno));
+		log_error("cannot write %s: %s", o->trace_keys, strerror(errno));
 		return -errno;
 	}
 	rc = lotus_connect(&o->lo, &sh.cl);

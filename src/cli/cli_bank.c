@@ -42,11 +42,14 @@ static void set_spin(unsigned threads, unsigned local, unsigned sthreads)
 		setenv("LOTUS_NET_SPIN_US", "0", 1);
 }
 
-static int report(const struct bank_opts *o, int rc, const struct bank_run_result *run,
+static int report(const struct bank_opts *o, int rc, unsigned logged, const struct bank_run_result *run,
 		  const struct bank_verify_result *ver, bool json)
 {
 	if (rc) {
-		fprintf(stderr, "lotus bank: %s\n", run->message[0] ? run->message : lotus_strerror(rc));
+		/* One line per error: a line the library logged already names it. */
+		if (log_error_count() == logged)
+			fprintf(stderr, "lotus bank: %s\n", run->message[0] ? run->message
+				: lotus_strerror(rc));
 		return run->refused ? 2 : 1;
 	}
 	if (o->run)
@@ -158,6 +161,7 @@ int cmd_bank(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	struct bank_run_result run;
 	struct bank_verify_result ver;
+	unsigned logged = log_error_count();
 	rc = bank_main(&o, &run, &ver);
-	return report(&o, rc, &run, &ver, json);
+	return report(&o, rc, logged, &run, &ver, json);
 }

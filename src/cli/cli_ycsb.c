@@ -172,9 +172,13 @@ int cmd_ycsb(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	struct ycsb_result res;
+	unsigned logged = log_error_count();
 	rc = ycsb_run(&o, &res);
 	if (rc) {
-		fprintf(stderr, "lotus ycsb: %s\n", res.message[0] ? res.message : lotus_strerror(rc));
+		/* One line per error: an error line already says more than the code. */
+		if (res.message[0] || log_error_count() == logged)
+			fprintf(stderr, "lotus ycsb: %s\n", res.message[0] ? res.message
+				: lotus_strerror(rc));
 		return 1;
 	}
 	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport : "tcp",
