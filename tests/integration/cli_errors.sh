@@ -19,6 +19,8 @@ expect2 ycsb --bogus 1
 expect2 ycsb --ops-per-txn 0
 expect2 memserver --listen nocolon
 expect2 memserver
+expect2 memserver --listen 127.0.0.1:0 --memory 0
+expect2 memserver --listen 127.0.0.1:0 --memory 4K
 expect2 netbench --outstanding x
 expect2 iobench --nope
 "$L" ycsb --help | grep -q -- '--records' || fail "ycsb --help lacks --records"
