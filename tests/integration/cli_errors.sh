@@ -54,3 +54,12 @@ for cmd in "ycsb --seconds 1" "bank --seconds 1 --ledger $dir/down.ledger"; do
   echo "$out" | grep -q "cannot reach memory server 0" || fail "lotus $cmd: unclear: $out"
   echo "ok: lotus ${cmd%% *} -> $out"
 done
+
+# A data dir too big for --memory names both sizes in units that show them.
+"$L" ycsb --local 1 --server-threads 1 --server-memory 32M --data-dir "$dir/dd" --records 2000 \
+    --no-run --quiet >/dev/null 2>"$dir/dd.err" || fail "load of a data dir: $(cat "$dir/dd.err")"
+out=$(timeout 20 "$L" memserver --listen 127.0.0.1:0 --threads 1 --data-dir "$dir/dd/ms0" \
+      --memory 256K 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] || fail "memserver on a too small pool exited $rc, want 1 ($out)"
+echo "$out" | grep -q "this server has 256 KiB" || fail "pool size not shown: $out"
+echo "ok: $(echo "$out" | head -n1)"
