@@ -17,6 +17,8 @@ expect2 ycsb --workload Z
 expect2 ycsb --zipf
 expect2 ycsb --bogus 1
 expect2 ycsb --ops-per-txn 0
+expect2 ycsb --records 10 --ops-per-txn 16
+expect2 ycsb --txns 0
 expect2 memserver --listen nocolon
 expect2 memserver
 expect2 memserver --listen 127.0.0.1:0 --memory 0
