@@ -356,7 +356,7 @@ int durbench_main(int argc, char **argv)
 		{ "record", OPT_SIZE, &c.record, "BYTES", "log: payload bytes (default 200)", NULL, 0, 4096 },
 		{ "only", OPT_CHOICE, &c.only, "WHAT", "run one part: the redo log writer, checkpoints, or "
 		  "recovery (default all)", db_only },
-		{ "json", OPT_FLAG, &c.json, NULL, "one JSON object per line" },
+		{ "json", OPT_FLAG, &c.json, NULL, "print JSON Lines: one object per result, one per line" },
 		{ "keep", OPT_FLAG, &c.keep, NULL, "keep the work directory" },
 		{ "quiet", OPT_FLAG, &c.quiet, NULL, "no progress lines on stderr" },
 		{ NULL, OPT_FLAG, NULL, NULL, NULL },

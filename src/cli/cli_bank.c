@@ -108,7 +108,7 @@ int cmd_bank(int argc, char **argv)
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start" },
 		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
-		{ "json", OPT_FLAG, &json, NULL, "print JSON objects (one per line: run, then verify)" },
+		{ "json", OPT_FLAG, &json, NULL, "print JSON Lines: one object per line (the run, then the verify)" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
 		{ 0 },
 	};
