@@ -956,7 +956,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"reqs_per_msg\":%.2f},\"cc_stats\":%s,"
 			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
 			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
-			"\"local_hits\":%llu},\"digest\":\"%016llx\",\"digest_rows\":%llu}\n",
+			"\"local_hits\":%llu}",
 			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
 			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
@@ -974,8 +974,11 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			r->cc_stats[0] ? r->cc_stats : "{}", (unsigned long long)r->cache.hits,
 			(unsigned long long)r->cache.misses, hit_rate,
 			(unsigned long long)r->cache.stale_hints, (unsigned long long)r->cache.evictions,
-			(unsigned long long)r->cache.writebacks, (unsigned long long)r->net.local_hits,
-			(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
+			(unsigned long long)r->cache.writebacks, (unsigned long long)r->net.local_hits);
+		if (o->digest)   /* no digest was computed without --digest */
+			fprintf(f, ",\"digest\":\"%016llx\",\"digest_rows\":%llu",
+				(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
+		fprintf(f, "}\n");
 		return;
 	}
 	fprintf(f, "lotus ycsb: workload %c, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"

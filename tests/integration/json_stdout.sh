@@ -32,6 +32,8 @@ check() {
 "$L" ycsb --local 2 --records 1000 --seconds 0.5 --warmup 0 --threads 1 --server-threads 1 \
   --json --quiet >"$dir/ycsb" 2>"$dir/err" || fail "ycsb: $(tail -n3 "$dir/err")"
 check ycsb "$dir/ycsb"
+/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert "digest" not in r, r["digest"]' \
+  "$dir/ycsb" || fail "ycsb --json without --digest prints a digest"
 
 "$L" bank --local 2 --ledger "$dir/ledger" --seconds 0.5 --accounts 50 --threads 1 \
   --server-threads 1 --verify --json --quiet >"$dir/bank" 2>"$dir/err" ||
