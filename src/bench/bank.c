@@ -576,7 +576,8 @@ static int fail_msg(char *msg, size_t len, int rc, const char *fmt, ...)
 }
 
 /* Create the accounts on a first run, or continue the existing bank. */
-static int bank_setup(struct bank_shared *sh, lotus_session_t *s, struct bank_run_result *res)
+static int bank_setup(struct bank_shared *sh, lotus_session_t *s, struct bank_run_result *res,
+		      size_t ledger_transfers)
 {
 	const struct bank_opts *o = sh->o;
 	struct accounts_view a = { 0 };
@@ -584,6 +585,13 @@ static int bank_setup(struct bank_shared *sh, lotus_session_t *s, struct bank_ru
 	if (rc) {
 		rc = fail_msg(res->message, sizeof(res->message), rc, "cannot read %s: %s",
 			      TB_ACCOUNTS, lotus_strerror(rc));
+	} else if (a.n == 0 && ledger_transfers) {
+		/* A new bank would be verified against an old bank's transfers. */
+		res->refused = true;
+		rc = fail_msg(res->message, sizeof(res->message), LOTUS_ECONFIG,
+			      "the ledger %s holds %zu transfers of an earlier bank, but the cluster "
+			      "holds no bank (a new --data-dir or cluster?); use a new --ledger",
+			      o->ledger, ledger_transfers);
 	} else if (a.n == 0) {
 		sh->naccounts = o->accounts;
 		sh->opening = o->opening;
@@ -1036,7 +1044,7 @@ static int bank_run(struct bank_shared *sh, lotus_session_t *s, struct bank_run_
 	if (rc)
 		return fail_msg(res->message, sizeof(res->message), rc, "cannot read the ledger %s: %s",
 				o->ledger, lotus_strerror(rc));
-	rc = bank_setup(sh, s, res);
+	rc = bank_setup(sh, s, res, ld.nacks + ld.nmaybes);
 	if (rc == 0 && (rc = pick_run_id(sh, s, &ld)) != 0)
 		fail_msg(res->message, sizeof(res->message), rc, "cannot pick a run id: %s",
 			 lotus_strerror(rc));
@@ -1271,6 +1279,23 @@ int bank_main(const struct bank_opts *o, struct bank_run_result *run,
 	int lock_fd = ledger_lock(o->ledger, o->run, run->message, sizeof(run->message));
 	if (lock_fd == -2)
 		return -EBUSY;
+	if (o->run && o->lo.local_servers > 0 && !o->lo.data_dir && lock_fd >= 0) {
+		/* A plain --local cluster starts empty: an earlier run's transfers
+		 * cannot be in it, so --verify would report them all missing. */
+		struct ledger_data ld;
+		int lrc = ledger_read(o->ledger, &ld, true);
+		size_t n = ld.nacks + ld.nmaybes;
+		ledger_data_free(&ld);
+		if (lrc == 0 && n) {
+			run->refused = true;
+			snprintf(run->message, sizeof(run->message), "the ledger %s holds %zu transfers "
+				 "of an earlier bank, but a --local cluster starts empty; use a new "
+				 "--ledger, or --data-dir / --config for a cluster that keeps its data",
+				 o->ledger, n);
+			close(lock_fd);
+			return LOTUS_ECONFIG;
+		}
+	}
 	int rc = lotus_connect(&o->lo, &sh.cl);
 	if (rc) {
 		fail_msg(run->message, sizeof(run->message), rc, "cannot connect: %s",

@@ -43,7 +43,8 @@ struct bank_run_result {
 	double seconds;
 	unsigned servers;
 	int error;                /* 0, LOTUS_EUNAVAIL (server lost) or the first failure */
-	char message[256];        /* one line describing error, or "" */
+	bool refused;             /* the ledger does not fit the cluster: nothing ran (exit 2) */
+	char message[320];        /* one line describing error, or "" */
 };
 
 struct bank_verify_result {

@@ -14,19 +14,22 @@
  *            seconds and MB/s
  *
  * Files go to a fresh directory under --dir (default $TMPDIR, else .), which
- * is removed at the end unless --keep.  --json prints one object per line.
+ * is removed at the end unless --keep, also after Ctrl-C or SIGTERM (the
+ * benchmark runs in a child process).  --json prints one object per line.
  * Progress goes to stderr (unless --quiet): a line as each step starts, and
  * one a second while the store fills.
  * The entry point is durbench_main(); the CLI hooks it as `lotus durbench`.
  */
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include "cli/opts.h"
 #include "common/clock.h"
 #include "common/common.h"
@@ -296,6 +299,52 @@ static int run_all(struct db_cfg *c)
 	return rc;
 }
 
+static volatile sig_atomic_t db_child;
+
+static void db_forward(int sig)
+{
+	if (db_child > 0)
+		kill((pid_t)db_child, sig);
+}
+
+/* Run the benchmark in a child, so that Ctrl-C (or SIGTERM) stops it wherever
+ * it is and this process still removes the work directory.  The exit status
+ * of the child, or 130 after a signal. */
+static int run_in_child(struct db_cfg *c)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		int rc = run_all(c);
+		if (rc)
+			fprintf(stderr, "lotus durbench: %s\n", lotus_strerror(rc));
+		fflush(NULL);
+		_exit(rc ? 1 : 0);
+	}
+	if (pid < 0) {
+		int rc = run_all(c);
+		if (rc)
+			fprintf(stderr, "lotus durbench: %s\n", lotus_strerror(rc));
+		return rc ? 1 : 0;
+	}
+	db_child = pid;
+	struct sigaction sa = { .sa_handler = db_forward };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFSIGNALED(st)) {
+		fprintf(stderr, "lotus durbench: interrupted (%s)%s\n", strsignal(WTERMSIG(st)),
+			c->keep ? "" : "; the work directory is removed");
+		return 130;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
 int durbench_main(int argc, char **argv)
 {
 	struct db_cfg c = { .size = 1ull << 30, .seconds = 2, .threads = 4, .record = 200 };
@@ -307,7 +356,7 @@ int durbench_main(int argc, char **argv)
 		{ "record", OPT_SIZE, &c.record, "BYTES", "log: payload bytes (default 200)", NULL, 0, 4096 },
 		{ "only", OPT_CHOICE, &c.only, "WHAT", "run one part: the redo log writer, checkpoints, or "
 		  "recovery (default all)", db_only },
-		{ "json", OPT_FLAG, &c.json, NULL, "one JSON object per line" },
+		{ "json", OPT_FLAG, &c.json, NULL, "print JSON Lines: one object per result, one per line" },
 		{ "keep", OPT_FLAG, &c.keep, NULL, "keep the work directory" },
 		{ "quiet", OPT_FLAG, &c.quiet, NULL, "no progress lines on stderr" },
 		{ NULL, OPT_FLAG, NULL, NULL, NULL },
@@ -326,10 +375,8 @@ int durbench_main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
-	rc = run_all(&c);
-	if (rc)
-		fprintf(stderr, "lotus durbench: %s\n", lotus_strerror(rc));
+	rc = run_in_child(&c);
 	if (!c.keep)
 		nftw(c.work, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	return rc ? 1 : 0;
+	return rc;
 }

@@ -295,7 +295,7 @@ static void slot_retry(struct slot *sl, int why)
 	if (rc == 0)
 		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
 	if (rc) {
-		log_error("ycsb: cannot retry: %s", lotus_strerror(rc));
+		log_error("cannot retry: %s", lotus_strerror(rc));
 		th->error = rc;
 		sl->busy = 0;
 		th->active--;
@@ -312,7 +312,7 @@ static void slot_fail(struct slot *sl, int rc)
 {
 	struct ycsb_thread *th = sl->th;
 	if (!lotus_err_retryable(rc) && rc != LOTUS_EUNAVAIL) {
-		log_error("ycsb: transaction failed: %s", lotus_strerror(rc));
+		log_error("transaction failed: %s", lotus_strerror(rc));
 		th->error = rc;
 	}
 	if (rc == LOTUS_EUNAVAIL) {
@@ -329,7 +329,7 @@ static void on_commit(lotus_txn_t *t, int rc, void *arg)
 	struct slot *sl = arg;
 	struct ycsb_thread *th = sl->th;
 	if (rc && !lotus_err_retryable(rc)) {
-		log_error("ycsb: commit failed: %s", lotus_strerror(rc));
+		log_error("commit failed: %s", lotus_strerror(rc));
 		th->error = rc;
 		sl->busy = 0;
 		th->active--;
@@ -399,7 +399,7 @@ static void slot_start(struct slot *sl)
 	if (rc == 0)
 		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
 	if (rc) {
-		log_error("ycsb: cannot start a transaction: %s", lotus_strerror(rc));
+		log_error("cannot start a transaction: %s", lotus_strerror(rc));
 		th->error = rc;
 		return;
 	}
@@ -522,7 +522,7 @@ static int spawn_all(struct ycsb_thread *ths, unsigned n, void *(*fn)(void *), i
 			srv_read(snap->s, snap->nservers, snap->v, snap->ok);
 			snap->taken = true;
 		}
-		if (clock_now_ns() - last >= 1000000000ULL && !sh->o->quiet) {
+		if (progress && clock_now_ns() - last >= 1000000000ULL && !sh->o->quiet) {
 			last = clock_now_ns();
 			uint64_t l = atomic_load(&sh->loaded);
 			fprintf(stderr, "ycsb: loading %llu/%llu records (%.0f%%)\n",
@@ -707,8 +707,21 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 {
 	const struct ycsb_opts *o = sh->o;
 	int rc = lotus_table_create(ths[0].s, "usertable", o->record_size, &sh->table);
+	if (rc == LOTUS_EEXISTS) {
+		/* It exists with another record size: say which. */
+		lotus_table_t tb;
+		uint32_t have = lotus_table_open(ths[0].s, "usertable", &tb) == 0
+				? lotus_table_max_value(ths[0].s, tb) : 0;
+		if (have)
+			snprintf(res->message, sizeof(res->message), "the table usertable holds "
+				 "records of %u B, not --record-size %u: give the --record-size it was "
+				 "loaded with%s", have, o->record_size,
+				 o->no_load ? "" : ", or load a fresh cluster");
+	}
 	if (rc) {
-		log_error("ycsb: cannot create the table: %s", lotus_strerror(rc));
+		if (!res->message[0])
+			snprintf(res->message, sizeof(res->message), "cannot create the table "
+				 "usertable: %s", lotus_strerror(rc));
 		return rc;
 	}
 	if (!o->no_load) {
@@ -777,7 +790,7 @@ int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res)
 	if (o->dist >= 0)
 		sh.dist = (enum key_dist)o->dist;
 	if (o->trace_keys && !(sh.trace = fopen(o->trace_keys, "w"))) {
-		log_error("ycsb: cannot write %s: %s", o->trace_keys, strerror(errno));
+		log_error("cannot write %s: %s", o->trace_keys, strerror(errno));
 		return -errno;
 	}
 	rc = lotus_connect(&o->lo, &sh.cl);
@@ -943,7 +956,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"reqs_per_msg\":%.2f},\"cc_stats\":%s,"
 			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
 			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
-			"\"local_hits\":%llu},\"digest\":\"%016llx\",\"digest_rows\":%llu}\n",
+			"\"local_hits\":%llu}",
 			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
 			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
@@ -961,8 +974,11 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			r->cc_stats[0] ? r->cc_stats : "{}", (unsigned long long)r->cache.hits,
 			(unsigned long long)r->cache.misses, hit_rate,
 			(unsigned long long)r->cache.stale_hints, (unsigned long long)r->cache.evictions,
-			(unsigned long long)r->cache.writebacks, (unsigned long long)r->net.local_hits,
-			(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
+			(unsigned long long)r->cache.writebacks, (unsigned long long)r->net.local_hits);
+		if (o->digest)   /* no digest was computed without --digest */
+			fprintf(f, ",\"digest\":\"%016llx\",\"digest_rows\":%llu",
+				(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
+		fprintf(f, "}\n");
 		return;
 	}
 	fprintf(f, "lotus ycsb: workload %c, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"

@@ -42,12 +42,15 @@ static void set_spin(unsigned threads, unsigned local, unsigned sthreads)
 		setenv("LOTUS_NET_SPIN_US", "0", 1);
 }
 
-static int report(const struct bank_opts *o, int rc, const struct bank_run_result *run,
+static int report(const struct bank_opts *o, int rc, unsigned logged, const struct bank_run_result *run,
 		  const struct bank_verify_result *ver, bool json)
 {
 	if (rc) {
-		fprintf(stderr, "lotus bank: %s\n", run->message[0] ? run->message : lotus_strerror(rc));
-		return 1;
+		/* One line per error: a line the library logged already names it. */
+		if (log_error_count() == logged)
+			fprintf(stderr, "lotus bank: %s\n", run->message[0] ? run->message
+				: lotus_strerror(rc));
+		return run->refused ? 2 : 1;
 	}
 	if (o->run)
 		bank_print_run(stdout, o, run, json);
@@ -105,7 +108,7 @@ int cmd_bank(int argc, char **argv)
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start" },
 		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
-		{ "json", OPT_FLAG, &json, NULL, "print JSON objects (one per line: run, then verify)" },
+		{ "json", OPT_FLAG, &json, NULL, "print JSON Lines: one object per line (the run, then the verify)" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
 		{ 0 },
 	};
@@ -158,6 +161,7 @@ int cmd_bank(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	struct bank_run_result run;
 	struct bank_verify_result ver;
+	unsigned logged = log_error_count();
 	rc = bank_main(&o, &run, &ver);
-	return report(&o, rc, &run, &ver, json);
+	return report(&o, rc, logged, &run, &ver, json);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "store/store.h"
 #include "common/common.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -156,6 +157,11 @@ int cmd_memserver(int argc, char **argv)
 		return cli_fail("memserver", "give --listen HOST:PORT or --config FILE");
 	if (config && peers)
 		return cli_fail("memserver", "--peers is for servers without --config (the config names the peers)");
+	/* The store needs two pages; less would fail later as "Invalid argument". */
+	if (memory < 2 * STORE_DEFAULT_PAGE)
+		return cli_fail("memserver", "%s %llu bytes is too small: a memory server needs at "
+				"least %uK", cli_find(opts, "memory")->seen ? "--memory" : "memory =",
+				(unsigned long long)memory, 2 * STORE_DEFAULT_PAGE / 1024);
 	o.host = host;
 	o.port = port;
 	o.threads = (unsigned)threads;

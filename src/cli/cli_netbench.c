@@ -161,7 +161,7 @@ int cmd_netbench(int argc, char **argv)
 		  .max = 10000000 },
 		{ "connect", OPT_STR, &connect, "HOST:PORT", "use a running `netbench --serve` server" },
 		{ "serve", OPT_STR, &serve, "HOST:PORT", "be the server: echo messages until SIGINT/TERM" },
-		{ "json", OPT_FLAG, &json, NULL, "print one JSON object per run instead of the table" },
+		{ "json", OPT_FLAG, &json, NULL, "print JSON Lines (one object per run, one per line) instead of the table" },
 		{ 0 },
 	};
 	int rc = cli_parse("netbench",

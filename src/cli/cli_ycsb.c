@@ -77,7 +77,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "cache-admit", OPT_DOUBLE, &admit, "P", "probability that a cache miss is admitted (default 1)", .min = 0, .max = 1 },
 		{ "group-size", OPT_U64, &group, "N", "threads per sending group under --batch inter (default 8)", .min = 1, .max = 64 },
 		{ "spin-us", OPT_U64, &spin, "US", "busy-poll before sleeping (default: 100, or 0 when threads outnumber cores)", .max = 1000000 },
-		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds" },
+		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds", .min = 1, .max = 1e12 },
 		{ "digest", OPT_FLAG, &digest, NULL, "read the whole table at the end and print its digest" },
 		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading: the table is already there (checked: an empty or "
 		  "smaller table is an error)" },
@@ -95,6 +95,10 @@ int cmd_ycsb(int argc, char **argv)
 		return rc == 1 ? 0 : rc;
 	if (config && cli_find(opts, "local")->seen)
 		return cli_fail("ycsb", "--config and --local exclude each other");
+	if (records < ops)
+		return cli_fail("ycsb", "--records %llu is fewer than --ops-per-txn %llu: a transaction "
+				"needs that many distinct keys", (unsigned long long)records,
+				(unsigned long long)ops);
 	o.workload = workloads[wl][0];
 	o.records = records;
 	o.record_size = (uint32_t)rsize;
@@ -172,9 +176,13 @@ int cmd_ycsb(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	struct ycsb_result res;
+	unsigned logged = log_error_count();
 	rc = ycsb_run(&o, &res);
 	if (rc) {
-		fprintf(stderr, "lotus ycsb: %s\n", res.message[0] ? res.message : lotus_strerror(rc));
+		/* One line per error: an error line already says more than the code. */
+		if (res.message[0] || log_error_count() == logged)
+			fprintf(stderr, "lotus ycsb: %s\n", res.message[0] ? res.message
+				: lotus_strerror(rc));
 		return 1;
 	}
 	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport : "tcp",

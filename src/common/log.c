@@ -8,6 +8,12 @@
 
 static char log_tag[32] = "lotus";
 static int log_level = -1;
+static _Atomic unsigned log_errors;
+
+unsigned log_error_count(void)
+{
+	return log_errors;
+}
 
 void log_set_tag(const char *tag)
 {
@@ -44,4 +50,6 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "%s\n", line);
+	if (lvl == LOG_ERROR)
+		log_errors++;
 }

@@ -9,6 +9,9 @@ enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 void log_set_tag(const char *tag);
 void log_set_level(enum log_level lvl);
 int log_enabled(enum log_level lvl);
+/* Error lines printed so far (a command that exits on an error already
+ * logged need not print a second line saying less). */
+unsigned log_error_count(void);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define log_debug(...) do { if (log_enabled(LOG_DEBUG)) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)

@@ -1148,11 +1148,13 @@ int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t
 	store_pool(st, &pool_bytes0);
 	if ((m->cur.pages_used + 1) * store_page_size(st) > pool_bytes0) {
 		/* not damage: the pool is smaller than when the image was taken */
+		/* the pool in the unit that shows it exactly (256K is not "0 MiB") */
+		bool mib = pool_bytes0 % (1u << 20) == 0;
 		log_error("ckpt: the checkpoint in %s holds %" PRIu64 " pages of %u bytes: it needs "
-			  "--memory %" PRIu64 "M or more (this server has %zu MiB)", dir,
+			  "--memory %" PRIu64 "M or more (this server has %zu %s)", dir,
 			  m->cur.pages_used, store_page_size(st),
 			  (((m->cur.pages_used + 1) * store_page_size(st)) + (1u << 20) - 1) >> 20,
-			  pool_bytes0 >> 20);
+			  mib ? pool_bytes0 >> 20 : pool_bytes0 >> 10, mib ? "MiB" : "KiB");
 		rc = LOTUS_ENOSPACE;
 		goto out;
 	}

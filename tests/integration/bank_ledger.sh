@@ -58,3 +58,24 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 done
 grep -q "verify: OK" "$dir/v2.out" || fail "verify after kill -9 and a torn line: $(cat "$dir/v2.out")"
 echo "ok: verify after kill -9: $(grep ledger "$dir/v2.out")"
+
+# 3. a plain --local cluster starts empty: a second run on its ledger is
+#    refused at the start (exit 2), and the ledger is left as it was
+ll=$dir/local-ledger
+"$L" bank --local 1 --server-threads 1 --server-memory 32M --accounts 20 --seconds 0.5 \
+    --threads 1 --ledger "$ll" --verify --quiet >/dev/null 2>"$dir/l1.err" \
+  || fail "first --local run: $(cat "$dir/l1.err")"
+before=$(md5sum <"$ll")
+out=$("$L" bank --local 1 --server-threads 1 --server-memory 32M --accounts 20 --seconds 0.5 \
+      --threads 1 --ledger "$ll" --verify --quiet 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] || fail "second --local run on a used ledger exited $rc, want 2 ($out)"
+echo "$out" | grep -q "a --local cluster starts empty" || fail "unclear refusal: $out"
+[ "$(md5sum <"$ll")" = "$before" ] || fail "the refused run changed the ledger"
+echo "ok: $out"
+# 4. a durable cluster that holds no bank (a new --data-dir) is refused too
+out=$("$L" bank --local 1 --data-dir "$dir/fresh" --server-threads 1 --server-memory 32M \
+      --seconds 0.5 --threads 1 --ledger "$ll" --quiet 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] || fail "a used ledger on a new --data-dir exited $rc, want 2 ($out)"
+echo "$out" | grep -q "holds no bank" || fail "unclear refusal: $out"
+[ "$(md5sum <"$ll")" = "$before" ] || fail "the refused run changed the ledger"
+echo "ok: $out"

@@ -17,8 +17,12 @@ expect2 ycsb --workload Z
 expect2 ycsb --zipf
 expect2 ycsb --bogus 1
 expect2 ycsb --ops-per-txn 0
+expect2 ycsb --records 10 --ops-per-txn 16
+expect2 ycsb --txns 0
 expect2 memserver --listen nocolon
 expect2 memserver
+expect2 memserver --listen 127.0.0.1:0 --memory 0
+expect2 memserver --listen 127.0.0.1:0 --memory 4K
 expect2 netbench --outstanding x
 expect2 iobench --nope
 "$L" ycsb --help | grep -q -- '--records' || fail "ycsb --help lacks --records"
@@ -41,3 +45,23 @@ out=$("$L" ycsb --config "$dir/missing.ini" 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] || fail "missing config exited $rc"
 echo "$out" | grep -q "missing.ini" || fail "missing config not named: $out"
 echo "ok: $out"
+
+# A runtime error (no server at the address) is one line, exit 1.
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+printf '[cluster]\ntransport = tcp\n[memserver 0]\nlisten = 127.0.0.1:%s\n' "$port" >"$dir/down.ini"
+for cmd in "ycsb --seconds 1" "bank --seconds 1 --ledger $dir/down.ledger"; do
+  out=$("$L" $cmd --config "$dir/down.ini" 2>&1 >/dev/null); rc=$?
+  [ $rc -eq 1 ] || fail "lotus $cmd on no server exited $rc, want 1 ($out)"
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "lotus $cmd on no server: want one line, got: $out"
+  echo "$out" | grep -q "cannot reach memory server 0" || fail "lotus $cmd: unclear: $out"
+  echo "ok: lotus ${cmd%% *} -> $out"
+done
+
+# A data dir too big for --memory names both sizes in units that show them.
+"$L" ycsb --local 1 --server-threads 1 --server-memory 32M --data-dir "$dir/dd" --records 2000 \
+    --no-run --quiet >/dev/null 2>"$dir/dd.err" || fail "load of a data dir: $(cat "$dir/dd.err")"
+out=$(timeout 20 "$L" memserver --listen 127.0.0.1:0 --threads 1 --data-dir "$dir/dd/ms0" \
+      --memory 256K 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] || fail "memserver on a too small pool exited $rc, want 1 ($out)"
+echo "$out" | grep -q "this server has 256 KiB" || fail "pool size not shown: $out"
+echo "ok: $(echo "$out" | head -n1)"

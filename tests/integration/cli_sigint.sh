@@ -34,3 +34,12 @@ timeout --preserve-status -s INT 4 "$L" bank --local 2 --server-threads 1 --thre
 grep -q '^maybe' "$dir/ledger" && fail "bank after SIGINT wrote maybe lines: $(grep -c '^maybe' "$dir/ledger")"
 grep -q "verify: OK" "$dir/b.txt" || fail "bank --verify after SIGINT: $(cat "$dir/b.txt")"
 echo "ok: bank after SIGINT: $(grep committed "$dir/b.txt" | head -1)"
+
+# Ctrl-C during the load is not a result: exit 1, nothing on stdout, the
+# reason on stderr (also with --json).
+timeout --preserve-status -s INT 1 "$L" ycsb --local 2 --server-threads 1 --threads 1 \
+  --records 2000000 --record-size 100 --json --quiet >"$dir/l.json" 2>"$dir/l.err"; rc=$?
+[ $rc -eq 1 ] || fail "ycsb interrupted while loading exited $rc, want 1 ($(cat "$dir/l.err"))"
+[ -s "$dir/l.json" ] && fail "ycsb interrupted while loading printed: $(cat "$dir/l.json")"
+grep -q "interrupted while loading" "$dir/l.err" || fail "no reason on stderr: $(cat "$dir/l.err")"
+echo "ok: $(cat "$dir/l.err")"

@@ -18,3 +18,19 @@ echo "ok: $(wc -l <"$dir/err") progress lines, $(wc -l <"$dir/out") JSON results
   || fail "durbench --quiet failed: $(cat "$dir/qerr")"
 [ -s "$dir/qerr" ] && fail "--quiet still wrote: $(cat "$dir/qerr")"
 echo "ok: --quiet is quiet"
+
+# Ctrl-C (SIGINT to the process group, as `timeout -s INT` sends it) or a
+# SIGTERM to the command alone: the work directory is removed all the same.
+mkdir "$dir/int"
+timeout -s INT 1.5 "$L" durbench --dir "$dir/int" --only log --seconds 30 --quiet >/dev/null \
+  2>"$dir/ierr"; rc=$?
+[ $rc -ne 0 ] || fail "interrupted durbench exited 0"
+[ -z "$(ls -A "$dir/int")" ] || fail "Ctrl-C left $(ls "$dir/int") behind: $(cat "$dir/ierr")"
+echo "ok: Ctrl-C exits $rc and leaves nothing: $(cat "$dir/ierr")"
+"$L" durbench --dir "$dir/int" --only log --seconds 30 --quiet >/dev/null 2>"$dir/terr" &
+pid=$!
+for _ in $(seq 50); do [ -n "$(ls -A "$dir/int")" ] && break; sleep 0.05; done
+sleep 0.5; kill -TERM $pid; wait $pid; rc=$?
+[ $rc -ne 0 ] || fail "terminated durbench exited 0"
+[ -z "$(ls -A "$dir/int")" ] || fail "SIGTERM left $(ls "$dir/int") behind: $(cat "$dir/terr")"
+echo "ok: SIGTERM exits $rc and leaves nothing"

@@ -37,6 +37,12 @@ out=$(Y --no-load --records 1000 --seconds 1 2>&1 >/dev/null); rc=$?
 [ $rc -eq 1 ] || fail "--no-load on a smaller table exited $rc, want 1"
 echo "$out" | grep -q "fewer records than --records 1000" || fail "--no-load on a smaller table: $out"
 echo "ok: $out"
+out=$(Y --no-load --records 500 --record-size 512 --seconds 1 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] || fail "--no-load with another --record-size exited $rc, want 1"
+echo "$out" | grep -q "records of 1024 B, not --record-size 512" \
+  || fail "--no-load with another --record-size: $out"
+[ "$(echo "$out" | wc -l)" -eq 1 ] || fail "more than one error line: $out"
+echo "ok: $out"
 
 for run in 1 2; do
   Y --no-load --records 500 --txns 200 --json >"$dir/r$run.json" 2>"$dir/r$run.err" \
@@ -53,6 +59,12 @@ grep -q '{' "$dir/h.txt" && fail "human output has a raw JSON line: $(cat "$dir/
 grep -Eq '^ +server +acquires +waits' "$dir/h.txt" || fail "no server counter table: $(cat "$dir/h.txt")"
 grep -Eq '^ +total +[0-9]+' "$dir/h.txt" || fail "no total row: $(cat "$dir/h.txt")"
 echo "ok: server counters as a table"
+
+# Load progress is printed while loading only, not during the run.
+"$L" ycsb --config "$CLUSTER_INI" --threads 1 --no-load --records 500 --seconds 2.5 \
+    --warmup 0 >/dev/null 2>"$dir/p.err" || fail "run with progress: $(cat "$dir/p.err")"
+grep -q 'loading' "$dir/p.err" && fail "--no-load run prints load progress: $(cat "$dir/p.err")"
+echo "ok: no load progress during a run"
 
 sed 's/^\[cluster\]$/[cluster]\ncompute_servers = 2/' "$CLUSTER_INI" >"$dir/c2.ini"
 grep -q "compute_servers = 2" "$dir/c2.ini" || fail "could not write c2.ini"
