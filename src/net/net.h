@@ -1,6 +1,6 @@
 /*
  * net.h - the message transport: UCX active messages between per-thread
- * workers (DESIGN.md "Processes and threads", "Wire protocol").
+ * workers (docs/design.md, "Processes and threads" and "Wire protocol").
  *
  * Objects and their threads:
  *   net_ctx_t     one per process (the ucp_context).  Create/destroy on one thread.

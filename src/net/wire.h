@@ -1,5 +1,5 @@
 /*
- * wire.h - the lotus wire format (DESIGN.md "Wire protocol").
+ * wire.h - the lotus wire format (docs/design.md, "Wire protocol").
  *
  * A message is a header followed by `count` items.  In a REQ message each item
  * is a request; in a REP message each item is a reply.  Every request gets
