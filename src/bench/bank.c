@@ -1346,7 +1346,7 @@ void bank_print_run(FILE *f, const struct bank_opts *o, const struct bank_run_re
 			r->created ? "true" : "false", cc_name(o->lo.cc), o->threads, o->inflight,
 			r->servers, run_status(r));
 		json_write_str(f, r->message);
-		fprintf(f, "}\n");
+		fputc('}', f);
 		return;
 	}
 	fprintf(f, "lotus bank: run 0x%08x, %llu accounts x %lld (%s), cc %s, %u servers, "
@@ -1372,7 +1372,7 @@ void bank_print_verify(FILE *f, const struct bank_verify_result *v, bool json)
 			(unsigned long long)v->maybe, (unsigned long long)v->maybe_in_db,
 			(long long)v->total, (long long)v->expected_total);
 		json_write_str(f, v->error);
-		fprintf(f, "}\n");
+		fputc('}', f);
 		return;
 	}
 	fprintf(f, "lotus bank --verify: %s\n", v->ok ? "OK" : "FAILED");

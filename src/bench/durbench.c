@@ -15,7 +15,8 @@
  *
  * Files go to a fresh directory under --dir (default $TMPDIR, else .), which
  * is removed at the end unless --keep, also after Ctrl-C or SIGTERM (the
- * benchmark runs in a child process).  --json prints one object per line.
+ * benchmark runs in a child process).  --json prints one JSON document: an
+ * array of one object per result, closed also when a step fails.
  * Progress goes to stderr (unless --quiet): a line as each step starts, and
  * one a second while the store fills.
  * The entry point is durbench_main(); the CLI hooks it as `lotus durbench`.
@@ -114,6 +115,15 @@ static void *log_worker(void *p)
 	return NULL;
 }
 
+/* --json: the rows printed so far; json_row() opens the array or separates. */
+static unsigned db_rows;
+
+static bool json_row(void)
+{
+	fputs(db_rows++ ? ",\n" : "[", stdout);
+	return true;
+}
+
 static int bench_log(struct db_cfg *c, enum io_backend b)
 {
 	char dir[1200];
@@ -147,12 +157,12 @@ static int bench_log(struct db_cfg *c, enum io_backend b)
 	redo_stats(log, &s);
 	redo_close(log);
 	double w = s.writes ? (double)s.writes : 1;
-	if (c->json)
+	if (c->json && json_row())
 		printf("{\"bench\":\"log\",\"backend\":\"%s\",\"threads\":%d,\"record_bytes\":%llu,"
 		       "\"seconds\":%.2f,\"commits_per_s\":%.0f,\"writes\":%llu,"
 		       "\"records_per_write\":%.2f,\"bytes_per_write\":%.0f,"
 		       "\"writer_cpu_us_per_write\":%.2f,\"process_cpu_us_per_write\":%.2f,"
-		       "\"syscalls_per_write\":%.2f}\n", s.backend, n,
+		       "\"syscalls_per_write\":%.2f}", s.backend, n,
 		       (unsigned long long)c->record, secs, commits / secs,
 		       (unsigned long long)s.writes, s.records / w, s.bytes / w,
 		       s.cpu_ns / w / 1e3, cpu / w / 1e3, s.syscalls / w);
@@ -223,11 +233,11 @@ static int bench_ckpt(struct db_cfg *c, store_t *st, enum io_backend b)
 	if (rc)
 		return rc;
 	double secs = (double)s.elapsed_ns / 1e9, pages = s.pages ? (double)s.pages : 1;
-	if (c->json)
+	if (c->json && json_row())
 		printf("{\"bench\":\"ckpt\",\"backend\":\"%s\",\"pages\":%llu,\"bytes\":%llu,"
 		       "\"ios\":%llu,\"seconds\":%.3f,\"pages_per_s\":%.0f,\"mb_per_s\":%.1f,"
 		       "\"thread_cpu_us_per_page\":%.3f,\"process_cpu_us_per_page\":%.3f,"
-		       "\"syscalls\":%llu}\n", s.backend, (unsigned long long)s.pages,
+		       "\"syscalls\":%llu}", s.backend, (unsigned long long)s.pages,
 		       (unsigned long long)s.bytes, (unsigned long long)s.ios, secs,
 		       s.pages / secs, s.bytes / secs / 1e6, s.cpu_ns / pages / 1e3,
 		       cpu / pages / 1e3, (unsigned long long)s.syscalls);
@@ -255,9 +265,9 @@ static int bench_recover(struct db_cfg *c, const char *from, enum io_backend b)
 	if (rc)
 		return rc;
 	double secs = (double)s.elapsed_ns / 1e9;
-	if (c->json)
+	if (c->json && json_row())
 		printf("{\"bench\":\"recover\",\"backend\":\"%s\",\"pages\":%llu,\"bytes\":%llu,"
-		       "\"records\":%llu,\"seconds\":%.3f,\"mb_per_s\":%.1f,\"process_cpu_s\":%.3f}\n",
+		       "\"records\":%llu,\"seconds\":%.3f,\"mb_per_s\":%.1f,\"process_cpu_s\":%.3f}",
 		       s.backend, (unsigned long long)s.pages, (unsigned long long)s.bytes,
 		       (unsigned long long)s.records, secs, s.bytes / secs / 1e6, cpu / 1e9);
 	else
@@ -310,6 +320,14 @@ static void db_forward(int sig)
 /* Run the benchmark in a child, so that Ctrl-C (or SIGTERM) stops it wherever
  * it is and this process still removes the work directory.  The exit status
  * of the child, or 130 after a signal. */
+static int run_json(struct db_cfg *c)
+{
+	int rc = run_all(c);
+	if (c->json)
+		fputs(db_rows ? "]\n" : "[]\n", stdout);
+	return rc;
+}
+
 static int run_in_child(struct db_cfg *c)
 {
 	fflush(NULL);
@@ -317,14 +335,14 @@ static int run_in_child(struct db_cfg *c)
 	if (pid == 0) {
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
-		int rc = run_all(c);
+		int rc = run_json(c);
 		if (rc)
 			fprintf(stderr, "lotus durbench: %s\n", lotus_strerror(rc));
 		fflush(NULL);
 		_exit(rc ? 1 : 0);
 	}
 	if (pid < 0) {
-		int rc = run_all(c);
+		int rc = run_json(c);
 		if (rc)
 			fprintf(stderr, "lotus durbench: %s\n", lotus_strerror(rc));
 		return rc ? 1 : 0;
@@ -356,7 +374,7 @@ int durbench_main(int argc, char **argv)
 		{ "record", OPT_SIZE, &c.record, "BYTES", "log: payload bytes (default 200)", NULL, 0, 4096 },
 		{ "only", OPT_CHOICE, &c.only, "WHAT", "run one part: the redo log writer, checkpoints, or "
 		  "recovery (default all)", db_only },
-		{ "json", OPT_FLAG, &c.json, NULL, "print JSON Lines: one object per result, one per line" },
+		{ "json", OPT_FLAG, &c.json, NULL, "print one JSON document: an array of one object per result" },
 		{ "keep", OPT_FLAG, &c.keep, NULL, "keep the work directory" },
 		{ "quiet", OPT_FLAG, &c.quiet, NULL, "no progress lines on stderr" },
 		{ NULL, OPT_FLAG, NULL, NULL, NULL },

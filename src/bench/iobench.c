@@ -4,7 +4,8 @@
  * Output: every measured cell becomes one struct iob_row (config key/values,
  * metric key/values, optional status + note).  iob_emit() prints it three ways:
  *   human table  -> stdout, or stderr when --json/--csv own stdout
- *   --json       -> one object per line: {"experiment","config","metrics"}
+ *   --json       -> one JSON document: an array of {"experiment","config","metrics"}
+ *                   objects, one per line, closed by iobench_run()
  *   --csv        -> a header line whenever the column set changes, then rows
  *
  * Data files: created lazily in the chosen directory (which must take
@@ -174,9 +175,12 @@ static void json_kvs(FILE *f, const struct iob_kv *kv, int n)
 	fputc('}', f);
 }
 
+static unsigned json_rows;   /* rows in the --json array so far */
+
 static void emit_json(const struct iob_row *r)
 {
 	FILE *f = stdout;
+	fputs(json_rows++ ? ",\n" : "[", f);
 	fprintf(f, "{\"experiment\":");
 	json_write_str(f, r->experiment);
 	fprintf(f, ",\"config\":");
@@ -191,7 +195,7 @@ static void emit_json(const struct iob_row *r)
 		fprintf(f, ",\"note\":");
 		json_write_str(f, r->note);
 	}
-	fprintf(f, "}\n");
+	fputc('}', f);
 	fflush(f);
 }
 
@@ -629,6 +633,10 @@ int iobench_run(const struct iob_cfg *cfg, const char *name)
 	if (all)
 		iob_progress("all done in %.1f s, %d experiment(s) failed",
 			     (double)(clock_now_ns() - t0) / 1e9, failed);
+	if (cfg->json) {
+		fputs(json_rows ? "]\n" : "[]\n", stdout);
+		fflush(stdout);
+	}
 	remove_files();
 	return failed ? 1 : 0;
 }

@@ -52,8 +52,15 @@ static int report(const struct bank_opts *o, int rc, unsigned logged, const stru
 				: lotus_strerror(rc));
 		return run->refused ? 2 : 1;
 	}
-	if (o->run)
+	/* --json prints one document: the run, the verify, or {"run":..,"verify":..}. */
+	bool both = json && o->run && o->verify && !run->error;
+	if (o->run) {
+		if (both)
+			fputs("{\"run\":", stdout);
 		bank_print_run(stdout, o, run, json);
+		if (json && !both)
+			fputc('\n', stdout);
+	}
 	if (run->error == LOTUS_EUNAVAIL) {
 		fflush(stdout);
 		fprintf(stderr, "lotus bank: memory server lost: %llu committed, %llu recorded as "
@@ -68,7 +75,11 @@ static int report(const struct bank_opts *o, int rc, unsigned logged, const stru
 	}
 	if (!o->verify)
 		return 0;
+	if (both)
+		fputs(",\"verify\":", stdout);
 	bank_print_verify(stdout, ver, json);
+	if (json)
+		fputs(both ? "}\n" : "\n", stdout);
 	if (!ver->ok) {
 		fflush(stdout);
 		fprintf(stderr, "lotus bank: verify: %s\n", ver->error);
@@ -108,7 +119,7 @@ int cmd_bank(int argc, char **argv)
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start" },
 		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
-		{ "json", OPT_FLAG, &json, NULL, "print JSON Lines: one object per line (the run, then the verify)" },
+		{ "json", OPT_FLAG, &json, NULL, "print one JSON document: the run or the verify object, or {\"run\":{..},\"verify\":{..}} for both" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
 		{ 0 },
 	};

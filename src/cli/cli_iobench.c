@@ -147,7 +147,7 @@ int cmd_iobench(int argc, char **argv)
 		  "io_uring without DEFER_TASKRUN/COOP_TASKRUN (IO_F_NO_DEFER_TASKRUN)" },
 		{ "layer-cpu-stats", OPT_FLAG, &c.layer_cpu_stats, NULL, "keep the layer's per-call "
 		  "thread-CPU clock reads (off: the bench measures process CPU itself)" },
-		{ "json", OPT_FLAG, &c.json, NULL, "JSON Lines on stdout (one object per result, one per line): "
+		{ "json", OPT_FLAG, &c.json, NULL, "one JSON document on stdout: an array of one object per result, "
 		  "{\"experiment\",\"config\",\"metrics\"}" },
 		{ "csv", OPT_FLAG, &c.csv, NULL, "CSV on stdout" },
 		{ "quiet", OPT_FLAG, &c.quiet, NULL, "no progress lines on stderr" },

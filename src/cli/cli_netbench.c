@@ -10,7 +10,7 @@
  *   lotus netbench --serve HOST:PORT         is the server side; it prints
  *       "netbench: serving on HOST:PORT" once listening and runs until SIGINT/TERM
  *
- * --json prints one JSON object per run (one line each).
+ * --json prints one JSON document: {"runs":[{...},...]}, one object per run.
  */
 #include <errno.h>
 #include <poll.h>
@@ -122,9 +122,9 @@ static void stop_server(pid_t pid)
 static void print_result(const struct netbench_result *r, int json, int first)
 {
 	if (json) {
-		printf("{\"transport\":\"%s\",\"outstanding\":%u,\"size\":%zu,\"seconds\":%.3f,"
+		printf("%s{\"transport\":\"%s\",\"outstanding\":%u,\"size\":%zu,\"seconds\":%.3f,"
 		       "\"round_trips\":%llu,\"rtt_per_s\":%.1f,\"lat_us\":{\"mean\":%.2f,"
-		       "\"p50\":%.2f,\"p99\":%.2f}}\n",
+		       "\"p50\":%.2f,\"p99\":%.2f}}", first ? "{\"runs\":[" : ",",
 		       r->transport, r->outstanding, r->size, r->seconds,
 		       (unsigned long long)r->round_trips, r->rtt_per_s, r->lat_mean_us,
 		       r->lat_p50_us, r->lat_p99_us);
@@ -161,7 +161,7 @@ int cmd_netbench(int argc, char **argv)
 		  .max = 10000000 },
 		{ "connect", OPT_STR, &connect, "HOST:PORT", "use a running `netbench --serve` server" },
 		{ "serve", OPT_STR, &serve, "HOST:PORT", "be the server: echo messages until SIGINT/TERM" },
-		{ "json", OPT_FLAG, &json, NULL, "print JSON Lines (one object per run, one per line) instead of the table" },
+		{ "json", OPT_FLAG, &json, NULL, "print one JSON document {\"runs\":[{..},..]} (one object per run) instead of the table" },
 		{ 0 },
 	};
 	int rc = cli_parse("netbench",
@@ -208,6 +208,7 @@ int cmd_netbench(int argc, char **argv)
 		nruns = 1;
 	}
 	rc = 0;
+	unsigned printed = 0;
 	for (unsigned i = 0; i < nruns && !stop_flag && rc == 0; i++) {
 		struct netbench_opts o = { .transport = transports[tr], .host = host, .port = port,
 					   .outstanding = runs[i], .size = size, .seconds = seconds,
@@ -219,9 +220,12 @@ int cmd_netbench(int argc, char **argv)
 			fprintf(stderr, "lotus netbench: %s\n", lotus_strerror(rc));
 			break;
 		}
-		print_result(&r, json, i == 0);
+		print_result(&r, json, printed++ == 0);
 		fflush(stdout);
 	}
+	if (json && (printed || rc == 0))
+		printf("%s]}\n", printed ? "" : "{\"runs\":[");
+	fflush(stdout);
 	stop_server(child);
 	return rc ? 1 : (stop_flag ? 130 : 0);
 }

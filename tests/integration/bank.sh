@@ -21,7 +21,10 @@ for tr in tcp sm; do
     out=$("$L" bank --local 2 --transport $tr --cc $cc --accounts 50 --seconds 1 --threads 2 \
           --inflight 2 --server-threads 1 --ledger "$led" --verify --json --quiet) \
       || fail "bank $tr $cc failed: $out"
-    run=$(echo "$out" | head -n1); ver=$(echo "$out" | tail -n1)
+    # one document {"run":{..},"verify":{..}}: split it into its two objects
+    run=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["run"], separators=(",", ":")))') \
+      || fail "$tr $cc: not one JSON document: $out"
+    ver=$(echo "$out" | /usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["verify"], separators=(",", ":")))')
     echo "$tr $cc: $run"
     echo "$tr $cc: $ver"
     c=$(echo "$run" | field committed)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # timeout: 150
 # Every --json output is pure JSON on stdout, with the environment a user has
-# (no UCX_* variables at all, unlike the runner's UCX_TLS): one document, or
-# JSON Lines where --help says so, and nothing but JSON reaches stdout.  UCX prints
+# (no UCX_* variables at all, unlike the runner's UCX_TLS): exactly one document
+# that `python3 -m json.tool` reads, and nothing but JSON reaches stdout.  UCX prints
 # no warning about the settings lotus makes.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
@@ -11,22 +11,21 @@ dir=$(mktemp -d); pid=
 trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for v in $(env | sed -n 's/^\(UCX_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 
-# check name file [lines]: file is one JSON document (as README and --help say
-# of ycsb and memserver --ready-json), or with "lines" JSON Lines, every line one
-# JSON object (netbench, bank, iobench, durbench).
+# check name file: file is one JSON document, read strictly by json.tool (as README
+# and every --help say), and no --help mentions JSON Lines any more.
 check() {
-  local name=$1 f=$2 mode=${3:-doc}
+  local name=$1 f=$2
   [ -s "$f" ] || fail "$name printed nothing on stdout"
-  if [ "$mode" = lines ]; then
-    /usr/bin/python3 -m json.tool --json-lines "$f" >/dev/null
-  else
-    /usr/bin/python3 -m json.tool "$f" >/dev/null
-  fi || { sed 's/^/    /' "$f" | head -n 5; fail "$name: stdout is not JSON ($mode)"; }
-  "$L" "$name" --help | grep -- '--json' | grep -q 'JSON Lines' && [ "$mode" != lines ] &&
-    fail "$name --help says JSON Lines, the test expects one document"
-  [ "$mode" != lines ] || "$L" "$name" --help | grep -A1 -- '--json' | grep -q 'JSON Lines' ||
-    fail "$name --help does not say its --json prints JSON Lines"
-  echo "ok   $name ($(wc -l <"$f") line(s), $mode)"
+  /usr/bin/python3 -m json.tool "$f" >/dev/null ||
+    { sed 's/^/    /' "$f" | head -n 5; fail "$name: stdout is not one JSON document"; }
+  ! "$L" "$name" --help | grep -A1 -- '--json' | grep -q 'JSON Lines' ||
+    fail "$name --help still says JSON Lines"
+  echo "ok   $name ($(wc -l <"$f") line(s), one document)"
+}
+# shape name file python-expr: the document has the shape the --help describes
+shape() {
+  /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert $3, d" "$2" ||
+    fail "$1: unexpected shape: $(head -c 300 "$2")"
 }
 
 "$L" ycsb --local 2 --records 1000 --seconds 0.5 --warmup 0 --threads 1 --server-threads 1 \
@@ -38,21 +37,36 @@ check ycsb "$dir/ycsb"
 "$L" bank --local 2 --ledger "$dir/ledger" --seconds 0.5 --accounts 50 --threads 1 \
   --server-threads 1 --verify --json --quiet >"$dir/bank" 2>"$dir/err" ||
   fail "bank: $(tail -n3 "$dir/err")"
-check bank "$dir/bank" lines
+check bank "$dir/bank"
+shape bank "$dir/bank" 'set(d)=={"run","verify"} and d["run"]["committed"]>0 and d["verify"]["ok"]'
+# a lone run and a lone verify stay single objects
+"$L" bank --local 2 --ledger "$dir/ledger1" --seconds 0.3 --accounts 20 --threads 1 \
+  --server-threads 1 --json --quiet >"$dir/bank1" 2>"$dir/err" || fail "bank run: $(tail -n3 "$dir/err")"
+check bank "$dir/bank1"
+shape bank "$dir/bank1" '"committed" in d and "verify" not in d'
+"$L" bank --local 2 --data-dir "$dir/bdata" --ledger "$dir/ledger2" --seconds 0.3 --accounts 20 \
+  --threads 1 --server-threads 1 --quiet >/dev/null 2>"$dir/err" || fail "bank data-dir run: $(tail -n3 "$dir/err")"
+"$L" bank --local 2 --data-dir "$dir/bdata" --ledger "$dir/ledger2" --server-threads 1 --verify \
+  --json >"$dir/bank2" 2>"$dir/err" || fail "bank verify: $(tail -n3 "$dir/err")"
+check bank "$dir/bank2"
+shape bank "$dir/bank2" 'd["ok"] is True and "committed" not in d'
 
 "$L" netbench --seconds 0.2 --warmup 0 --json >"$dir/netbench" 2>"$dir/err" ||
   fail "netbench: $(tail -n3 "$dir/err")"
-check netbench "$dir/netbench" lines
+check netbench "$dir/netbench"
+shape netbench "$dir/netbench" 'set(d)=={"runs"} and len(d["runs"])==2 and all("rtt_per_s" in r for r in d["runs"])'
 # ... and UCX has nothing to warn about in lotus's own settings.
 if grep -q "UCX.*WARN" "$dir/err"; then grep "UCX.*WARN" "$dir/err" | head -n 3; fail "UCX warnings"; fi
 
 "$L" iobench table3 --seconds 0.2 --file-size 8M --dir "$dir" --json --quiet \
   >"$dir/iobench" 2>"$dir/err" || fail "iobench: $(tail -n3 "$dir/err")"
-check iobench "$dir/iobench" lines
+check iobench "$dir/iobench"
+shape iobench "$dir/iobench" 'isinstance(d, list) and d and all("experiment" in r for r in d)'
 
 "$L" durbench --only log --seconds 0.3 --threads 1 --dir "$dir" --json \
   >"$dir/durbench" 2>"$dir/err" || fail "durbench: $(tail -n3 "$dir/err")"
-check durbench "$dir/durbench" lines
+check durbench "$dir/durbench"
+shape durbench "$dir/durbench" 'isinstance(d, list) and len(d)>1 and all(r["bench"]=="log" for r in d)'
 
 # memserver --ready-json: the ready line is the first thing on stdout.
 "$L" memserver --listen 127.0.0.1:0 --threads 1 --memory 64M --ready-json \

@@ -1,7 +1,8 @@
 /*
  * test_iobench_smoke.c - `lotus iobench` runs a tiny experiment and prints
  * well-formed JSON rows ({"experiment","config","metrics"} with iops and
- * cpu_us_per_io); a bad option exits 2 with one line on stderr.
+ * cpu_us_per_io), one per line inside one JSON array; a bad option exits 2
+ * with one line on stderr.
  * Needs the lotus binary (LOTUS_BIN, set by tests/run): exit 77 without it.
  */
 #include <stdio.h>
@@ -14,7 +15,9 @@ static int fails;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); fails++; } } while (0)
 
-/* Run cmd; collect stdout lines that look like JSON rows.  Returns exit code. */
+/* Run cmd; collect the rows of the --json array, one per line ("[" opens the
+ * first, "," ends all but the last, "]" ends the last), without those marks.
+ * Returns the exit code. */
 static int run(const char *cmd, char lines[][1024], int max, int *n)
 {
 	FILE *p = popen(cmd, "r");
@@ -22,9 +25,14 @@ static int run(const char *cmd, char lines[][1024], int max, int *n)
 	if (!p)
 		return -1;
 	char buf[1024];
-	while (fgets(buf, sizeof(buf), p))
-		if (buf[0] == '{' && *n < max)
-			strcpy(lines[(*n)++], buf);
+	while (fgets(buf, sizeof(buf), p)) {
+		char *l = buf + (buf[0] == '[');
+		size_t len = strlen(l);
+		while (len && strchr(",]\n", l[len - 1]))
+			l[--len] = '\0';
+		if (l[0] == '{' && *n < max)
+			snprintf(lines[(*n)++], sizeof(lines[0]), "%s\n", l);
+	}
 	int st = pclose(p);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
