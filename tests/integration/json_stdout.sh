@@ -31,6 +31,12 @@ shape() {
 "$L" ycsb --local 2 --records 1000 --seconds 0.5 --warmup 0 --threads 1 --server-threads 1 \
   --json --quiet >"$dir/ycsb" 2>"$dir/err" || fail "ycsb: $(tail -n3 "$dir/err")"
 check ycsb "$dir/ycsb"
+# A UCX variable this UCX does not know (as UCX_ASYNC_MODE on 1.13): UCX warns,
+# and the warning must go to stderr, never into the JSON on stdout.
+UCX_ASYNC_MODE=poll "$L" ycsb --local 1 --records 500 --seconds 0.3 --warmup 0 --threads 1 \
+  --server-threads 1 --json --quiet >"$dir/ycsb_env" 2>"$dir/err" ||
+  fail "ycsb with a stray UCX variable: $(tail -n3 "$dir/err")"
+check ycsb "$dir/ycsb_env"
 /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert "digest" not in r, r["digest"]' \
   "$dir/ycsb" || fail "ycsb --json without --digest prints a digest"
 
