@@ -101,6 +101,14 @@ struct job {
 static void job_stage(struct job *j);
 static void job_retry(struct job *j, int rc);
 static void job_fail(struct job *j, int rc);
+/* A step failed with rc: conflicts are retried, anything else fails the job. */
+static void job_error(struct job *j, int rc)
+{
+	if (lotus_err_retryable(rc))
+		job_retry(j, rc);
+	else
+		job_fail(j, rc);
+}
 
 /* ---- building ------------------------------------------------------------- */
 
@@ -527,20 +535,15 @@ static void cb_commit(lotus_txn_t *t, int rc, void *arg)
 	struct job *j = arg;
 	if (rc == 0)
 		job_end(j);
-	else if (lotus_err_retryable(rc))
-		job_retry(j, rc);
 	else
-		job_fail(j, rc);
+		job_error(j, rc);
 }
 
 static void cb_insert(lotus_txn_t *t, int rc, void *arg)
 {
 	struct job *j = arg;
 	if (rc) {
-		if (lotus_err_retryable(rc))
-			job_retry(j, rc);
-		else
-			job_fail(j, rc);
+		job_error(j, rc);
 		return;
 	}
 	for (unsigned i = 0; i < j->nkeys; i++)
@@ -677,10 +680,7 @@ static void cb_exec(lotus_txn_t *t, int rc, void *arg)
 {
 	struct job *j = arg;
 	if (rc) {
-		if (lotus_err_retryable(rc))
-			job_retry(j, rc);
-		else
-			job_fail(j, rc);
+		job_error(j, rc);
 		return;
 	}
 	if (j->solo == SOLO_DBSIZE) {
