@@ -9,6 +9,8 @@
 #                       EXIT trap; the trap bed_up installs does)
 #   nc CMD...           scripts/netns-cluster --dir $BED CMD...
 #   on HOST CMD...      run CMD in HOST's namespace
+#   on_bg HOST CMD...   the same in the background; BG_PID is CMD's own pid
+#                       (kill -9 reaches it), added to BED_PIDS
 #   probe_free HOST LEDGER CC T0_NS MAX_S
 #                       run `lotus bank --verify` from HOST on a copy of
 #                       LEDGER, over and over, until one passes or MAX_S
@@ -26,6 +28,12 @@ BED_PIDS=()   # clients a test started: killed by bed_down
 
 nc() { "$NETNS_CLUSTER_BIN" --dir "$BED" "$@"; }
 on() { local h=$1; shift; "$NETNS_CLUSTER_BIN" --dir "$BED" exec "$h" -- "$@"; }
+on_bg() {
+  local h=$1; shift
+  "$NETNS_CLUSTER_BIN" --dir "$BED" exec "$h" -- "$@" &   # execs: $! is CMD
+  BG_PID=$!
+  BED_PIDS+=("$BG_PID")
+}
 lease_ms() { echo "${LEASE_MS:-2000}"; }
 ms_since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
 

@@ -34,15 +34,15 @@ la=$(dirname "$L")/la-client
 
 on c0 "$L" bank --config "$INI" --accounts 20 --seconds 0.2 --threads 1 --ledger "$led" --quiet \
   >/dev/null 2>"$WORK/bank0.err" || fail "first bank run failed: $(cat "$WORK/bank0.err")"
-on c0 "$L" bank --config "$INI" --seconds 8 --threads 2 --inflight 2 --ledger "$led" --quiet \
-  >/dev/null 2>"$WORK/bank.err" &
-bank=$!; BED_PIDS+=($bank)
-on c0 "$la" --config "$INI" --log "$WORK/la0.jsonl" --client-id 1 --compute-id 1 --compute-count 8 --threads 1 \
-  --seconds 8 --txn-timeout 3 >/dev/null 2>"$WORK/la0.err" &
-la0=$!; BED_PIDS+=($la0)
-on c1 "$la" --config "$INI" --log "$WORK/la1.jsonl" --client-id 2 --compute-id 2 --compute-count 8 --threads 1 \
-  --seconds 6 --txn-timeout 3 >/dev/null 2>"$WORK/la1.err" &
-la1=$!; BED_PIDS+=($la1)
+on_bg c0 "$L" bank --config "$INI" --seconds 8 --threads 2 --inflight 2 --ledger "$led" --quiet \
+  >/dev/null 2>"$WORK/bank.err"
+bank=$BG_PID
+on_bg c0 "$la" --config "$INI" --log "$WORK/la0.jsonl" --client-id 1 --compute-id 1 --compute-count 8 --threads 1 \
+  --seconds 8 --txn-timeout 3 >/dev/null 2>"$WORK/la0.err"
+la0=$BG_PID
+on_bg c1 "$la" --config "$INI" --log "$WORK/la1.jsonl" --client-id 2 --compute-id 2 --compute-count 8 --threads 1 \
+  --seconds 6 --txn-timeout 3 >/dev/null 2>"$WORK/la1.err"
+la1=$BG_PID
 # cut c0 once its bank transfers (its run line is in the ledger)
 for i in $(seq 100); do [ "$(grep -c '^# run' "$led")" -ge 2 ] && break; sleep 0.05; done
 sleep 2
