@@ -4,8 +4,9 @@
  * passes the point NAME (default: the first).  Unset, a point costs one
  * predictable branch.  Points: "prepared" (a PREPARE is durable, its vote not
  * yet sent), "before_commit" (all prepared, the COMMIT arrived, nothing
- * applied), "checkpoint" (a checkpoint's pages written, its manifest not).
- * Any thread.
+ * applied), "checkpoint" (a checkpoint's pages written, its manifest not);
+ * in a compute server: "client_prepared" (every writer of a two-phase commit
+ * voted yes, the COMMIT not yet sent).  Any thread.
  */
 #ifndef LOTUS_CRASH_H
 #define LOTUS_CRASH_H

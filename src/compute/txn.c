@@ -26,6 +26,7 @@
 #include <string.h>
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/crash.h"
 #include "common/log.h"
 #include "compute/compute_int.h"
 
@@ -780,8 +781,10 @@ static int txn_commit_start(lotus_txn_t *t)
 	}
 	prepare = durable2pc || (t->s->cl->opts.cc == LOTUS_WOUND_WAIT && !t->prepared &&
 				 __builtin_popcountll(parts) > 1);
-	if (t->prepared && t->writers)
+	if (t->prepared && t->writers) {
 		parts = t->writers;   /* the readers released in the PREPARE round */
+		crash_point("client_prepared");  /* tests: every writer voted, no COMMIT sent */
+	}
 	t->err = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
