@@ -84,7 +84,7 @@ probe_free() {
     cp "$led" "$probe"
     PROBES=$((PROBES + 1))
     out=$(timeout -s KILL 20 "$NETNS_CLUSTER_BIN" --dir "$BED" exec "$host" -- "$L" bank \
-          --config "$INI" --cc "$cc" --compute-id 4000 --ledger "$probe" --verify --json 2>&1)
+          --config "$INI" --cc "$cc" --compute-id $((4000 + PROBES % 90)) --ledger "$probe" --verify --json 2>&1)
     if [ $? -eq 0 ] && echo "$out" | grep -q '"ok":true'; then
       FREE_S=$(ms_since "$t0")
       PROBE_LAST=$out
@@ -99,7 +99,7 @@ probe_free() {
 verify() {
   local host=$1 led=$2 cc=$3 out rc
   out=$(timeout -s KILL 30 "$NETNS_CLUSTER_BIN" --dir "$BED" exec "$host" -- "$L" bank \
-        --config "$INI" --cc "$cc" --compute-id 4001 --ledger "$led" --verify --json 2>"$WORK/verify.err")
+        --config "$INI" --cc "$cc" --compute-id 4095 --ledger "$led" --verify --json 2>"$WORK/verify.err")
   rc=$?
   [ $rc -ne 137 ] || fail "verify still blocked after 30 s"
   [ $rc -eq 0 ] && echo "$out" | grep -q '"ok":true' || fail "verify failed: $out $(tail -n 3 "$WORK/verify.err")"
