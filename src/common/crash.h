@@ -6,7 +6,8 @@
  * yet sent), "before_commit" (all prepared, the COMMIT arrived, nothing
  * applied), "checkpoint" (a checkpoint's pages written, its manifest not);
  * in a compute server: "client_prepared" (every writer of a two-phase commit
- * voted yes, the COMMIT not yet sent).  Any thread.
+ * voted yes, the COMMIT not yet sent), "client_committing" (the WOUND_WAIT
+ * committing round answered, the COMMIT not yet sent).  Any thread.
  */
 #ifndef LOTUS_CRASH_H
 #define LOTUS_CRASH_H

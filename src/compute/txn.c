@@ -784,6 +784,8 @@ static int txn_commit_start(lotus_txn_t *t)
 	if (t->prepared && t->writers) {
 		parts = t->writers;   /* the readers released in the PREPARE round */
 		crash_point("client_prepared");  /* tests: every writer voted, no COMMIT sent */
+	} else if (t->prepared) {
+		crash_point("client_committing");  /* tests: the WOUND_WAIT round done, no COMMIT */
 	}
 	t->err = 0;
 	t->outstanding = 0;

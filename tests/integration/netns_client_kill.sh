@@ -7,10 +7,14 @@
 #   kill   the bank is killed with -9 mid-run (its kernel closes its sockets);
 #   stop   the bank is stopped with SIGSTOP mid-run (its sockets stay open and
 #          silent), then, once its locks are free, continued: it must learn
-#          that its lease is gone and end by itself, with no signal.
+#          that its lease is gone and end by itself, with no signal;
+#   crash  (wound_wait only) the bank, with --commit one_phase, kills itself
+#          right after a committing round was answered and before its COMMIT
+#          (LOTUS_CRASH_AT=client_committing:N): the servers hold the
+#          transaction in COMMITTING for a client that is gone.
 # After each, `lotus bank --verify` from c1 (on a copy of the ledger) must pass
 # within lease + 1 s of the fault, and at the end the whole ledger verifies.
-# CCS picks the protocols, FAULTS (default "kill stop") the faults, LEASE_MS
+# CCS picks the protocols, FAULTS (default "kill stop", and crash for wound_wait) the faults, LEASE_MS
 # (default 2000) the lease, PROBE_MAX_S (default 20) how long the probe tries.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
@@ -33,21 +37,37 @@ summary=()
 slow=
 
 for cc in ${CCS:-no_wait wait_die wound_wait}; do
-  for fault in ${FAULTS:-kill stop}; do
+  faults=${FAULTS:-kill stop}
+  [ -n "${FAULTS:-}" ] || [ $cc != wound_wait ] || faults="$faults crash"
+  for fault in $faults; do
     runs=$(grep -c '^# run' "$led")
     BED_PIDS=()
-    on_bg c0 "$L" bank --config "$INI" --cc $cc --seconds 30 --threads 4 --inflight 4 --ledger "$led" \
-      --quiet >/dev/null 2>"$WORK/bank.err"
-    bank=$BG_PID
-    for i in $(seq 100); do   # fault it while it transfers, not while it starts
-      [ "$(grep -c '^# run' "$led")" -gt "$runs" ] || ! kill -0 $bank 2>/dev/null && break
-      sleep 0.05
-    done
-    sleep "0.$((RANDOM % 6 + 3))"
-    kill -0 $bank 2>/dev/null || fail "$cc $fault: the bank ended early: $(tail -n 3 "$WORK/bank.err")"
-    if [ $fault = kill ]; then kill -9 $bank; else kill -STOP $bank; fi
-    t0=$(date +%s%N)
-    [ $fault = kill ] && { wait $bank 2>/dev/null; BED_PIDS=(); }
+    if [ $fault = crash ]; then   # dies right after the committing round: see below
+      LOTUS_CRASH_AT=client_committing:$((RANDOM % 200 + 50)) on_bg c0 "$L" bank --config "$INI" \
+        --cc $cc --commit one_phase --seconds 30 --threads 4 --inflight 4 --ledger "$led" \
+        --quiet >/dev/null 2>"$WORK/bank.err"
+      bank=$BG_PID
+      for i in $(seq 300); do kill -0 $bank 2>/dev/null || break; sleep 0.05; done
+      t0=$(date +%s%N)
+      kill -0 $bank 2>/dev/null && fail "$cc crash: the bank did not reach its crash point in 15 s"
+      wait $bank 2>/dev/null
+      BED_PIDS=()
+      grep -q "crash point client_committing reached" "$WORK/bank.err" \
+        || fail "$cc crash: the bank ended without reaching its crash point: $(tail -n 2 "$WORK/bank.err")"
+    else
+      on_bg c0 "$L" bank --config "$INI" --cc $cc --seconds 30 --threads 4 --inflight 4 --ledger "$led" \
+        --quiet >/dev/null 2>"$WORK/bank.err"
+      bank=$BG_PID
+      for i in $(seq 100); do   # fault it while it transfers, not while it starts
+        [ "$(grep -c '^# run' "$led")" -gt "$runs" ] || ! kill -0 $bank 2>/dev/null && break
+        sleep 0.05
+      done
+      sleep "0.$((RANDOM % 6 + 3))"
+      kill -0 $bank 2>/dev/null || fail "$cc $fault: the bank ended early: $(tail -n 3 "$WORK/bank.err")"
+      if [ $fault = kill ]; then kill -9 $bank; else kill -STOP $bank; fi
+      t0=$(date +%s%N)
+      [ $fault = kill ] && { wait $bank 2>/dev/null; BED_PIDS=(); }
+    fi
     probe_free c1 "$led" $cc "$t0" "${PROBE_MAX_S:-20}"
     if [ -z "$FREE_S" ]; then
       echo "$cc $fault: locks still held after $(ms_since "$t0") s ($PROBES verify runs;" \
