@@ -239,7 +239,10 @@ static const struct net_handlers ms_handlers = {
 
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
-	struct net_opts no = { .transport = o->transport };
+	const char *hosts[] = { o->host };
+	struct net_opts no = { .transport = o->transport, .secret_file = o->secret_file,
+			       .insecure = o->insecure, .max_clients = o->max_clients,
+			       .hosts = hosts, .nhosts = 1 };
 	int rc = store_create(o->memory, 0, &srv->store);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
@@ -344,6 +347,7 @@ int memserver_run(const struct memserver_opts *o)
 	}
 	pthread_mutex_init(&srv.tables_mu, NULL);
 	srv.config_path = o->config_path ? o->config_path : o->peers_path;
+	srv.secret_file = o->secret_file;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
