@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -183,6 +184,15 @@ int cmd_memserver(int argc, char **argv)
 			: config ? cfg.max_clients : 0;
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
 		return 2;
+	/* Before any bind: off loopback, the port must not be open to anyone. */
+	struct in_addr la;
+	int loopback = strcmp(host, "localhost") == 0 ||
+		       (inet_pton(AF_INET, host, &la) == 1 && (ntohl(la.s_addr) >> 24) == 127);
+	if (!o.secret_file && !loopback && !insecure)
+		return cli_fail("memserver", "refusing to listen on %s:%u without a cluster secret "
+				"(anyone reaching the port could read and write everything): set "
+				"secret_file in [cluster] or --secret-file FILE, or give --insecure "
+				"on a trusted network", host, port);
 	if (listen_probe(host, port, config, o.id))
 		return 1;
 	char tag[32];

@@ -348,6 +348,7 @@ int memserver_run(const struct memserver_opts *o)
 	pthread_mutex_init(&srv.tables_mu, NULL);
 	srv.config_path = o->config_path ? o->config_path : o->peers_path;
 	srv.secret_file = o->secret_file;
+	srv.max_clients = o->max_clients;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

@@ -166,6 +166,7 @@ struct ms_server {
 				       the other participants about undecided txns;
 				       a --peers file may appear after the start */
 	const char *secret_file;    /* the cluster secret (NULL: the file's, or none) */
+	unsigned max_clients;       /* the door's limit (0: none), for the stats */
 	pthread_t resolver;
 	int resolver_running;
 	_Atomic int resolver_stop;

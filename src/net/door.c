@@ -426,8 +426,16 @@ static int dconn_io(struct door *d, struct dconn *c, short revents)
 			goto fail;
 		}
 		if (r == 0) {
-			STAT_INC(d, bad_frames);
-			why = c->in_have || c->in_need ? "truncated frame" : "closed by the peer";
+			if (c->in_have || c->in_need) {
+				STAT_INC(d, bad_frames);
+				why = "truncated frame";
+			} else if (c->state == D_AUTH) {
+				/* a client that cannot verify our MAC hangs up here */
+				STAT_INC(d, auth_failed);
+				why = "the peer left after the challenge (wrong or missing secret?)";
+			} else {
+				why = "closed by the peer";
+			}
 			goto fail;
 		}
 		c->in_have += (size_t)r;
