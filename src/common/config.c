@@ -481,7 +481,7 @@ int config_load(const char *path, struct lotus_config *out)
 	/* A relative secret_file is relative to the config file's directory. */
 	const char *slash = strrchr(path, '/');
 	if (rc == 0 && out->secret_file[0] && out->secret_file[0] != '/' && slash) {
-		char full[sizeof(out->secret_file)];
+		char full[sizeof(out->secret_file)] = "";   /* zeroed: configs compare whole */
 		int n = snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - path), path,
 				 out->secret_file);
 		if (n < 0 || (size_t)n >= sizeof(full))

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -596,7 +597,12 @@ int door_open(const struct door_opts *o, struct door **out)
 		socklen_t sl = sizeof(sa);
 		getsockname(d->lfd, (struct sockaddr *)&sa, &sl);
 		d->port = ntohs(sa.sin_port);
+		/* Signals go to the process's own threads, not to the door's. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		rc = -pthread_create(&d->thread, NULL, door_main, d);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		d->running = rc == 0;
 	}
 	if (rc) {

@@ -32,6 +32,17 @@
  *
  * UCX callbacks never call lotus handlers and never progress the worker: the
  * error callback only marks the connection, the AM callback only queues.
+ *
+ * Connecting (door.h): net_connect passes the door's handshake, gets the
+ * address of the server worker chosen for it, and creates its endpoint by
+ * worker address; the door mails the client's address to that worker, which
+ * creates the other endpoint (net_accept).  UCX pairs the two by the order in
+ * which each worker creates endpoints to the other (its connection sequence
+ * numbers), which holds because one client worker connects to one server
+ * at a time.  The client's first PING may arrive before the server's endpoint
+ * exists; UCX then reports it on an endpoint lotus does not know, which is
+ * dropped, so net_connect pings every 20 ms until it hears back.  A message on
+ * an endpoint that no handshake produced is always dropped.
  */
 #include <errno.h>
 #include <poll.h>
@@ -352,8 +363,6 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 	}
 	/* lotus's defaults go into its own UCX config object, never into the
 	 * process environment, and only where the user set nothing. */
-	/* A restarted server must be able to listen on its port at once. */
-	net_ucx_default(cfg, "UCX_TCP_CM_REUSEADDR", "CM_REUSEADDR", "y");
 	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
 	 * rendezvous threshold, and rendezvous costs an extra round trip per
 	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.

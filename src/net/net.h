@@ -19,6 +19,11 @@
  * detached data of a wire_buf, which is malloc'd) and frees it when UCX is done
  * with it, so no header or payload dies before its send completes.
  *
+ * Connecting: a server listens on a TCP socket of lotus's own (door.h); a
+ * client proves the cluster secret there, the two swap UCX worker addresses,
+ * and both create endpoints by address.  Nothing reaches UCX's connection
+ * manager, and a message on an endpoint no handshake made is dropped.
+ *
  * Liveness: over tcp/rc/ud/dc the endpoint uses peer error handling, and a lost
  * peer reaches on_close().  Shared memory only works with error mode NONE, so
  * there each side pings an idle connection and declares it lost after
