@@ -480,21 +480,26 @@ static void door_accept(struct door *d)
 			return;
 		}
 		STAT_INC(d, accepted);
-		struct dconn *c = d->nconns < DOOR_MAX_PENDING ? calloc(1, sizeof(*c)) : NULL;
+		struct dconn tmp = { .fd = fd };
+		sock_peer(fd, tmp.peer, sizeof(tmp.peer), &tmp.ip);
+		unsigned same = 0;
+		for (unsigned i = 0; i < d->nconns; i++)
+			same += d->conns[i]->ip == tmp.ip;
+		struct dconn *c = d->nconns < DOOR_MAX_PENDING && same < DOOR_MAX_PENDING_PER_IP
+					  ? calloc(1, sizeof(*c)) : NULL;
 		if (!c) {
 			STAT_INC(d, dropped);
-			struct dconn tmp = { .fd = fd };
-			sock_peer(fd, tmp.peer, sizeof(tmp.peer), &tmp.ip);
-			door_log_fail(d, &tmp, "too many handshakes at once");
+			door_log_fail(d, &tmp, same >= DOOR_MAX_PENDING_PER_IP
+					       ? "too many handshakes from this address at once"
+					       : "too many handshakes at once");
 			close(fd);
 			continue;
 		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c->fd = fd;
+		*c = tmp;
 		c->state = D_HELLO;
 		c->deadline = clock_now_ns() + DOOR_TIMEOUT_MS * 1000000ULL;
-		sock_peer(fd, c->peer, sizeof(c->peer), &c->ip);
 		d->conns[d->nconns++] = c;
 	}
 }

@@ -26,8 +26,8 @@
  * of the wrong type for the state, a bad length, or any byte beyond the
  * handshake closes the connection.  A handshake not done within
  * DOOR_TIMEOUT_MS is closed.  Failures are logged once per peer address per
- * minute.  At most DOOR_MAX_PENDING handshakes run at once; more are closed
- * at accept.
+ * minute.  At most DOOR_MAX_PENDING handshakes run at once, and at most
+ * DOOR_MAX_PENDING_PER_IP from one peer address; more are closed at accept.
  *
  * Threads: door_open starts one thread that accepts and runs every handshake
  * (non-blocking sockets, one poll loop); on_client runs in that thread.
@@ -43,6 +43,7 @@
 #define DOOR_MAX_ADDR    16384   /* largest worker address accepted */
 #define DOOR_TIMEOUT_MS  2000
 #define DOOR_MAX_PENDING 128
+#define DOOR_MAX_PENDING_PER_IP 16   /* one address cannot fill the table */
 
 struct door_key {
 	int set;                       /* 0: no secret (K is zero) */

@@ -10,6 +10,8 @@
 #    MAC gets nothing (clear error, non-zero exit); the right secret works;
 #  - a memory server refuses to listen off loopback without a secret;
 #  - max_clients: the next client gets "server full: max_clients N";
+#  - 300 silent handshakes from one address (127.0.0.2) do not lock out a
+#    client from another;
 #  - the memory server's stats count what the door turned away.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
@@ -94,6 +96,15 @@ out=$(ycsb --config "$dir/c.ini" --secret-file "$dir/empty" 2>&1); rc=$?
 # ---- after all that, the right secret still works ----
 ycsb --config "$dir/c.ini" >/dev/null 2>"$dir/y1.err" || fail "right secret after the attacks: $(cat "$dir/y1.err")"
 echo "ok: a client with the secret is served after the attacks"
+
+# ---- a flood of silent handshakes from one address does not lock others out ----
+$PY "$ATTACK" flood "$PORT" 300 5 127.0.0.2 >"$dir/flood.out" &
+flood=$!
+sleep 1
+ycsb --config "$dir/c.ini" >/dev/null 2>"$dir/y3.err" ||
+  fail "a client during a flood of handshakes from 127.0.0.2: $(tail -3 "$dir/y3.err")"
+wait $flood
+echo "ok: served during a flood from 127.0.0.2 ($(cat "$dir/flood.out"))"
 
 # ---- the door's counters in the memory server's stats (lotus serve's INFO) ----
 serve_start "$dir" --config "$dir/c.ini" --threads 1 || fail "serve did not start"

@@ -10,6 +10,10 @@
   door_attack.py wrongkey PORT KEYFILE   a client that knows the protocol but
                                          not the secret: prints what it got
   door_attack.py reflect PORT            send the server's own MAC back as ours
+  door_attack.py flood PORT N SECONDS SRC
+                                         keep N silent connections open from
+                                         source address SRC for SECONDS,
+                                         reopening each one the server closes
 """
 import hashlib, hmac, os, socket, struct, sys, time
 
@@ -135,6 +139,41 @@ def reflect(port):
     return refused(s, 'reflected MAC')
 
 
+def flood(port, n, seconds, src):
+    import selectors
+    sel = selectors.DefaultSelector()
+    opened = 0
+
+    def one():
+        nonlocal opened
+        s = socket.socket()
+        s.bind((src, 0))
+        s.setblocking(False)
+        try:
+            s.connect(('127.0.0.1', port))
+        except BlockingIOError:
+            pass
+        sel.register(s, selectors.EVENT_READ)
+        opened += 1
+
+    for _ in range(n):
+        one()
+    end = time.time() + seconds
+    while time.time() < end:
+        for key, _ in sel.select(timeout=0.1):
+            s = key.fileobj
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b''
+            if not data:
+                sel.unregister(s)
+                s.close()
+                one()
+    print('flood: %d connections opened' % opened)
+    return 0
+
+
 if __name__ == '__main__':
     cmd, port = sys.argv[1], int(sys.argv[2])
     if cmd == 'garbage':
@@ -145,4 +184,6 @@ if __name__ == '__main__':
         sys.exit(wrongkey(port, sys.argv[3]))
     if cmd == 'reflect':
         sys.exit(reflect(port))
+    if cmd == 'flood':
+        sys.exit(flood(port, int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]))
     sys.exit(2)
