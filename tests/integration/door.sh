@@ -96,6 +96,11 @@ out=$(ycsb --config "$dir/c.ini" --secret-file "$dir/empty" 2>&1); rc=$?
 # ---- after all that, the right secret still works ----
 ycsb --config "$dir/c.ini" >/dev/null 2>"$dir/y1.err" || fail "right secret after the attacks: $(cat "$dir/y1.err")"
 echo "ok: a client with the secret is served after the attacks"
+out=$(timeout 20 "$L" txn-status --config "$dir/c.ini" --txn 1 --json 2>&1) ||
+  fail "txn-status with the secret: $out"
+out=$(timeout 20 "$L" txn-status --config "$dir/nosecret.ini" --txn 1 --json 2>&1) &&
+  fail "txn-status without the secret answered: $out"
+echo "ok: txn-status only with the secret"
 
 # ---- a flood of silent handshakes from one address does not lock others out ----
 $PY "$ATTACK" flood "$PORT" 300 5 127.0.0.2 >"$dir/flood.out" &
