@@ -41,7 +41,8 @@
  * numbers), which holds because one client worker connects to one server
  * at a time.  The client's first PING may arrive before the server's endpoint
  * exists; UCX then reports it on an endpoint lotus does not know, which is
- * dropped, so net_connect pings every 20 ms until it hears back.  A message on
+ * dropped, so net_connect pings again (after 1, 2, 4 .. 20 ms) until it
+ * hears back.  A message on
  * an endpoint that no handshake produced is always dropped.
  */
 #include <errno.h>
@@ -1023,7 +1024,7 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 	 * worker creates it when the door's mail arrives), and a message on an
 	 * endpoint the server does not know is dropped: ping again until heard. */
 	rc = net_send_ping(c, WIRE_PING, 0);
-	uint64_t next_ping = clock_now_ns() + 20000000ULL;
+	uint64_t gap = 1000000ULL, next_ping = clock_now_ns() + gap;   /* 1, 2, 4 .. 20 ms */
 	while (rc == 0 && c->state == CONN_CONNECTING) {
 		uint64_t now = clock_now_ns();
 		if (timeout_ms >= 0 && now >= deadline) {
@@ -1032,9 +1033,10 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 		}
 		if (now >= next_ping) {
 			rc = net_send_ping(c, WIRE_PING, 0);
-			next_ping = now + 20000000ULL;
+			gap = MIN(gap * 2, 20000000ULL);
+			next_ping = now + gap;
 		}
-		int ms = timeout_ms < 0 ? 10 : (int)MIN((deadline - now) / 1000000 + 1, 10);
+		int ms = timeout_ms < 0 ? 1 : (int)MIN((deadline - now) / 1000000 + 1, 1);
 		net_ucx_wait(w, ms);
 	}
 	if (rc == 0 && c->state != CONN_OPEN)
