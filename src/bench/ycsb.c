@@ -856,6 +856,11 @@ static const char *cc_name(enum lotus_cc cc)
 	return cc == LOTUS_WAIT_DIE ? "wait_die" : cc == LOTUS_WOUND_WAIT ? "wound_wait" : "no_wait";
 }
 
+static const char *engine_name(enum lotus_engine e)
+{
+	return e == LOTUS_ENGINE_ONESIDED ? "onesided" : "twosided";
+}
+
 static const char *batch_name(enum lotus_batch b)
 {
 	return b == LOTUS_BATCH_NONE ? "none" : b == LOTUS_BATCH_INTER ? "inter" : "intra";
@@ -943,7 +948,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	uint64_t lookups = r->cache.hits + r->cache.misses;
 	double hit_rate = lookups ? (double)r->cache.hits / (double)lookups : 0;
 	if (json) {
-		fprintf(f, "{\"workload\":\"%c\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
+		fprintf(f, "{\"workload\":\"%c\",\"engine\":\"%s\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
 			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"partitioning\":\"%s\","
 			"\"compute_id\":%u,\"compute_count\":%u,\"seconds\":%.3f,"
@@ -957,7 +962,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
 			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
 			"\"local_hits\":%llu}",
-			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
+			o->workload, engine_name(o->lo.engine), cc_name(o->lo.cc), threads,
+			o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
 			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
 			o->lo.compute_id, o->lo.compute_count, r->seconds, (unsigned long long)r->committed,
@@ -981,9 +987,9 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 		fprintf(f, "}\n");
 		return;
 	}
-	fprintf(f, "lotus ycsb: workload %c, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
+	fprintf(f, "lotus ycsb: workload %c, %s, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
 		   "            %u ops/txn, %llu records of %u B, zipf %.2f\n",
-		o->workload, cc_name(o->lo.cc), batch_name(o->lo.batch), transport, servers, threads,
+		o->workload, engine_name(o->lo.engine), cc_name(o->lo.cc), batch_name(o->lo.batch), transport, servers, threads,
 		o->inflight, o->ops_per_txn, (unsigned long long)o->records, o->record_size, o->zipf);
 	fprintf(f, "  %-12s %12.1f txn/s %12.1f ops/s   (%llu committed in %.1f s)\n", "throughput",
 		(double)r->committed / secs, (double)r->ops / secs,

@@ -376,6 +376,10 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	}
 	/* durable servers always prepare (a logged tear would outlive restarts) */
 	c->two_phase = c->durable || c->opts.commit != LOTUS_COMMIT_ONE_PHASE;
+	if (rc == 0 && !(c->engine = engine_find(o->engine))) {
+		log_error("lotus_connect: the %s engine is not built yet", engine_kind_name(o->engine));
+		rc = LOTUS_EUNSUPPORTED;
+	}
 	if (rc == 0) {
 		struct net_opts no = { .transport = c->transport };
 		rc = net_ctx_create(&no, &c->net);

@@ -53,8 +53,10 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 #include "lotus.h"
+#include "common/common.h"
 #include "common/config.h"
 #include "compute/cache.h"
+#include "compute/engine.h"
 #include "lock/lock.h"
 #include "net/net.h"
 #include "net/wire.h"
@@ -88,6 +90,7 @@ struct lotus_cluster {
 	pthread_mutex_t tables_mu;
 	unsigned ntables;
 	struct table_ent tables[LOTUS_MAX_TABLES];
+	const struct engine *engine;    /* lotus_options.engine */
 	rcache_t *cache;                /* NULL without --cache */
 	lock_table_t *local_locks;      /* CO partitioning: locks of owned keys */
 	_Atomic uint64_t stale_hints;
@@ -149,10 +152,12 @@ struct txn_op {
 
 enum txn_state { TXN_IDLE, TXN_EXEC, TXN_PREPARE, TXN_COMMIT, TXN_ABORT, TXN_FAILED, TXN_DONE };
 
-struct lotus_txn {
-	lotus_session_t *s;
+/* A two-sided transaction: pub (engine.h) is what the API sees. */
+typedef struct ts_txn ts_txn_t;
+struct ts_txn {
+	struct lotus_txn pub;        /* eng, s, id, prio */
+	lotus_session_t *s;          /* == pub.s */
 	unsigned slot;
-	uint64_t id, prio;
 	enum txn_state state;
 	struct txn_op *ops;
 	unsigned nops, cap, next_unsent;
@@ -173,7 +178,7 @@ struct lotus_txn {
 	uint64_t unresponsive;       /* servers that missed a deadline of this attempt:
 					their late replies are dropped, ABORT is not awaited */
 	int ready;                   /* on the session's ready list */
-	lotus_txn_t *ready_next;
+	ts_txn_t *ready_next;
 };
 
 /*
@@ -191,7 +196,7 @@ struct sgroup {
 	struct wire_buf out[LOTUS_MAX_SERVERS];
 	uint64_t dirty;                  /* bit per server with a buffered message */
 	uint64_t msg_seq;
-	lotus_txn_t **slots;             /* tag slot -> transaction */
+	ts_txn_t **slots;             /* tag slot -> transaction */
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
@@ -211,10 +216,20 @@ struct lotus_session {
 	uint64_t last_prio;
 	struct lotus_net_counters ctr;
 	/* transactions whose step finished, to complete from lotus_session_poll */
-	lotus_txn_t *ready_head, *ready_tail;
+	ts_txn_t *ready_head, *ready_tail;
 	/* CO: local lock grants posted by other threads, handled from the poll */
 	struct txn_op *grants;
 };
+
+static inline ts_txn_t *ts_of(lotus_txn_t *t)
+{
+	return container_of(t, ts_txn_t, pub);
+}
+
+static inline const ts_txn_t *ts_of_const(const lotus_txn_t *t)
+{
+	return container_of(t, const ts_txn_t, pub);
+}
 
 /* Does o's write take effect at commit?  Its own INSERT / DELETE only if the
  * lock request found the key as it needs (status 0).  A write staged later
@@ -235,6 +250,7 @@ void group_unlock(struct sgroup *g);
 int session_queue(lotus_session_t *s, unsigned server, const struct wire_req *r,
 		  const void *key, const void *value);
 void session_flush(lotus_session_t *s);
+int session_poll(lotus_session_t *s, int timeout_ms);
 void session_flush_server(lotus_session_t *s, unsigned server);
 /* timeout_ms 0: the cluster's timeout (lotus_options.timeout_ms). */
 int session_admin(lotus_session_t *s, unsigned server, struct wire_req *r, const void *key,
@@ -244,40 +260,40 @@ int session_admin(lotus_session_t *s, unsigned server, struct wire_req *r, const
 int session_writeback(lotus_session_t *s, unsigned server, uint16_t table, const void *key,
 		      uint16_t klen, const void *value, uint32_t vlen);
 /* txn.c */
-int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val);
-int txn_op_send_remote(lotus_txn_t *t, unsigned idx);
-int txn_op_send(lotus_txn_t *t, unsigned idx);
-void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status);
-void txn_step_ready(lotus_txn_t *t);
+int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val);
+int txn_op_send_remote(ts_txn_t *t, unsigned idx);
+int txn_op_send(ts_txn_t *t, unsigned idx);
+void txn_op_result(ts_txn_t *t, struct txn_op *o, int status);
+void txn_step_ready(ts_txn_t *t);
 void txn_drain_ready(lotus_session_t *s);
 /* txn_cache.c: the record cache and CO partitioning on the transaction path */
-uint64_t txn_cache_hint(lotus_txn_t *t, const struct txn_op *o);
-void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep *r);
-void txn_cache_after_commit(lotus_txn_t *t, int err);
-int txn_op_local(lotus_txn_t *t, unsigned idx);
-void txn_local_release(lotus_txn_t *t);
+uint64_t txn_cache_hint(ts_txn_t *t, const struct txn_op *o);
+void txn_cache_on_reply(ts_txn_t *t, struct txn_op *o, const struct wire_rep *r);
+void txn_cache_after_commit(ts_txn_t *t, int err);
+int txn_op_local(ts_txn_t *t, unsigned idx);
+void txn_local_release(ts_txn_t *t);
 int cluster_cache_create(lotus_cluster_t *c);
 void cluster_cache_destroy(lotus_cluster_t *c);
 void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w);
 void txn_drain_grants(lotus_session_t *s);
-void txn_on_reply(lotus_txn_t *t, unsigned server, const struct wire_rep *r,
+void txn_on_reply(ts_txn_t *t, unsigned server, const struct wire_rep *r,
 		  const unsigned char *key, const unsigned char *value);
 /* txn_view.c: read-your-writes and scan continuation */
-void txn_view_stage_read(lotus_txn_t *t, struct txn_op *o);
+void txn_view_stage_read(ts_txn_t *t, struct txn_op *o);
 /* How an insert of (table, key) staged now is answered. */
 enum { INSERT_REMOTE, INSERT_EXISTS, INSERT_UPSERT };
-int txn_view_stage_insert(lotus_txn_t *t, uint16_t table, const void *key, uint16_t klen);
-int txn_view_stage_scan(lotus_txn_t *t, struct txn_op *o);
-void txn_view_scan_reply(lotus_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
+int txn_view_stage_insert(ts_txn_t *t, uint16_t table, const void *key, uint16_t klen);
+int txn_view_stage_scan(ts_txn_t *t, struct txn_op *o);
+void txn_view_scan_reply(ts_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
 			 const unsigned char *key);
 /* At the end of an execute step's replies: send what the step still needs
  * (waiting reads, scan continuations); returns the requests sent. */
-int txn_view_followups(lotus_txn_t *t);
+int txn_view_followups(ts_txn_t *t);
 /* Then merge every scan of the step with the transaction's own writes. */
-void txn_view_finish(lotus_txn_t *t);
-void txn_on_server_lost(lotus_txn_t *t, unsigned server);
+void txn_view_finish(ts_txn_t *t);
+void txn_on_server_lost(ts_txn_t *t, unsigned server);
 /* The step's deadline passed: give up on its replies (LOTUS_ETIMEOUT). */
-void txn_on_timeout(lotus_txn_t *t);
+void txn_on_timeout(ts_txn_t *t);
 /* cluster.c */
 int cluster_start_local(lotus_cluster_t *c);
 void cluster_stop_local(lotus_cluster_t *c);

@@ -33,7 +33,7 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason);
 static void sess_on_post(void *arg, void *item)
 {
 	struct lock_waiter *w = item;
-	lotus_txn_t *t = w->owner;
+	ts_txn_t *t = w->owner;
 	txn_on_local_grant(t->s, w);
 }
 
@@ -281,7 +281,7 @@ static void sess_on_reply(struct sgroup *g, unsigned sv, const struct wire_rep *
 		sess_on_admin_reply(g, sv, r, value);
 		return;
 	}
-	if (slot >= g->nslots || !g->slots[slot] || g->slots[slot]->id != r->txn_id) {
+	if (slot >= g->nslots || !g->slots[slot] || g->slots[slot]->pub.id != r->txn_id) {
 		log_debug("dropping reply for an unknown transaction %llx",
 			  (unsigned long long)r->txn_id);
 		return;
@@ -339,13 +339,13 @@ static void group_expire(struct sgroup *g)
 		return;
 	g->next_expiry_ns = now + 1000000;
 	for (unsigned i = 0; i < g->nslots; i++) {
-		lotus_txn_t *t = g->slots[i];
+		ts_txn_t *t = g->slots[i];
 		if (t && t->deadline_ns && now >= t->deadline_ns)
 			txn_on_timeout(t);
 	}
 }
 
-int lotus_session_poll(lotus_session_t *s, int timeout_ms)
+int session_poll(lotus_session_t *s, int timeout_ms)
 {
 	struct sgroup *g = s->g;
 	lotus_session_t *outer = session_current;

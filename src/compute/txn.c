@@ -31,7 +31,7 @@
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-static int slot_alloc(struct sgroup *s, lotus_txn_t *t)
+static int slot_alloc(struct sgroup *s, ts_txn_t *t)
 {
 	if (s->nfree) {
 		t->slot = s->free_slots[--s->nfree];
@@ -42,7 +42,7 @@ static int slot_alloc(struct sgroup *s, lotus_txn_t *t)
 		unsigned cap = s->cap_slots ? s->cap_slots * 2 : 16;
 		if (cap >= TAG_ADMIN_SLOT)
 			return -ENOSPC;
-		lotus_txn_t **sl = realloc(s->slots, cap * sizeof(*sl));
+		ts_txn_t **sl = realloc(s->slots, cap * sizeof(*sl));
 		unsigned *fr = sl ? realloc(s->free_slots, cap * sizeof(*fr)) : NULL;
 		if (sl)
 			s->slots = sl;
@@ -71,11 +71,13 @@ static uint64_t txn_new_priority(lotus_session_t *s)
 	return p;
 }
 
-int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out)
+static int ts_begin(lotus_session_t *s, lotus_txn_t **out)
 {
-	lotus_txn_t *t = calloc(1, sizeof(*t));
+	ts_txn_t *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	t->pub.eng = &engine_twosided;
+	t->pub.s = s;
 	t->s = s;
 	group_lock(s->g);
 	int rc = slot_alloc(s->g, t);
@@ -84,14 +86,14 @@ int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out)
 		free(t);
 		return -ENOMEM;
 	}
-	t->id = txn_new_id(s);
-	t->prio = txn_new_priority(s);
+	t->pub.id = txn_new_id(s);
+	t->pub.prio = txn_new_priority(s);
 	t->state = TXN_IDLE;
-	*out = t;
+	*out = &t->pub;
 	return 0;
 }
 
-static void txn_clear_ops(lotus_txn_t *t)
+static void txn_clear_ops(ts_txn_t *t)
 {
 	for (unsigned i = 0; i < t->nops; i++) {
 		free(t->ops[i].row_ptrs);
@@ -108,30 +110,24 @@ static void txn_clear_ops(lotus_txn_t *t)
 	t->unresponsive = 0;
 }
 
-int lotus_txn_recycle(lotus_txn_t *t)
+static int ts_restart(lotus_txn_t *pt, bool new_priority)
 {
-	int rc = lotus_txn_restart(t);
-	if (rc == 0)
-		t->prio = txn_new_priority(t->s);
-	return rc;
-}
-
-int lotus_txn_restart(lotus_txn_t *t)
-{
+	ts_txn_t *t = ts_of(pt);
 	if (t->state != TXN_DONE && t->state != TXN_IDLE)
 		return LOTUS_ESTATE;
 	if (t->state == TXN_IDLE && t->participants)
 		return LOTUS_ESTATE; /* still holds locks: abort first */
 	txn_clear_ops(t);
-	t->id = txn_new_id(t->s);
+	t->pub.id = txn_new_id(t->s);
+	if (new_priority)
+		t->pub.prio = txn_new_priority(t->s);
 	t->state = TXN_IDLE;
 	return 0;
 }
 
-void lotus_txn_free(lotus_txn_t *t)
+static void ts_free(lotus_txn_t *pt)
 {
-	if (!t)
-		return;
+	ts_txn_t *t = ts_of(pt);
 	lotus_session_t *s = t->s;
 	txn_local_release(t);
 	txn_clear_ops(t);
@@ -148,12 +144,10 @@ void lotus_txn_free(lotus_txn_t *t)
 	free(t);
 }
 
-uint64_t lotus_txn_id(const lotus_txn_t *t) { return t->id; }
-uint64_t lotus_txn_priority(const lotus_txn_t *t) { return t->prio; }
 
 /* ---- staging ------------------------------------------------------------- */
 
-static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key,
+static struct txn_op *op_add(ts_txn_t *t, uint8_t op, lotus_table_t tb, const void *key,
 			     size_t klen, int *err)
 {
 	lotus_cluster_t *c = t->s->cl;
@@ -204,7 +198,7 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 	return o;
 }
 
-static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t vlen)
+static int op_set_value(ts_txn_t *t, struct txn_op *o, const void *v, size_t vlen)
 {
 	if (vlen > t->s->cl->tables[o->table].max_value)
 		return LOTUS_ETOOBIG;
@@ -227,14 +221,14 @@ static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t 
 
 /* A staging call failed: the transaction is doomed (sticky errors), so a
  * commit can never apply the calls that did succeed. */
-static int stage_failed(lotus_txn_t *t, int err)
+static int stage_failed(ts_txn_t *t, int err)
 {
 	if (!t->sticky && t->state != TXN_DONE)
 		t->sticky = err;
 	return err;
 }
 
-static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key, size_t klen)
+static int stage_read(ts_txn_t *t, uint8_t op, lotus_table_t tb, const void *key, size_t klen)
 {
 	int err;
 	struct txn_op *o = op_add(t, op, tb, key, klen, &err);
@@ -244,18 +238,9 @@ static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *
 	return (int)(o - t->ops);
 }
 
-int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
-{
-	return stage_read(t, OP_READ, tb, key, klen);
-}
-
-int lotus_txn_read_for_update(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
-{
-	return stage_read(t, OP_READ_X, tb, key, klen);
-}
 
 /* An X lock this txn already asked for on (tb, key), to hang a write on. */
-static struct txn_op *op_find_x(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+static struct txn_op *op_find_x(ts_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
 {
 	for (unsigned i = t->nops; i-- > 0;) {
 		struct txn_op *o = &t->ops[i];
@@ -267,7 +252,7 @@ static struct txn_op *op_find_x(lotus_txn_t *t, lotus_table_t tb, const void *ke
 	return NULL;
 }
 
-static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_table_t tb,
+static int stage_write(ts_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_table_t tb,
 		       const void *key, size_t klen, const void *v, size_t vlen)
 {
 	int err;
@@ -321,25 +306,8 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 	return (int)(o - t->ops);
 }
 
-int lotus_txn_write(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
-		    const void *value, size_t vlen)
-{
-	return stage_write(t, OP_LOCK_X, OP_LOCK_X, tb, key, klen, value, vlen);
-}
-
-int lotus_txn_insert(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
-		     const void *value, size_t vlen)
-{
-	return stage_write(t, OP_INSERT, OP_INSERT, tb, key, klen, value, vlen);
-}
-
-int lotus_txn_delete(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
-{
-	return stage_write(t, OP_DELETE, OP_DELETE, tb, key, klen, NULL, 0);
-}
-
-int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
-		   unsigned count)
+static int stage_scan(ts_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
+		      unsigned count)
 {
 	int err;
 	struct txn_op *o = op_add(t, OP_SCAN, tb, start, slen, &err);
@@ -352,10 +320,33 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 	return (int)(o - t->ops);
 }
 
+static int ts_stage(lotus_txn_t *pt, const struct engine_op *op)
+{
+	ts_txn_t *t = ts_of(pt);
+	switch (op->kind) {
+	case ENGINE_READ:
+		return stage_read(t, OP_READ, op->table, op->key, op->klen);
+	case ENGINE_READ_X:
+		return stage_read(t, OP_READ_X, op->table, op->key, op->klen);
+	case ENGINE_WRITE:
+		return stage_write(t, OP_LOCK_X, OP_LOCK_X, op->table, op->key, op->klen,
+				   op->value, op->vlen);
+	case ENGINE_INSERT:
+		return stage_write(t, OP_INSERT, OP_INSERT, op->table, op->key, op->klen,
+				   op->value, op->vlen);
+	case ENGINE_DELETE:
+		return stage_write(t, OP_DELETE, OP_DELETE, op->table, op->key, op->klen, NULL, 0);
+	case ENGINE_SCAN:
+		return stage_scan(t, op->table, op->key, op->klen, op->count);
+	}
+	return stage_failed(t, -EINVAL);
+}
+
 /* ---- results ------------------------------------------------------------- */
 
-int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen)
+static int ts_result(const lotus_txn_t *pt, int op, const void **value, size_t *vlen)
 {
+	const ts_txn_t *t = ts_of_const(pt);
 	if (op < 0 || (unsigned)op >= t->nops)
 		return -EINVAL;
 	const struct txn_op *o = &t->ops[op];
@@ -366,16 +357,18 @@ int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *v
 	return o->status;
 }
 
-int lotus_txn_scan_rows(const lotus_txn_t *t, int op)
+static int ts_scan_rows(const lotus_txn_t *pt, int op)
 {
+	const ts_txn_t *t = ts_of_const(pt);
 	if (op < 0 || (unsigned)op >= t->nops || t->ops[op].op != OP_SCAN)
 		return -EINVAL;
 	return t->ops[op].status ? t->ops[op].status : (int)t->ops[op].rows;
 }
 
-int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
-		       const void **value, size_t *vlen)
+static int ts_scan_row(const lotus_txn_t *pt, int op, unsigned i, const void **key,
+		       size_t *klen, const void **value, size_t *vlen)
 {
+	const ts_txn_t *t = ts_of_const(pt);
 	if (op < 0 || (unsigned)op >= t->nops || i >= t->ops[op].rows || !t->ops[op].row_ptrs)
 		return -EINVAL;
 	const struct wire_row *row = (const struct wire_row *)t->ops[op].row_ptrs[i];
@@ -389,14 +382,14 @@ int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **ke
 
 /* ---- steps --------------------------------------------------------------- */
 
-static void txn_step_done(lotus_txn_t *t);
-static int txn_commit_start(lotus_txn_t *t);
-static int txn_abort_start(lotus_txn_t *t);
+static void txn_step_done(ts_txn_t *t);
+static int txn_commit_start(ts_txn_t *t);
+static int txn_abort_start(ts_txn_t *t);
 
-int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val)
+int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val)
 {
-	r->txn_id = t->id;
-	r->priority = t->prio;
+	r->txn_id = t->pub.id;
+	r->priority = t->pub.prio;
 	r->cc = (uint8_t)t->s->cl->opts.cc;
 	int rc = session_queue(t->s, sv, r, key, val);
 	if (rc)
@@ -410,7 +403,7 @@ int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, c
 }
 
 /* Send op idx to its memory server(s); a scan goes to every server. */
-int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
+int txn_op_send_remote(ts_txn_t *t, unsigned idx)
 {
 	lotus_cluster_t *c = t->s->cl;
 	struct txn_op *o = &t->ops[idx];
@@ -433,7 +426,7 @@ int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 	return 0;
 }
 
-int txn_op_send(lotus_txn_t *t, unsigned idx)
+int txn_op_send(ts_txn_t *t, unsigned idx)
 {
 	struct txn_op *o = &t->ops[idx];
 	if (o->ryw) {  /* answered by the client (txn_view.c) */
@@ -447,7 +440,7 @@ int txn_op_send(lotus_txn_t *t, unsigned idx)
 
 /* A step's last outstanding reply or local grant arrived: complete it from
  * lotus_session_poll, outside the message handler. */
-void txn_step_ready(lotus_txn_t *t)
+void txn_step_ready(ts_txn_t *t)
 {
 	lotus_session_t *s = t->s;
 	t->deadline_ns = 0;  /* nothing is outstanding */
@@ -467,7 +460,7 @@ void txn_drain_ready(lotus_session_t *s)
 	/* Complete only what was ready when the drain began: a step that a
 	 * completion starts and that finishes at once (a retry refused by a local
 	 * lock) waits for the next poll, after the network has been progressed. */
-	lotus_txn_t *t = s->ready_head, *next;
+	ts_txn_t *t = s->ready_head, *next;
 	s->ready_head = s->ready_tail = NULL;
 	for (; t; t = next) {
 		next = t->ready_next;
@@ -480,7 +473,7 @@ void txn_drain_ready(lotus_session_t *s)
 }
 
 /* Finish a step that could not even be sent. */
-static int txn_fail_now(lotus_txn_t *t, int rc)
+static int txn_fail_now(ts_txn_t *t, int rc)
 {
 	if (!t->err)
 		t->err = rc;
@@ -489,7 +482,7 @@ static int txn_fail_now(lotus_txn_t *t, int rc)
 	return 0;
 }
 
-static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_execute_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->sticky)
 		return t->sticky;
@@ -514,25 +507,26 @@ static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	return 0;
 }
 
-int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int ts_execute(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 {
+	ts_txn_t *t = ts_of(pt);
 	group_lock(t->s->g);
 	int rc = txn_execute_locked(t, cb, arg);
 	group_unlock(t->s->g);
 	return rc;
 }
 
-static void txn_finish(lotus_txn_t *t, int result)
+static void txn_finish(ts_txn_t *t, int result)
 {
 	lotus_txn_cb cb = t->cb;
 	t->step_done = 1;
 	t->err = result;
 	t->cb = NULL;
 	if (cb)
-		cb(t, result, t->cb_arg);
+		cb(&t->pub, result, t->cb_arg);
 }
 
-static void txn_exec_done(lotus_txn_t *t, int err)
+static void txn_exec_done(ts_txn_t *t, int err)
 {
 	if (!err && txn_view_followups(t) > 0) {  /* another round trip of this step */
 		if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
@@ -559,7 +553,7 @@ static void txn_exec_done(lotus_txn_t *t, int err)
 	txn_finish(t, err);
 }
 
-static void txn_step_done(lotus_txn_t *t)
+static void txn_step_done(ts_txn_t *t)
 {
 	int err = t->err;
 	switch (t->state) {
@@ -633,7 +627,7 @@ static int status_is_benign(int st)
 }
 
 /* Record one op's outcome (remote reply or local completion). */
-void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status)
+void txn_op_result(ts_txn_t *t, struct txn_op *o, int status)
 {
 	if (status && (o->status == 0 || o->op != OP_SCAN))
 		o->status = status;
@@ -641,7 +635,7 @@ void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status)
 		t->err = status;
 }
 
-void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *k,
+void txn_on_reply(ts_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *k,
 		  const unsigned char *v)
 {
 	unsigned idx = r->tag & 0xffff;
@@ -669,7 +663,7 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 		txn_step_ready(t);
 }
 
-void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
+void txn_on_server_lost(ts_txn_t *t, unsigned sv)
 {
 	if (!t->due[sv])
 		return;
@@ -685,7 +679,7 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
  * are unresponsive for the rest of this attempt (their late replies find no
  * due count and are dropped), and the step ends with LOTUS_ETIMEOUT.  Local
  * lock waits (co-partitioning) still complete as usual. */
-void txn_on_timeout(lotus_txn_t *t)
+void txn_on_timeout(ts_txn_t *t)
 {
 	int late = 0;
 	t->deadline_ns = 0;
@@ -694,7 +688,7 @@ void txn_on_timeout(lotus_txn_t *t)
 			continue;
 		late = 1;
 		log_warn("memory server %u did not answer transaction %llx within %llu ms", sv,
-			 (unsigned long long)t->id,
+			 (unsigned long long)t->pub.id,
 			 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
 		t->unresponsive |= 1ULL << sv;
 		t->outstanding -= t->due[sv];
@@ -712,7 +706,7 @@ void txn_on_timeout(lotus_txn_t *t)
 
 /* Send sv its COMMIT or PREPARE (OP_PREPARE, hint = the writer bitmask) with
  * the writes the transaction made there. */
-static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uint8_t op,
+static int commit_send_one(ts_txn_t *t, unsigned sv, struct wire_buf *wb, uint8_t op,
 			   uint64_t writers)
 {
 	lotus_cluster_t *c = t->s->cl;
@@ -738,7 +732,7 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uin
 }
 
 /* Servers that get at least one write at commit. */
-static uint64_t txn_writers(lotus_txn_t *t)
+static uint64_t txn_writers(ts_txn_t *t)
 {
 	uint64_t w = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
@@ -750,7 +744,7 @@ static uint64_t txn_writers(lotus_txn_t *t)
 }
 
 /* One commit round to participant sv (see compute_int.h). */
-static int commit_round_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, int durable2pc,
+static int commit_round_one(ts_txn_t *t, unsigned sv, struct wire_buf *wb, int durable2pc,
 			    int prepare)
 {
 	if (durable2pc)  /* writers prepare with their writes; readers just commit */
@@ -766,7 +760,7 @@ static int commit_round_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, in
 	return commit_send_one(t, sv, wb, OP_COMMIT, 0);
 }
 
-static int txn_commit_start(lotus_txn_t *t)
+static int txn_commit_start(ts_txn_t *t)
 {
 	uint64_t parts = t->participants;
 	int durable2pc = 0, prepare = 0;
@@ -808,7 +802,7 @@ static int txn_commit_start(lotus_txn_t *t)
 	return 0;
 }
 
-static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_commit_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->sticky)
 		return t->sticky;
@@ -826,15 +820,16 @@ static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	return txn_commit_start(t);
 }
 
-int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int ts_commit(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 {
+	ts_txn_t *t = ts_of(pt);
 	group_lock(t->s->g);
 	int rc = txn_commit_locked(t, cb, arg);
 	group_unlock(t->s->g);
 	return rc;
 }
 
-static int txn_abort_start(lotus_txn_t *t)
+static int txn_abort_start(ts_txn_t *t)
 {
 	uint64_t parts = t->participants;
 	t->err = 0;
@@ -848,8 +843,8 @@ static int txn_abort_start(lotus_txn_t *t)
 		struct wire_req r = { .op = OP_ABORT, .tag = t->slot << 16 | TAG_TXN_OP };
 		if (t->unresponsive >> sv & 1) {
 			/* it missed a deadline: tell it, but do not wait for it again */
-			r.txn_id = t->id;
-			r.priority = t->prio;
+			r.txn_id = t->pub.id;
+			r.priority = t->pub.prio;
 			r.cc = (uint8_t)t->s->cl->opts.cc;
 			session_queue(t->s, sv, &r, NULL, NULL);
 			continue;
@@ -864,7 +859,7 @@ static int txn_abort_start(lotus_txn_t *t)
 	return 0;
 }
 
-static int txn_abort_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_abort_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->state == TXN_EXEC || t->state == TXN_PREPARE || t->state == TXN_COMMIT ||
 	    t->state == TXN_ABORT)
@@ -881,39 +876,40 @@ static int txn_abort_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	return txn_abort_start(t);
 }
 
-int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int ts_abort(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 {
+	ts_txn_t *t = ts_of(pt);
 	group_lock(t->s->g);
 	int rc = txn_abort_locked(t, cb, arg);
 	group_unlock(t->s->g);
 	return rc;
 }
 
-/* ---- synchronous forms ------------------------------------------------------ */
+/* ---- the engine ---------------------------------------------------------------- */
 
-static int txn_wait(lotus_txn_t *t, int rc)
+static int ts_finished(const lotus_txn_t *pt)
 {
-	if (rc)
-		return rc;
-	while (!t->step_done)
-		lotus_session_poll(t->s, 100);
-	return t->err;
+	return ts_of_const(pt)->state == TXN_DONE;
 }
 
-int lotus_txn_execute(lotus_txn_t *t)
+static void ts_counters(const lotus_session_t *s, struct lotus_txn_counters *out)
 {
-	return txn_wait(t, lotus_txn_execute_async(t, NULL, NULL));
+	out->engine = "twosided";
 }
 
-int lotus_txn_commit(lotus_txn_t *t)
-{
-	int rc = txn_wait(t, lotus_txn_commit_async(t, NULL, NULL));
-	if (rc && t->state != TXN_DONE)
-		lotus_txn_abort(t);
-	return rc;
-}
-
-int lotus_txn_abort(lotus_txn_t *t)
-{
-	return txn_wait(t, lotus_txn_abort_async(t, NULL, NULL));
-}
+const struct engine engine_twosided = {
+	.name = "twosided",
+	.poll = session_poll,
+	.begin = ts_begin,
+	.restart = ts_restart,
+	.free = ts_free,
+	.stage = ts_stage,
+	.execute = ts_execute,
+	.commit = ts_commit,
+	.abort = ts_abort,
+	.finished = ts_finished,
+	.result = ts_result,
+	.scan_rows = ts_scan_rows,
+	.scan_row = ts_scan_row,
+	.counters = ts_counters,
+};

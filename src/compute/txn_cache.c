@@ -56,7 +56,7 @@ static int op_uses_hint(unsigned op)
 	return op == OP_READ || op == OP_READ_X || op == OP_LOCK_X || op == OP_DELETE;
 }
 
-uint64_t txn_cache_hint(lotus_txn_t *t, const struct txn_op *o)
+uint64_t txn_cache_hint(ts_txn_t *t, const struct txn_op *o)
 {
 	lotus_cluster_t *c = t->s->cl;
 	uint64_t loc = 0;
@@ -65,7 +65,7 @@ uint64_t txn_cache_hint(lotus_txn_t *t, const struct txn_op *o)
 	return rcache_hint_get(c->cache, o->table, o->key, o->klen, &loc) ? loc : 0;
 }
 
-void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep *r)
+void txn_cache_on_reply(ts_txn_t *t, struct txn_op *o, const struct wire_rep *r)
 {
 	lotus_cluster_t *c = t->s->cl;
 	if (!c->cache || co_mode(c) || !op_uses_hint(o->op))
@@ -84,7 +84,7 @@ void txn_cache_on_reply(lotus_txn_t *t, struct txn_op *o, const struct wire_rep 
 
 /* Whether the transaction deletes o's key in an earlier op: the cache's
  * copy is then not what o sees (an insert is decided by the server). */
-static int local_deleted_before(lotus_txn_t *t, const struct txn_op *o)
+static int local_deleted_before(ts_txn_t *t, const struct txn_op *o)
 {
 	for (const struct txn_op *p = t->ops; p < o; p++)
 		if (p->write == OP_DELETE && p->table == o->table && p->klen == o->klen &&
@@ -93,7 +93,7 @@ static int local_deleted_before(lotus_txn_t *t, const struct txn_op *o)
 	return 0;
 }
 
-void txn_cache_after_commit(lotus_txn_t *t, int err)
+void txn_cache_after_commit(ts_txn_t *t, int err)
 {
 	lotus_cluster_t *c = t->s->cl;
 	if (!c->cache)
@@ -126,7 +126,7 @@ void txn_cache_after_commit(lotus_txn_t *t, int err)
 
 /* The local lock is settled (rc 0: held): serve the op from the cache, or
  * send it to its memory server. */
-static void local_continue(lotus_txn_t *t, struct txn_op *o, int rc)
+static void local_continue(ts_txn_t *t, struct txn_op *o, int rc)
 {
 	lotus_cluster_t *c = t->s->cl;
 	unsigned idx = (unsigned)(o - t->ops);
@@ -175,14 +175,14 @@ out:
 		txn_step_ready(t);
 }
 
-int txn_op_local(lotus_txn_t *t, unsigned idx)
+int txn_op_local(ts_txn_t *t, unsigned idx)
 {
 	lotus_cluster_t *c = t->s->cl;
 	struct txn_op *o = &t->ops[idx];
 	o->local = 1;
 	o->sent = 1;
 	t->outstanding++;
-	if (!t->local && !(t->local = lock_txn_get(c->local_locks, t->id, t->prio, t->s))) {
+	if (!t->local && !(t->local = lock_txn_get(c->local_locks, t->pub.id, t->pub.prio, t->s))) {
 		local_continue(t, o, -ENOMEM);
 		return 0;
 	}
@@ -218,12 +218,12 @@ void txn_drain_grants(lotus_session_t *s)
 static void local_notify(void *arg, struct lock_waiter *w, int result)
 {
 	struct txn_op *o = container_of(w, struct txn_op, lw);
-	lotus_txn_t *t = w->owner;
+	ts_txn_t *t = w->owner;
 	o->local_rc = result;
 	net_post(t->s->g->net, w);
 }
 
-void txn_local_release(lotus_txn_t *t)
+void txn_local_release(ts_txn_t *t)
 {
 	if (!t->local)
 		return;
