@@ -1,17 +1,93 @@
 /*
- * api.c - the public transaction API (lotus.h) over the engine interface
- * (engine.h): every lotus_txn_* call and lotus_session_poll go to the engine
- * the cluster was connected with, and the synchronous forms wait for the
- * asynchronous ones by polling.  Nothing here knows which engine runs.
+ * api.c - the top of the compute side: lotus_connect() composes the layers
+ * (cluster, then the engine's cluster state), lotus_session_open() the
+ * session layer's session and the engine's, and the public transaction API
+ * (lotus.h) goes to the engine interface (engine.h): every lotus_txn_* call
+ * and lotus_session_poll reach the engine the cluster was connected with,
+ * and the synchronous forms wait for the asynchronous ones by polling.
+ * Nothing here knows which engine runs.
  */
 #include <errno.h>
 #include <string.h>
-#include "compute/compute_int.h"
+#include "common/log.h"
+#include "compute/cluster.h"
 #include "compute/engine.h"
+#include "compute/session.h"
 
 static const struct engine *sess_engine(const lotus_session_t *s)
 {
 	return s->cl->engine;
+}
+
+/* ---- cluster and sessions -------------------------------------------------------- */
+
+const struct engine *engine_find(enum lotus_engine kind)
+{
+	switch (kind) {
+	case LOTUS_ENGINE_TWOSIDED:
+		return &engine_twosided;
+	case LOTUS_ENGINE_ONESIDED:
+		return NULL;   /* not built yet (issue 13) */
+	}
+	return NULL;
+}
+
+const char *engine_kind_name(enum lotus_engine kind)
+{
+	return kind == LOTUS_ENGINE_TWOSIDED ? "twosided"
+	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided" : "unknown";
+}
+
+int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
+{
+	const struct engine *eng = engine_find(o->engine);
+	lotus_cluster_t *c;
+	if (!eng) {
+		log_error("lotus_connect: the %s engine is not built yet", engine_kind_name(o->engine));
+		return LOTUS_EUNSUPPORTED;
+	}
+	int rc = cluster_create(o, &c);
+	if (rc)
+		return rc;
+	c->engine = eng;
+	if (eng->cluster_open && (rc = eng->cluster_open(c)) != 0) {
+		cluster_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void lotus_disconnect(lotus_cluster_t *c)
+{
+	if (!c)
+		return;
+	if (c->engine->cluster_close)
+		c->engine->cluster_close(c);
+	cluster_destroy(c);
+}
+
+int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
+{
+	lotus_session_t *s;
+	int rc = session_open(c, 0, &s);
+	if (rc)
+		return rc;
+	if (c->engine->session_open && (rc = c->engine->session_open(s)) != 0) {
+		session_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void lotus_session_close(lotus_session_t *s)
+{
+	if (!s)
+		return;
+	if (sess_engine(s)->session_close)
+		sess_engine(s)->session_close(s);
+	session_close(s);
 }
 
 int lotus_session_poll(lotus_session_t *s, int timeout_ms)

@@ -1,26 +1,9 @@
 /*
- * engine.c - the engines this build has, and the counting helpers every
- * engine shares (engine.h).
+ * engine.c - what every engine shares below the interface (engine.h): the
+ * counting of attempts.  Which engines exist is api.c's business.
  */
 #include <string.h>
 #include "compute/engine.h"
-
-const struct engine *engine_find(enum lotus_engine kind)
-{
-	switch (kind) {
-	case LOTUS_ENGINE_TWOSIDED:
-		return &engine_twosided;
-	case LOTUS_ENGINE_ONESIDED:
-		return NULL;   /* not built yet (issue 13) */
-	}
-	return NULL;
-}
-
-const char *engine_kind_name(enum lotus_engine kind)
-{
-	return kind == LOTUS_ENGINE_TWOSIDED ? "twosided"
-	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided" : "unknown";
-}
 
 void engine_attempt_end(struct engine_attempt *a, bool committed, struct lotus_txn_counters *out)
 {

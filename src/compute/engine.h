@@ -101,7 +101,8 @@ struct engine {
 	void (*counters)(const lotus_session_t *s, struct lotus_txn_counters *out);
 };
 
-/* The engine of that kind, or NULL if this build has none. */
+/* The engine of that kind, or NULL if this build has none (api.c: the
+ * engines below are declared here, defined by their implementations). */
 const struct engine *engine_find(enum lotus_engine kind);
 const char *engine_kind_name(enum lotus_engine kind);
 

@@ -44,7 +44,7 @@
 #include <string.h>
 #include "common/common.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include "compute/twosided.h"
 
 static int key_cmp(const unsigned char *a, unsigned alen, const unsigned char *b, unsigned blen)
 {
@@ -272,7 +272,7 @@ static int scan_continue(ts_txn_t *t, unsigned idx)
 		    key_cmp(sc->key[sv], sc->klen[sv], sc->key[b], sc->klen[b]) != 0)
 			continue;
 		struct wire_req r = { .op = OP_SCAN, .flags = WIRE_REQ_F_SCAN_AFTER,
-				      .key_len = sc->klen[sv], .tag = t->slot << 16 | idx,
+				      .key_len = sc->klen[sv], .tag = t->sl.idx << 16 | idx,
 				      .table = c->tables[o->table].ids[sv],
 				      .arg = sc->target - done };
 		int rc = txn_send(t, sv, &r, sc->key[sv], NULL);

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/common.h"
-#include "compute/compute_int.h"
+#include "compute/cluster.h"
 #include "testutil.h"
 
 static int child(const char *config, const char *transport, const char *mode)

@@ -1,28 +1,22 @@
 /*
- * compute_int.h - internals of the compute side (liblotus): the cluster
- * handle, per-thread sessions and transactions.
+ * twosided.h - internals of the two-sided engine (engine_twosided: txn.c,
+ * txn_view.c), lotus's own: transactions as requests to the memory servers'
+ * lock managers and stores, above the session layer (session.h), with the
+ * record cache / co-partitioning policy (txn_cache.h) called through its hook
+ * table.
  *
  * Ownership: a session and all of its transactions belong to the thread that
- * opened it; nothing here is shared between sessions except the cluster's
- * read-mostly routing and table registry (table creation takes a mutex).
+ * opened it; fields a reply touches are guarded by the session's group lock.
  *
- * Request routing: hash partitioning, server = fnv1a64(key) % nservers.
  * Scans go to every server and their rows are merged in key order, in as
  * many round trips as the servers' reply caps need (txn_view.c).
  *
- * Batching (per session; lotus_options.batch):
- *   NONE   every request is flushed as a message of its own
- *   INTRA  a transaction step's requests are flushed together: one message
- *          per memory server per step
- *   INTER  requests wait in per-server buffers until lotus_session_poll()
- *          flushes them, so the ready requests of every transaction in flight
- *          on the thread share one message per server
- *
- * Completion: a reply that finishes a step only marks its transaction ready;
- * lotus_session_poll() completes ready transactions (cache work, the next
- * step, user callbacks) after the network dispatch has returned, so no user
- * code and no synchronous call (a cache write-back) runs inside a message
- * handler.
+ * Completion: a reply that finishes a step only marks its transaction ready
+ * (ts_step_ready, on the owning session's ready list); the poll (ts_poll)
+ * completes ready transactions (cache work, the next step) after the
+ * network dispatch has returned, and runs the user callbacks after it has
+ * released the group lock, so no user code runs inside a message handler
+ * or under the lock, and a callback may call any lotus_* function.
  *
  * Transaction states (lotus_txn_*):
  *
@@ -47,61 +41,13 @@
  * without writes goes to the writers (t->writers); a failed PREPARE aborts
  * everywhere.
  */
-#ifndef LOTUS_COMPUTE_INT_H
-#define LOTUS_COMPUTE_INT_H
-#include <pthread.h>
-#include <stdatomic.h>
-#include <sys/types.h>
-#include "lotus.h"
-#include "common/common.h"
-#include "common/config.h"
-#include "compute/cache.h"
+#ifndef LOTUS_TWOSIDED_H
+#define LOTUS_TWOSIDED_H
 #include "compute/engine.h"
-#include "lock/lock.h"
-#include "net/net.h"
-#include "net/wire.h"
+#include "compute/session.h"
+#include "compute/txn_cache.h"
 
-#define LOTUS_MAX_TABLES 64
-#define LOTUS_DEFAULT_TIMEOUT_MS 10000
-#define TAG_ADMIN_SLOT 0xffffu
-#define TAG_TXN_OP     0xffffu  /* op index of COMMIT/ABORT replies */
-
-struct table_ent {
-	char name[65];
-	uint32_t max_value;
-	uint16_t ids[LOTUS_MAX_SERVERS];
-};
-
-struct server_ent {
-	char host[256];
-	uint16_t port;
-	pid_t pid;            /* local clusters: the child process */
-};
-
-struct lotus_cluster {
-	struct lotus_options opts;
-	pthread_mutex_t groups_mu;
-	struct sgroup *groups[256];      /* --batch inter: sessions idx/group_size */
-	char transport[16];
-	unsigned nservers;
-	struct server_ent servers[LOTUS_MAX_SERVERS];
-	net_ctx_t *net;
-	_Atomic unsigned next_session;
-	pthread_mutex_t tables_mu;
-	unsigned ntables;
-	struct table_ent tables[LOTUS_MAX_TABLES];
-	const struct engine *engine;    /* lotus_options.engine */
-	rcache_t *cache;                /* NULL without --cache */
-	lock_table_t *local_locks;      /* CO partitioning: locks of owned keys */
-	_Atomic uint64_t stale_hints;
-	int durable;                    /* the servers log (durability async|sync) */
-	int two_phase;                  /* multi-writer commits prepare with their
-					   writes: durable, or commit != ONE_PHASE */
-	int peers_fd;                   /* local: the memfd the servers read to find
-					   each other (-1 if none) */
-	char peers_path[32];            /* "/proc/self/fd/N" in the children */
-	uint64_t timeout_ns;            /* deadline of every wait (opts.timeout_ms) */
-};
+typedef struct ts_txn ts_txn_t;
 
 /* How a read is answered (txn_view.c). */
 enum { RYW_NONE = 0,     /* by its memory server */
@@ -145,19 +91,19 @@ struct txn_op {
 	uint32_t rlen, rcap;
 	unsigned rows;
 	const unsigned char **row_ptrs; /* SCAN: merged, sorted */
-	struct lock_waiter lw;          /* CO: parked on a local lock */
-	int local_rc;                   /* CO: the local lock's answer */
+	struct cache_waiter lw;         /* CO: parked on a local lock */
+	ts_txn_t *owner;                /* CO: the op's transaction */
 	struct txn_op *grant_next;      /* CO: on the session's grant list */
 };
 
 enum txn_state { TXN_IDLE, TXN_EXEC, TXN_PREPARE, TXN_COMMIT, TXN_ABORT, TXN_FAILED, TXN_DONE };
 
 /* A two-sided transaction: pub (engine.h) is what the API sees. */
-typedef struct ts_txn ts_txn_t;
 struct ts_txn {
 	struct lotus_txn pub;        /* eng, s, id, prio */
 	lotus_session_t *s;          /* == pub.s */
-	unsigned slot;
+	struct sess_slot sl;         /* its tag slot; sl.deadline_ns: the step's
+					requests expire then (0: none out) */
 	enum txn_state state;
 	struct txn_op *ops;
 	unsigned nops, cap, next_unsent;
@@ -169,57 +115,37 @@ struct ts_txn {
 	int step_done;
 	lotus_txn_cb cb;
 	void *cb_arg;
+	int fin_result;              /* the step's result, for its callback */
+	lotus_txn_cb fin_cb;         /* run by the poll after the lock is released */
+	void *fin_arg;
+	ts_txn_t *fin_next;
+	struct engine_attempt att;   /* this attempt's network work */
 	int commit_after_exec;       /* commit requested with unsent ops */
 	int prepared;                /* PREPARE step done for this commit */
 	uint64_t writers;            /* durable 2PC: bit per server that prepared writes */
 	int abort_result;            /* what the abort step reports */
 	lock_txn_t *local;           /* CO: this txn in the local lock table */
-	uint64_t deadline_ns;        /* the step's requests expire then (0: none out) */
 	uint64_t unresponsive;       /* servers that missed a deadline of this attempt:
 					their late replies are dropped, ABORT is not awaited */
 	int ready;                   /* on the session's ready list */
 	ts_txn_t *ready_next;
 };
 
-/*
- * A sending group: the network side shared by the sessions of a group (one
- * session alone outside --batch inter).  Whichever member holds mu sends and
- * receives for all of them (flat combining), so the ready requests of every
- * member's transactions share one message per memory server.  mu guards
- * everything here and every transaction field a reply touches.
- */
-struct sgroup {
-	pthread_mutex_t mu;              /* recursive: callbacks may re-enter */
-	unsigned members;                /* sessions attached (cluster mutex) */
-	net_worker_t *net;
-	net_conn_t *conns[LOTUS_MAX_SERVERS];
-	struct wire_buf out[LOTUS_MAX_SERVERS];
-	uint64_t dirty;                  /* bit per server with a buffered message */
-	uint64_t msg_seq;
-	ts_txn_t **slots;             /* tag slot -> transaction */
-	unsigned nslots, cap_slots;
-	unsigned *free_slots, nfree;
-	int lost;                        /* a server connection was lost */
-	uint64_t next_expiry_ns;         /* when poll next looks for expired steps */
-	/* a synchronous administrative call in flight */
-	int admin_due, admin_status;
-	uint64_t admin_arg[LOTUS_MAX_SERVERS];
-	char *admin_value;
-	size_t admin_vlen;
-};
-
-struct lotus_session {
-	lotus_cluster_t *cl;
-	struct sgroup *g;
-	unsigned idx;
-	uint32_t txn_seq;
-	uint64_t last_prio;
-	struct lotus_net_counters ctr;
-	/* transactions whose step finished, to complete from lotus_session_poll */
+/* The engine's per-session state (session->eng). */
+struct ts_sess {
+	/* transactions whose step finished, to complete from the poll */
 	ts_txn_t *ready_head, *ready_tail;
+	/* steps completed in this poll, their callbacks to run after it */
+	ts_txn_t *fin_head, *fin_tail;
 	/* CO: local lock grants posted by other threads, handled from the poll */
 	struct txn_op *grants;
+	struct lotus_txn_counters ctr;
 };
+
+static inline struct ts_sess *ts_sess(const lotus_session_t *s)
+{
+	return s->eng;
+}
 
 static inline ts_txn_t *ts_of(lotus_txn_t *t)
 {
@@ -244,40 +170,17 @@ static inline int txn_write_applies(const struct txn_op *o)
 	       (o->write != o->op && (o->status == LOTUS_ENOTFOUND || o->status == LOTUS_EEXISTS));
 }
 
-/* session.c */
-void group_lock(struct sgroup *g);
-void group_unlock(struct sgroup *g);
-int session_queue(lotus_session_t *s, unsigned server, const struct wire_req *r,
-		  const void *key, const void *value);
-void session_flush(lotus_session_t *s);
-int session_poll(lotus_session_t *s, int timeout_ms);
-void session_flush_server(lotus_session_t *s, unsigned server);
-/* timeout_ms 0: the cluster's timeout (lotus_options.timeout_ms). */
-int session_admin(lotus_session_t *s, unsigned server, struct wire_req *r, const void *key,
-		  const void *value, int timeout_ms);
-/* Write key=value to its memory server outside any transaction (OP_WRITEBACK)
- * and wait for the answer. */
-int session_writeback(lotus_session_t *s, unsigned server, uint16_t table, const void *key,
-		      uint16_t klen, const void *value, uint32_t vlen);
 /* txn.c */
 int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val);
-int txn_op_send_remote(ts_txn_t *t, unsigned idx);
 int txn_op_send(ts_txn_t *t, unsigned idx);
+int txn_op_send_remote(ts_txn_t *t, unsigned idx);
 void txn_op_result(ts_txn_t *t, struct txn_op *o, int status);
 void txn_step_ready(ts_txn_t *t);
-void txn_drain_ready(lotus_session_t *s);
-/* txn_cache.c: the record cache and CO partitioning on the transaction path */
-uint64_t txn_cache_hint(ts_txn_t *t, const struct txn_op *o);
-void txn_cache_on_reply(ts_txn_t *t, struct txn_op *o, const struct wire_rep *r);
-void txn_cache_after_commit(ts_txn_t *t, int err);
+/* txn_local.c: co-partitioning, ops on owned keys (local locks, cached data) */
 int txn_op_local(ts_txn_t *t, unsigned idx);
-void txn_local_release(ts_txn_t *t);
-int cluster_cache_create(lotus_cluster_t *c);
-void cluster_cache_destroy(lotus_cluster_t *c);
-void txn_on_local_grant(lotus_session_t *s, struct lock_waiter *w);
 void txn_drain_grants(lotus_session_t *s);
-void txn_on_reply(ts_txn_t *t, unsigned server, const struct wire_rep *r,
-		  const unsigned char *key, const unsigned char *value);
+void txn_local_release(ts_txn_t *t);
+void txn_cache_settle(ts_txn_t *t, int err);
 /* txn_view.c: read-your-writes and scan continuation */
 void txn_view_stage_read(ts_txn_t *t, struct txn_op *o);
 /* How an insert of (table, key) staged now is answered. */
@@ -291,16 +194,5 @@ void txn_view_scan_reply(ts_txn_t *t, unsigned sv, struct txn_op *o, const struc
 int txn_view_followups(ts_txn_t *t);
 /* Then merge every scan of the step with the transaction's own writes. */
 void txn_view_finish(ts_txn_t *t);
-void txn_on_server_lost(ts_txn_t *t, unsigned server);
-/* The step's deadline passed: give up on its replies (LOTUS_ETIMEOUT). */
-void txn_on_timeout(ts_txn_t *t);
-/* cluster.c */
-int cluster_start_local(lotus_cluster_t *c);
-void cluster_stop_local(lotus_cluster_t *c);
-unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen);
-/* CO partitioning: does this compute server own the key? */
-int cluster_owns(const lotus_cluster_t *c, const void *key, size_t klen);
-/* The session of the calling thread while it is inside a lotus call. */
-extern __thread lotus_session_t *session_current;
 
 #endif
