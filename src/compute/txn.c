@@ -95,11 +95,15 @@ static int ts_restart(lotus_txn_t *pt, bool new_priority)
 		return LOTUS_ESTATE;
 	if (t->state == TXN_IDLE && t->participants)
 		return LOTUS_ESTATE; /* still holds locks: abort first */
+	/* under the lock: in a shared group another member's dispatch may be
+	 * looking at the slot (a late reply, the deadline) right now */
+	session_lock(t->s);
 	txn_clear_ops(t);
 	t->pub.id = session_new_txn_id(t->s);
 	if (new_priority)
 		t->pub.prio = session_new_priority(t->s);
 	t->state = TXN_IDLE;
+	session_unlock(t->s);
 	return 0;
 }
 
@@ -107,6 +111,7 @@ static void ts_free(lotus_txn_t *pt)
 {
 	ts_txn_t *t = ts_of(pt);
 	lotus_session_t *s = t->s;
+	session_slot_remove(s, &t->sl);   /* no reply finds it from now on */
 	txn_local_release(t);
 	txn_clear_ops(t);
 	for (unsigned i = 0; i < t->cap; i++) {
@@ -115,7 +120,6 @@ static void ts_free(lotus_txn_t *pt)
 		free(t->ops[i].scan);
 	}
 	free(t->ops);
-	session_slot_remove(s, &t->sl);
 	free(t);
 }
 
