@@ -74,7 +74,8 @@ struct sess_post {
 struct sgroup {
 	pthread_mutex_t mu;
 	lotus_session_t *holder;         /* the member holding mu */
-	unsigned members;                /* sessions attached (cluster groups_mu) */
+	_Atomic unsigned members;        /* sessions attached (changed under the cluster's
+					    groups_mu, read by polls without it) */
 	net_worker_t *net;
 	net_conn_t *conns[LOTUS_MAX_SERVERS];
 	struct wire_buf out[LOTUS_MAX_SERVERS];
