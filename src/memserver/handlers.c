@@ -197,11 +197,6 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	};
 	if (!rec && (r->op == OP_INSERT || r->op == OP_LOCK_X))
 		rep.status = lockop_reserve(wk->srv, txn, r->table);
-	if (wk->srv->log) {   /* what it learns may come from a commit not durable yet */
-		uint64_t dep = wk->srv->hooks.read_dep(wk->srv, r->table, key, r->key_len);
-		if (dep)
-			lock_txn_dep_note(txn, dep);
-	}
 	switch (r->op) {
 	case OP_READ:
 	case OP_READ_X:
@@ -213,7 +208,7 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 		void *dst = rep_put(wk, b, &rep, NULL, NULL, 1);
 		if (dst) {
 			memcpy(dst, store_rec_value(rec), rec->value_len);
-			return;
+			goto dep;
 		}
 		rep.value_len = 0;       /* no memory for the value: say so */
 		rep.status = -ENOMEM;
@@ -229,6 +224,14 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 		break;
 	}
 	ms_rep_add(wk, b, &rep, NULL);
+dep:
+	/* what it saw may come from a commit not durable yet: after the read, so
+	 * that a change it saw has raised the slot (writebacks take no lock) */
+	if (wk->srv->log) {
+		uint64_t d = wk->srv->hooks.read_dep(wk->srv, r->table, key, r->key_len);
+		if (d)
+			lock_txn_dep_note(txn, d);
+	}
 }
 
 static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
