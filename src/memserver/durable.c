@@ -720,7 +720,6 @@ static uint64_t ms_read_dep(struct ms_server *srv, uint16_t table, const unsigne
 		return 0;
 	if (!key)
 		return tail_wait_lsn(srv);
-	atomic_thread_fence(memory_order_seq_cst);   /* the read before the slot */
 	uint64_t lsn = atomic_load(&srv->deps[dep_slot(table, key, klen)]);
 	return lsn > redo_durable_lsn(srv->log) ? lsn : 0;
 }

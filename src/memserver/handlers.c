@@ -49,7 +49,10 @@
  *    a crash that loses the writer loses only transactions nobody was told
  *    about.
  *  - Read-only COMMIT: nothing to log; the reply waits for the txn's
- *    dependencies on this server (lock_txn_dep), not for the whole log.
+ *    dependencies on this server (lock_txn_dep), not for the whole log.  A
+ *    read that took one says so (WIRE_REP_F_DEP): a txn with one writing
+ *    server elsewhere commits here first, and there only once this answered
+ *    (compute/txn.c), so its write cannot outlive what it read.
  *  - PREPARE: its X locks stay until the decision.  The outcome is unknown
  *    (another writer may refuse) and its writes are not applied: a reader
  *    let in would see the old value of a key whose new one may still commit,
@@ -197,6 +200,16 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	};
 	if (!rec && (r->op == OP_INSERT || r->op == OP_LOCK_X))
 		rep.status = lockop_reserve(wk->srv, txn, r->table);
+	if (wk->srv->log) {
+		/* what it sees may come from a commit not durable yet; under its
+		 * lock the record is stable (a writeback takes no lock, but its keys
+		 * are read only by their owner, under the owner's own locks) */
+		uint64_t d = wk->srv->hooks.read_dep(wk->srv, r->table, key, r->key_len);
+		if (d) {
+			lock_txn_dep_note(txn, d);
+			rep.flags |= WIRE_REP_F_DEP;
+		}
+	}
 	switch (r->op) {
 	case OP_READ:
 	case OP_READ_X:
@@ -208,7 +221,7 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 		void *dst = rep_put(wk, b, &rep, NULL, NULL, 1);
 		if (dst) {
 			memcpy(dst, store_rec_value(rec), rec->value_len);
-			goto dep;
+			return;
 		}
 		rep.value_len = 0;       /* no memory for the value: say so */
 		rep.status = -ENOMEM;
@@ -224,14 +237,6 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 		break;
 	}
 	ms_rep_add(wk, b, &rep, NULL);
-dep:
-	/* what it saw may come from a commit not durable yet: after the read, so
-	 * that a change it saw has raised the slot (writebacks take no lock) */
-	if (wk->srv->log) {
-		uint64_t d = wk->srv->hooks.read_dep(wk->srv, r->table, key, r->key_len);
-		if (d)
-			lock_txn_dep_note(txn, d);
-	}
 }
 
 static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
@@ -414,11 +419,6 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 	}
 	struct wire_rep rep = { .op = OP_SCAN, .tag = p->req.tag, .txn_id = p->req.txn_id,
 				.value_len = (uint32_t)rows.len, .arg = n };
-	if (wk->srv->log) {   /* rows and gaps alike: the whole log tail */
-		uint64_t dep = wk->srv->hooks.read_dep(wk->srv, p->req.table, NULL, 0);
-		if (dep)
-			lock_txn_dep_note(p->txn, dep);
-	}
 	if (i < p->scan_n) {            /* stopped early: continue after the last row */
 		rep.flags = WIRE_REP_F_SCAN_MORE;
 	} else if (p->scan_capped && n < p->req.arg) {
@@ -428,11 +428,19 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 		rep.flags = WIRE_REP_F_SCAN_MORE;
 		last = &p->scan_keys[p->scan_n - 1];
 	}
-	if (rep.flags && !last) {       /* nothing fit at all */
+	int more = rep.flags != 0;
+	if (wk->srv->log) {   /* rows and gaps alike: the whole log tail */
+		uint64_t dep = wk->srv->hooks.read_dep(wk->srv, p->req.table, NULL, 0);
+		if (dep) {
+			lock_txn_dep_note(p->txn, dep);
+			rep.flags |= WIRE_REP_F_DEP;
+		}
+	}
+	if (more && !last) {       /* nothing fit at all */
 		rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
 	} else {
-		rep.key_len = rep.flags ? last->klen : 0;
-		if (!rep_put(wk, b, &rep, rep.flags ? last->key : NULL, rows.data, 0))
+		rep.key_len = more ? last->klen : 0;
+		if (!rep_put(wk, b, &rep, more ? last->key : NULL, rows.data, 0))
 			rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
 	}
 	wire_buf_free(&rows);
