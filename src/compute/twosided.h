@@ -40,6 +40,15 @@
  * plain COMMIT in the same round (they just release).  Once every writer prepared, COMMIT
  * without writes goes to the writers (t->writers); a failed PREPARE aborts
  * everywhere.
+ *
+ * Commit dependencies (durable servers, early lock release): a read whose
+ * reply carries WIRE_REP_F_DEP saw a change not durable yet on that server
+ * (t->deps), and that server's read-only COMMIT is answered only once it is.
+ * A transaction with one writing server commits there in one round, and that
+ * commit is final on its own; so the read-only COMMITs of servers in t->deps
+ * go first (t->ro_first), and the writer's COMMIT only after they answered:
+ * a crash that loses what the transaction read then cannot leave its writes
+ * behind.  (With two or more writers the PREPARE round already waits.)
  */
 #ifndef LOTUS_TWOSIDED_H
 #define LOTUS_TWOSIDED_H
@@ -123,6 +132,9 @@ struct ts_txn {
 	int commit_after_exec;       /* commit requested with unsent ops */
 	int prepared;                /* PREPARE step done for this commit */
 	uint64_t writers;            /* durable 2PC: bit per server that prepared writes */
+	uint64_t deps;               /* servers whose replies said WIRE_REP_F_DEP */
+	uint64_t ro_first;           /* this commit round: those readers, ahead of the writer */
+	uint64_t ro_done;            /* readers committed ahead (left out of the next round) */
 	int abort_result;            /* what the abort step reports */
 	lock_txn_t *local;           /* CO: this txn in the local lock table */
 	uint64_t unresponsive;       /* servers that missed a deadline of this attempt:

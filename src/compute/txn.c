@@ -80,6 +80,7 @@ static void txn_clear_ops(ts_txn_t *t)
 	t->nops = 0;
 	t->next_unsent = 0;
 	t->participants = 0;
+	t->deps = t->ro_first = t->ro_done = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
 	t->err = t->sticky = 0;
@@ -591,6 +592,18 @@ static void txn_step_done(ts_txn_t *t)
 		txn_commit_start(t);
 		return;
 	case TXN_COMMIT:
+		if (t->ro_first) {   /* the dependent readers answered: now the writer */
+			t->ro_done |= t->ro_first;
+			t->ro_first = 0;
+			if (err) {       /* the writer has not committed: abort it */
+				t->sticky = t->abort_result = err;
+				txn_abort_start(t);
+				return;
+			}
+			t->state = TXN_IDLE;
+			txn_commit_start(t);
+			return;
+		}
 		txn_cache_settle(t, err);
 		txn_local_release(t);
 		t->state = TXN_DONE;
@@ -659,6 +672,8 @@ static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep
 	engine_count_recv(&t->att, op_type(r->op), bytes);
 	t->due[sv]--;
 	t->outstanding--;
+	if (r->flags & WIRE_REP_F_DEP)
+		t->deps |= 1ULL << sv;
 	if (idx != TAG_TXN_OP && idx < t->nops) {
 		struct txn_op *o = &t->ops[idx];
 		txn_op_result(t, o, r->status);
@@ -788,7 +803,7 @@ static int commit_round_one(ts_txn_t *t, unsigned sv, struct wire_buf *wb, int d
 
 static int txn_commit_start(ts_txn_t *t)
 {
-	uint64_t parts = t->participants;
+	uint64_t parts = t->participants & ~t->ro_done;
 	int durable2pc = 0, prepare = 0;
 	struct wire_buf wb;
 	int rc = 0;
@@ -802,10 +817,19 @@ static int txn_commit_start(ts_txn_t *t)
 				 __builtin_popcountll(parts) > 1);
 	if (t->prepared && t->writers)
 		parts = t->writers;   /* the readers released in the PREPARE round */
+	if (!prepare && !t->writers && (t->deps & parts)) {   /* only sync servers set it */
+		/* one writer (or none): readers that depend on a change not yet
+		 * durable commit first, the writer once they answered */
+		uint64_t w = txn_writers(t);
+		if (w && (t->deps & parts & ~w)) {
+			t->ro_first = t->deps & parts & ~w;
+			parts = t->ro_first;
+		}
+	}
 	t->err = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
-	if (t->local && !t->prepared) {
+	if (t->local && !t->prepared && !t->ro_done) {
 		rc = t->s->cl->cache->ops->begin_commit(t->s->cl->cache, t->local);
 		if (rc) {  /* wounded locally: abort everywhere */
 			t->sticky = t->abort_result = rc;
@@ -839,6 +863,7 @@ static int txn_commit_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 	t->step_done = 0;
 	t->prepared = 0;
 	t->writers = 0;
+	t->ro_first = t->ro_done = 0;
 	if (t->next_unsent < t->nops) {
 		t->commit_after_exec = 1;  /* execute the rest, then commit */
 		return txn_execute_locked(t, cb, arg);

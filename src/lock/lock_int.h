@@ -46,6 +46,7 @@ struct lock_txn {
 	struct lock_txn *victim_next;  /* owned by the wounder that set PREEMPTED */
 	lock_table_t *lt;              /* for the user hook */
 	void *_Atomic user;            /* lock_txn_set_user */
+	_Atomic uint64_t dep;          /* lock_txn_dep_note: highest dependency */
 };
 
 enum {

@@ -169,6 +169,39 @@ void *lock_txn_take_user(lock_txn_t *txn)
 	return atomic_exchange(&txn->user, NULL);
 }
 
+void lock_txn_dep_note(lock_txn_t *txn, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(&txn->dep, memory_order_relaxed);
+	while (cur < v && !atomic_compare_exchange_weak(&txn->dep, &cur, v))
+		;
+}
+
+uint64_t lock_txn_dep(const lock_txn_t *txn)
+{
+	return atomic_load(&((lock_txn_t *)txn)->dep);
+}
+
+void lock_txn_release_shared(lock_table_t *lt, lock_txn_t *txn)
+{
+	struct lock_own *shared = NULL, **pp;
+	pthread_mutex_lock(&txn->latch);
+	/* mode changes only through this txn's own acquires, and a txn that
+	 * releases its S locks acquires nothing more */
+	for (pp = &txn->held; *pp;) {
+		struct lock_own *o = *pp;
+		if (o->mode == LOCK_S) {
+			*pp = o->txn_next;
+			o->txn_next = shared;
+			shared = o;
+		} else {
+			pp = &o->txn_next;
+		}
+	}
+	pthread_mutex_unlock(&txn->latch);
+	if (shared)
+		lock_release_detached(lt, shared, NULL);
+}
+
 enum txn_status lock_txn_status(const lock_txn_t *txn)
 {
 	return (enum txn_status)atomic_load(&((lock_txn_t *)txn)->status);

@@ -41,6 +41,36 @@
  * ABORT drops them.  OP_TXN_STATUS answers another server's resolver
  * (termination.c).
  *
+ * Early lock release.  No lock waits for the log.  What may go early, and why:
+ *  - COMMIT with writes (one writing server): the record is appended, the
+ *    writes applied, the locks released; the reply waits for the record
+ *    (sync).  A reader of those writes takes the record's LSN as a commit
+ *    dependency (durable.c) and is not acknowledged before it is durable, so
+ *    a crash that loses the writer loses only transactions nobody was told
+ *    about.
+ *  - Read-only COMMIT: nothing to log; the reply waits for the txn's
+ *    dependencies on this server (lock_txn_dep), not for the whole log.  A
+ *    read that took one says so (WIRE_REP_F_DEP): a txn with one writing
+ *    server elsewhere commits here first, and there only once this answered
+ *    (compute/txn.c), so its write cannot outlive what it read.
+ *  - PREPARE: its X locks stay until the decision.  The outcome is unknown
+ *    (another writer may refuse) and its writes are not applied: a reader
+ *    let in would see the old value of a key whose new one may still commit,
+ *    and a writer could overwrite it - not serializable.  Its S locks go as
+ *    soon as the PREPARE is appended: the client sends PREPARE only after
+ *    every operation of the txn has been answered, so the txn is past its
+ *    lock point and two-phase locking needs them no longer (a later writer
+ *    of such a key is ordered after it, whether it commits or aborts).  The
+ *    vote waits for the PREPARE to be durable, which covers what the txn read
+ *    here (its LSN lies above those dependencies).  Recovery takes back only
+ *    the X locks of an undecided PREPARE, which is the same rule.
+ *  - COMMIT of a decided 2PC: applied, DECIDE logged lazily, released and
+ *    answered at once: every PREPARE is durable, so the outcome survives a
+ *    crash (cooperative termination) and its readers depend on nothing.
+ *  - ABORT: nothing to make durable.
+ * A value a read returns may thus come from a commit that is not durable yet;
+ * it is durable once the reading txn's commit has returned 0.
+ *
  * Layer 2 (ms_int.h): below the log and the resolver, so every ms_*_logged,
  * ms_reply_durable, ms_prepared_decide and ms_txn_status step above is called
  * through srv->hooks; conn.c calls ms_handle_req, ms_resume and
@@ -170,6 +200,16 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	};
 	if (!rec && (r->op == OP_INSERT || r->op == OP_LOCK_X))
 		rep.status = lockop_reserve(wk->srv, txn, r->table);
+	if (wk->srv->log) {
+		/* what it sees may come from a commit not durable yet; under its
+		 * lock the record is stable (a writeback takes no lock, but its keys
+		 * are read only by their owner, under the owner's own locks) */
+		uint64_t d = wk->srv->hooks.read_dep(wk->srv, r->table, key, r->key_len);
+		if (d) {
+			lock_txn_dep_note(txn, d);
+			rep.flags |= WIRE_REP_F_DEP;
+		}
+	}
 	switch (r->op) {
 	case OP_READ:
 	case OP_READ_X:
@@ -388,11 +428,19 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 		rep.flags = WIRE_REP_F_SCAN_MORE;
 		last = &p->scan_keys[p->scan_n - 1];
 	}
-	if (rep.flags && !last) {       /* nothing fit at all */
+	int more = rep.flags != 0;
+	if (wk->srv->log) {   /* rows and gaps alike: the whole log tail */
+		uint64_t dep = wk->srv->hooks.read_dep(wk->srv, p->req.table, NULL, 0);
+		if (dep) {
+			lock_txn_dep_note(p->txn, dep);
+			rep.flags |= WIRE_REP_F_DEP;
+		}
+	}
+	if (more && !last) {       /* nothing fit at all */
 		rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
 	} else {
-		rep.key_len = rep.flags ? last->klen : 0;
-		if (!rep_put(wk, b, &rep, rep.flags ? last->key : NULL, rows.data, 0))
+		rep.key_len = more ? last->klen : 0;
+		if (!rep_put(wk, b, &rep, more ? last->key : NULL, rows.data, 0))
 			rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
 	}
 	wire_buf_free(&rows);
@@ -580,7 +628,7 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rc = commit_reserve(srv, txn, r, val, &rv);
 	if (rc == 0 && srv->log) {
 		uint64_t lsn;
-		rc = srv->hooks.commit_logged(srv, r, val, &rv, &lsn);
+		rc = srv->hooks.commit_logged(srv, r, val, &rv, lock_txn_dep(txn), &lsn);
 		store_resv_release(srv->store, rv);
 		lock_txn_release(srv->locks, txn);
 		wk->srv->hooks.reply_durable(wk, seq, r, rc, 0, lsn);
@@ -625,6 +673,9 @@ static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, 
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
+	/* Past its lock point: its S locks go now, before the vote is durable;
+	 * its X locks wait for the decision (see the opening comment). */
+	lock_txn_release_shared(srv->locks, txn);
 	lock_txn_put(srv->locks, txn);
 	wk->srv->hooks.reply_durable(wk, seq, r, 0, 0, lsn);
 }

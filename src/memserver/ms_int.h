@@ -183,9 +183,18 @@ struct ms_hooks {
 	int (*durable_refuses)(struct ms_server *srv);
 	/* Log-then-apply steps (srv->log set).  *lsn gets the LSN the reply must
 	 * wait for (0: none).  0, LOTUS_EREADONLY (nothing applied), or a store
-	 * error. */
+	 * error.  dep: the txn's commit dependency (lock_txn_dep), what a
+	 * read-only COMMIT (r->arg 0) waits for; a writer's own record lies
+	 * above it. */
 	int (*commit_logged)(struct ms_server *srv, const struct wire_req *r,
-			     const unsigned char *val, store_resv_t **rp, uint64_t *lsn);
+			     const unsigned char *val, store_resv_t **rp, uint64_t dep,
+			     uint64_t *lsn);
+	/* Commit dependencies (srv->log set): the LSN a read of (table, key)
+	 * depends on - the highest commit record that wrote a key of its hash
+	 * slot - or 0 if that is durable (or not sync).  key NULL (a scan): the
+	 * log's tail. */
+	uint64_t (*read_dep)(struct ms_server *srv, uint16_t table, const unsigned char *key,
+			     uint16_t klen);
 	int (*writeback_logged)(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
 				const unsigned char *key, const unsigned char *val, uint64_t *lsn);
 	int (*table_create_logged)(struct ms_server *srv, const char *name, uint32_t max_value,
@@ -229,6 +238,9 @@ struct ms_server {
 	pthread_mutex_t tables_mu; /* table creation: id order == log order */
 	_Atomic int readonly_said; /* the "refusing writes" line was logged */
 	struct ms_recovery rec;
+	/* commit dependencies (durable.c, sync only): per hash of (table, key),
+	 * the highest LSN of a commit that wrote such a key; MS_DEP_SLOTS */
+	_Atomic uint64_t *deps;
 	/* 2PC (every server; logged only with a data directory): transactions
 	 * prepared here and not yet decided (durable.c), and the outcomes of
 	 * recent ones (outcomes.c); all under prep_mu */
@@ -247,6 +259,7 @@ struct ms_server {
 	_Atomic int resolver_stop;
 	struct ms_hooks hooks;      /* upward calls (see struct ms_hooks) */
 };
+#define MS_DEP_SLOTS (1u << 16)
 #define MS_PREP_BUCKETS 1024
 static inline unsigned ms_prep_bucket(uint64_t txn_id)
 {

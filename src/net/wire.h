@@ -122,6 +122,9 @@ static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
 static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 
 #define WIRE_REP_F_HINT_STALE 0x1   /* the request's hint did not validate */
+#define WIRE_REP_F_DEP        0x4   /* the read saw a change whose commit
+				       record is not durable yet (sync): its
+				       txn's read-only COMMIT there waits */
 #define WIRE_REP_F_SCAN_MORE  0x2   /* SCAN: the server capped its answer (rows or
 				       bytes); the reply's key is the last key it
 				       covered, and rows after it may exist */
