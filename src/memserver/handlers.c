@@ -666,7 +666,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct ms_server *srv = wk->srv;
 	struct lock_stats ls;
 	struct store_stats ss;
-	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0;
+	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0;
 	char buf[2048];
 	lock_table_stats(srv->locks, &ls);
 	store_stats(srv->store, &ss);
@@ -675,15 +675,21 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		reqs += srv->workers[i].reqs;
 		hits += srv->workers[i].hint_hits;
 		stale += srv->workers[i].hint_stale;
+		struct timespec ts;   /* the worker threads' CPU time, for per-request cost */
+		if (atomic_load(&srv->workers[i].cpu_clock_ok) &&
+		    clock_gettime(srv->workers[i].cpu_clock, &ts) == 0)
+			cpu_ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	}
 	int n = snprintf(buf, sizeof(buf),
-		"{\"id\":%u,\"requests\":%llu,\"bad_msgs\":%llu,\"hint_hits\":%llu,"
+		"{\"id\":%u,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
+		"\"bad_msgs\":%llu,\"hint_hits\":%llu,"
 		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
 		"\"preempted_aborts\":%llu,\"upgrades\":%llu}}",
-		srv->id, (unsigned long long)reqs, (unsigned long long)bad,
+		srv->id, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
+		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
 		(unsigned long long)ss.index_bytes, atomic_load(&srv->nprep),

@@ -27,6 +27,7 @@
 #define LOTUS_MS_INT_H
 #include <stdatomic.h>
 #include <pthread.h>
+#include <time.h>
 #include "lock/lock.h"
 #include "net/net.h"
 #include "net/wire.h"
@@ -48,6 +49,10 @@ struct ms_worker {
 	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
 	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
+	/* this thread's CPU clock (pthread_getcpuclockid), set by the thread
+	 * itself once it runs; cpu_clock_ok says it is valid */
+	clockid_t cpu_clock;
+	_Atomic int cpu_clock_ok;
 	/* durable.c: replies of the current message that wait for the log */
 	struct wire_buf dur_rep;
 	uint64_t dur_lsn;          /* they go out once the log is durable here */
