@@ -196,10 +196,15 @@ static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, 
 				       uint32_t sender, uint64_t seq, const struct wire_req *r,
 				       const unsigned char *key)
 {
-	struct ms_pending *p = calloc(1, sizeof(*p));
-	if (!p)
+	struct ms_pending *p = wk->pend_free;
+	if (p) {           /* from this worker's cache: no allocation, no clearing */
+		wk->pend_free = p->next;
+		wk->npend_free--;
+	} else if (!(p = malloc(sizeof(*p)))) {
 		return NULL;
+	}
 	p->kind = MS_POST_PENDING;
+	memset(&p->w, 0, sizeof(p->w));
 	p->w.owner = p;
 	p->w.txn = txn;
 	atomic_store(&p->state, PEND_PARKED);
@@ -209,6 +214,11 @@ static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, 
 	p->seq = seq;
 	p->req = *r;
 	memcpy(p->key, key, r->key_len);
+	p->result = 0;
+	p->prev = p->next = NULL;
+	p->scan_next = p->scan_n = 0;
+	p->scan_capped = 0;
+	p->scan_keys = NULL;
 	return p;
 }
 
@@ -235,12 +245,20 @@ static void pending_unlink(struct ms_pending *p)
 		p->next->prev = p->prev;
 }
 
+/* On the thread of p's connection (its worker, whose cache takes p back). */
 void ms_pending_free(struct ms_pending *p)
 {
+	struct ms_worker *wk = p->conn->wk;
 	if (p->txn)
-		lock_txn_put(p->conn->wk->srv->locks, p->txn);
+		lock_txn_put(wk->srv->locks, p->txn);
 	free(p->scan_keys);
-	free(p);
+	if (wk->npend_free < MS_PEND_CACHE) {
+		p->next = wk->pend_free;
+		wk->pend_free = p;
+		wk->npend_free++;
+	} else {
+		free(p);
+	}
 }
 
 void ms_conn_drop_pending(struct ms_conn *c)

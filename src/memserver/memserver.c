@@ -294,6 +294,10 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		wire_buf_free(&srv->workers[i].rep);
 		wire_buf_free(&srv->workers[i].dur_rep);
 		wire_buf_free(&srv->workers[i].scratch);
+		for (struct ms_pending *p = srv->workers[i].pend_free, *next; p; p = next) {
+			next = p->next;
+			free(p);
+		}
 	}
 	free(srv->workers);
 	if (srv->net)

@@ -58,7 +58,12 @@ struct ms_worker {
 	uint64_t dur_lsn;          /* they go out once the log is durable here */
 	struct wire_buf scratch;   /* log payload of a writeback */
 	uint64_t dur_waits, dur_immediate;
+	/* freed struct ms_pending kept for reuse (every lock request takes one,
+	 * most give it back at once): at most MS_PEND_CACHE, this thread only */
+	struct ms_pending *pend_free;
+	unsigned npend_free;
 };
+#define MS_PEND_CACHE 256
 
 struct ms_pending;
 
