@@ -83,6 +83,21 @@ struct lk {
 	uint16_t table, klen;
 	unsigned char key[];
 };
+_Static_assert(sizeof(struct lk) + LK_CACHE_KEY <= LK_ENTRY_SIZE, "LK_ENTRY_SIZE");
+
+/* Lock entries with short keys come from the per-thread cache. */
+static struct lk *lk_alloc(uint16_t klen)
+{
+	return klen <= LK_CACHE_KEY ? lkc_alloc(LKC_LK) : malloc(sizeof(struct lk) + klen);
+}
+
+static void lk_free(struct lk *L)
+{
+	if (L->klen <= LK_CACHE_KEY)
+		lkc_free(LKC_LK, L);
+	else
+		free(L);
+}
 
 /* Notifications and victims collected under a latch, delivered after it. */
 struct batch {
@@ -119,7 +134,7 @@ static struct lk *lk_find(struct lock_bucket *b, uint64_t h, uint16_t table,
 			return L;
 	if (!create)
 		return NULL;
-	struct lk *L = malloc(sizeof(*L) + klen);
+	struct lk *L = lk_alloc(klen);
 	if (!L)
 		return NULL;
 	*L = (struct lk){ .next = b->head, .hash = h, .table = table, .klen = klen };
@@ -135,7 +150,7 @@ static void lk_maybe_free(struct lock_bucket *b, struct lk *L)
 	for (struct lk **pp = &b->head; *pp; pp = &(*pp)->next)
 		if (*pp == L) {
 			*pp = L->next;
-			free(L);
+			lk_free(L);
 			return;
 		}
 }
@@ -167,12 +182,9 @@ static void owner_link(struct lk *L, struct lock_own *o)
 
 static struct lock_own *own_alloc(uint32_t bucket, lock_txn_t *t, unsigned mode)
 {
-	struct lock_own *o = calloc(1, sizeof(*o));
-	if (o) {
-		o->txn = t;
-		o->bucket = bucket;
-		o->mode = (uint8_t)mode;
-	}
+	struct lock_own *o = lkc_alloc(LKC_OWN);
+	if (o)
+		*o = (struct lock_own){ .txn = t, .bucket = bucket, .mode = (uint8_t)mode };
 	return o;
 }
 
@@ -274,7 +286,7 @@ static void finish_waiter(lock_table_t *lt, struct lk *L, struct lock_waiter *w,
 	pthread_mutex_lock(&t->latch);
 	if (!txn_unlist_waiter(t, w)) {
 		pthread_mutex_unlock(&t->latch);
-		free(o);
+		lkc_free(LKC_OWN, o);
 		return;
 	}
 	if (result == 0 && atomic_load(&t->status) == TXN_PREEMPTED)
@@ -291,7 +303,7 @@ static void finish_waiter(lock_table_t *lt, struct lk *L, struct lock_waiter *w,
 	atomic_fetch_add(&t->inflight, 1);
 	txn_ref(t);
 	pthread_mutex_unlock(&t->latch);
-	free(o);
+	lkc_free(LKC_OWN, o);
 	count_result(lt, w, result);
 	batch_note(b, w, result);
 }
@@ -432,7 +444,7 @@ static int grant_now(struct acq *a, struct lock_own *mine)
 	if (t->closed || atomic_load(&t->status) == TXN_PREEMPTED) {
 		int rc = t->closed ? LOTUS_EABORTED : LOTUS_EPREEMPTED;
 		pthread_mutex_unlock(&t->latch);
-		free(o);
+		lkc_free(LKC_OWN, o);
 		return rc;
 	}
 	if (mine) {
@@ -634,7 +646,7 @@ void lock_release_detached(lock_table_t *lt, struct lock_own *held, struct lock_
 			lk_maybe_free(bk, L);
 		}
 		pthread_mutex_unlock(&bk->latch);
-		free(held);
+		lkc_free(LKC_OWN, held);
 		held = next;
 	}
 	batch_finish(lt, &b);
@@ -694,7 +706,7 @@ void lock_table_destroy(lock_table_t *lt)
 		struct lk *L = lt->buckets[i].head, *next;
 		for (; L; L = next) {
 			next = L->next;
-			free(L);
+			lk_free(L);
 		}
 		pthread_mutex_destroy(&lt->buckets[i].latch);
 	}

@@ -79,8 +79,35 @@ struct lock_table {
 	struct lock_stat_slot stats[LOCK_STAT_SLOTS];
 };
 
+/* Counters: a thread takes a slot of its own (the first LOCK_STAT_SLOTS - 1
+ * threads that count) and adds to it without a locked instruction; later
+ * threads share the last slot with atomic adds.  Readers sum the slots. */
+extern atomic_uint lock_next_stat_slot;
+extern _Thread_local unsigned lock_my_stat_slot;
+static inline void lock_stat_add(lock_table_t *lt, int which, uint64_t v)
+{
+	if (unlikely(lock_my_stat_slot == UINT32_MAX)) {
+		unsigned n = atomic_fetch_add(&lock_next_stat_slot, 1);
+		lock_my_stat_slot = n < LOCK_STAT_SLOTS - 1 ? n : LOCK_STAT_SLOTS - 1;
+	}
+	_Atomic uint64_t *c = &lt->stats[lock_my_stat_slot].v[which];
+	if (lock_my_stat_slot < LOCK_STAT_SLOTS - 1)   /* ours alone */
+		atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* lock_cache.c: per-thread free lists of lock entries (keys up to
+ * LK_CACHE_KEY bytes; longer ones use malloc), owner nodes and txn entries.
+ * lkc_alloc returns uninitialised memory (NULL if out of memory). */
+enum { LKC_LK, LKC_OWN, LKC_TXN, LKC_N };
+#define LK_CACHE_KEY 56
+#define LK_ENTRY_SIZE 96   /* >= sizeof(struct lk) + LK_CACHE_KEY (lock.c checks) */
+void *lkc_alloc(int kind);
+void lkc_free(int kind, void *p);
+
 /* txn.c */
-void lock_stat_add(lock_table_t *lt, int which, uint64_t v);
 int txn_table_init(lock_table_t *lt, unsigned buckets_log2);
 void txn_table_destroy(lock_table_t *lt);
 

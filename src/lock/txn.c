@@ -12,8 +12,10 @@
  * last reference goes.  See lock.c for the status diagram and latch order.
  *
  * Counters live in LOCK_STAT_SLOTS cache-line-sized slots; a thread picks a
- * slot once (round robin) and adds to it with relaxed atomics, so threads do
- * not share a hot line.  lock_table_stats sums the slots.
+ * slot once and adds to it (lock_int.h: plain relaxed stores in a slot of its
+ * own, atomic adds in the shared last one), so threads do not share a hot
+ * line and the common case has no locked instruction.  lock_table_stats sums
+ * the slots.
  */
 #include <errno.h>
 #include <sched.h>
@@ -21,15 +23,8 @@
 #include <string.h>
 #include "lock/lock_int.h"
 
-static atomic_uint next_stat_slot;
-static _Thread_local unsigned my_stat_slot = UINT32_MAX;
-
-void lock_stat_add(lock_table_t *lt, int which, uint64_t v)
-{
-	if (unlikely(my_stat_slot == UINT32_MAX))
-		my_stat_slot = atomic_fetch_add(&next_stat_slot, 1) % LOCK_STAT_SLOTS;
-	atomic_fetch_add_explicit(&lt->stats[my_stat_slot].v[which], v, memory_order_relaxed);
-}
+atomic_uint lock_next_stat_slot;
+_Thread_local unsigned lock_my_stat_slot = UINT32_MAX;
 
 void lock_table_stats(lock_table_t *lt, struct lock_stats *out)
 {
@@ -74,10 +69,10 @@ static void txn_free(lock_txn_t *t)
 		t->lt->user_hook(t->lt->user_arg, user);
 	for (; o; o = next) {
 		next = o->txn_next;
-		free(o);
+		lkc_free(LKC_OWN, o);
 	}
 	pthread_mutex_destroy(&t->latch);
-	free(t);
+	lkc_free(LKC_TXN, t);
 }
 
 void txn_table_destroy(lock_table_t *lt)
@@ -111,8 +106,9 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 		pthread_mutex_unlock(&b->latch);
 		return t;
 	}
-	t = calloc(1, sizeof(*t));
+	t = lkc_alloc(LKC_TXN);
 	if (t) {
+		memset(t, 0, sizeof(*t));
 		t->id = txn_id;
 		t->priority = priority;
 		t->owner = owner;
