@@ -12,8 +12,11 @@
  * memory here: callers initialise what they take.  A thread's lists are
  * freed when it exits (a pthread key destructor); the lists of the process's
  * last thread are still reachable at exit.
+ *
+ * Also the slow path of the spin latches (lock_int.h).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include "lock/lock_int.h"
 
@@ -90,4 +93,19 @@ void lkc_free(int kind, void *p)
 	o->next = c->head[kind];
 	c->head[kind] = o;
 	c->n[kind]++;
+}
+
+void latch_lock_slow(latch_t *l)
+{
+	for (;;) {
+		for (int i = 0; i < 100; i++) {
+			if (!atomic_load_explicit(&l->v, memory_order_relaxed) &&
+			    !atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
+				return;
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+		}
+		sched_yield();
+	}
 }

@@ -18,6 +18,30 @@
 
 struct lk;
 
+/* The lock manager's latches (bucket and txn latches, see lock.c for their
+ * order) guard a few pointer updates each and are never held across a
+ * callback, so they are spin latches: one atomic exchange to take, a release
+ * store to drop.  A waiter spins briefly, then yields its core (the holder
+ * may have been preempted on a busy machine). */
+typedef struct {
+	atomic_int v;
+} latch_t;
+void latch_lock_slow(latch_t *l);
+static inline void latch_init(latch_t *l)
+{
+	atomic_init(&l->v, 0);
+}
+static inline void latch_lock(latch_t *l)
+{
+	if (likely(!atomic_exchange_explicit(&l->v, 1, memory_order_acquire)))
+		return;
+	latch_lock_slow(l);
+}
+static inline void latch_unlock(latch_t *l)
+{
+	atomic_store_explicit(&l->v, 0, memory_order_release);
+}
+
 /* One lock held by one txn: on the lock's owner list (bucket latch) and on the
  * txn's held list (txn latch).  A wound unlinks it from the lock only; the node
  * itself is freed by the txn's release, after it checked on_lock. */
@@ -37,7 +61,7 @@ struct lock_txn {
 	_Atomic int status;            /* enum txn_status */
 	atomic_uint refs;
 	atomic_uint inflight;          /* waiters taken off .waiting, notify pending */
-	pthread_mutex_t latch;
+	latch_t latch;
 	bool closed;                   /* latch: released, accepts no more grants */
 	bool in_table;                 /* status-table bucket latch */
 	struct lock_own *held;         /* latch */
@@ -58,12 +82,12 @@ struct lock_stat_slot {
 } __attribute__((aligned(CACHELINE)));
 
 struct lock_bucket {
-	pthread_mutex_t latch;
+	latch_t latch;
 	struct lk *head;
 } __attribute__((aligned(CACHELINE)));
 
 struct txn_bucket {
-	pthread_mutex_t latch;
+	latch_t latch;
 	lock_txn_t *head;
 } __attribute__((aligned(CACHELINE)));
 

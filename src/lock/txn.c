@@ -54,7 +54,7 @@ int txn_table_init(lock_table_t *lt, unsigned buckets_log2)
 	if (posix_memalign((void **)&lt->tbuckets, CACHELINE, n * sizeof(*lt->tbuckets)))
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_init(&lt->tbuckets[i].latch, NULL);
+		latch_init(&lt->tbuckets[i].latch);
 		lt->tbuckets[i].head = NULL;
 	}
 	lt->tmask = (uint32_t)(n - 1);
@@ -71,7 +71,6 @@ static void txn_free(lock_txn_t *t)
 		next = o->txn_next;
 		lkc_free(LKC_OWN, o);
 	}
-	pthread_mutex_destroy(&t->latch);
 	lkc_free(LKC_TXN, t);
 }
 
@@ -83,7 +82,6 @@ void txn_table_destroy(lock_table_t *lt)
 			next = t->hnext;
 			txn_free(t);
 		}
-		pthread_mutex_destroy(&lt->tbuckets[i].latch);
 	}
 	free(lt->tbuckets);
 }
@@ -99,11 +97,11 @@ static lock_txn_t *bucket_lookup(struct txn_bucket *b, uint64_t id)
 lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, void *owner)
 {
 	struct txn_bucket *b = txn_bucket_of(lt, txn_id);
-	pthread_mutex_lock(&b->latch);
+	latch_lock(&b->latch);
 	lock_txn_t *t = bucket_lookup(b, txn_id);
 	if (t) {
 		txn_ref(t);
-		pthread_mutex_unlock(&b->latch);
+		latch_unlock(&b->latch);
 		return t;
 	}
 	t = lkc_alloc(LKC_TXN);
@@ -115,12 +113,12 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 		t->lt = lt;
 		atomic_init(&t->status, TXN_RUNNING);
 		atomic_init(&t->refs, 2);            /* the table's and the caller's */
-		pthread_mutex_init(&t->latch, NULL);
+		latch_init(&t->latch);
 		t->in_table = true;
 		t->hnext = b->head;
 		b->head = t;
 	}
-	pthread_mutex_unlock(&b->latch);
+	latch_unlock(&b->latch);
 	if (t)
 		lock_stat_add(lt, ST_TXNS, 1);
 	return t;
@@ -129,11 +127,11 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 lock_txn_t *lock_txn_find(lock_table_t *lt, uint64_t txn_id)
 {
 	struct txn_bucket *b = txn_bucket_of(lt, txn_id);
-	pthread_mutex_lock(&b->latch);
+	latch_lock(&b->latch);
 	lock_txn_t *t = bucket_lookup(b, txn_id);
 	if (t)
 		txn_ref(t);
-	pthread_mutex_unlock(&b->latch);
+	latch_unlock(&b->latch);
 	return t;
 }
 
@@ -197,7 +195,7 @@ static bool txn_table_remove(lock_table_t *lt, lock_txn_t *t)
 {
 	struct txn_bucket *b = txn_bucket_of(lt, t->id);
 	bool removed = false;
-	pthread_mutex_lock(&b->latch);
+	latch_lock(&b->latch);
 	if (t->in_table) {
 		for (lock_txn_t **pp = &b->head; *pp; pp = &(*pp)->hnext)
 			if (*pp == t) {
@@ -207,7 +205,7 @@ static bool txn_table_remove(lock_table_t *lt, lock_txn_t *t)
 		t->in_table = false;
 		removed = true;
 	}
-	pthread_mutex_unlock(&b->latch);
+	latch_unlock(&b->latch);
 	if (removed)
 		lock_stat_add(lt, ST_TXNS, (uint64_t)-1);
 	return removed;
@@ -215,14 +213,14 @@ static bool txn_table_remove(lock_table_t *lt, lock_txn_t *t)
 
 void lock_txn_release(lock_table_t *lt, lock_txn_t *txn)
 {
-	pthread_mutex_lock(&txn->latch);
+	latch_lock(&txn->latch);
 	bool first = !txn->closed;
 	txn->closed = true;
 	struct lock_own *held = txn->held;
 	struct lock_waiter *waiting = txn->waiting;
 	txn->held = NULL;
 	txn->waiting = NULL;
-	pthread_mutex_unlock(&txn->latch);
+	latch_unlock(&txn->latch);
 	if (first) {
 		bool in_table = txn_table_remove(lt, txn);
 		lock_release_detached(lt, held, waiting);
@@ -243,14 +241,14 @@ static unsigned owner_collect(lock_table_t *lt, void *owner, int committing, loc
 	unsigned n = 0;
 	for (; *bucket <= lt->tmask && n < max; (*bucket)++) {
 		struct txn_bucket *b = &lt->tbuckets[*bucket];
-		pthread_mutex_lock(&b->latch);
+		latch_lock(&b->latch);
 		for (lock_txn_t *t = b->head; t; t = t->hnext)
 			if (t->owner == owner &&
 			    (atomic_load(&t->status) == TXN_COMMITTING) == committing && n < max) {
 				txn_ref(t);
 				out[n++] = t;
 			}
-		pthread_mutex_unlock(&b->latch);
+		latch_unlock(&b->latch);
 		if (n == max)    /* rescan this bucket next round: it may hold more */
 			break;
 	}
@@ -295,9 +293,9 @@ int lock_release_owner_committing(lock_table_t *lt, void *owner,
 				/* handed over: it has no owner now, so the rescan of
 				 * this bucket does not collect it again */
 				struct txn_bucket *b = txn_bucket_of(lt, batch[i]->id);
-				pthread_mutex_lock(&b->latch);
+				latch_lock(&b->latch);
 				batch[i]->owner = NULL;
-				pthread_mutex_unlock(&b->latch);
+				latch_unlock(&b->latch);
 				lock_txn_put(lt, batch[i]);
 				continue;
 			}
