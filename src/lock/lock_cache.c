@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include "lock/lock_int.h"
 
 #define LK_CACHE_MAX 4096
@@ -95,9 +96,12 @@ void lkc_free(int kind, void *p)
 	c->n[kind]++;
 }
 
+/* Spin a little (the holder is running), then yield, then sleep in short
+ * naps: on an oversubscribed machine the holder may be waiting for a core,
+ * and a waiter that keeps spinning or yielding would only take it away. */
 void latch_lock_slow(latch_t *l)
 {
-	for (;;) {
+	for (unsigned round = 0;; round++) {
 		for (int i = 0; i < 100; i++) {
 			if (!atomic_load_explicit(&l->v, memory_order_relaxed) &&
 			    !atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
@@ -106,6 +110,11 @@ void latch_lock_slow(latch_t *l)
 			__builtin_ia32_pause();
 #endif
 		}
-		sched_yield();
+		if (round < 4) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, 20000 };
+			nanosleep(&ts, NULL);
+		}
 	}
 }

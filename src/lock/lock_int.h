@@ -21,8 +21,8 @@ struct lk;
 /* The lock manager's latches (bucket and txn latches, see lock.c for their
  * order) guard a few pointer updates each and are never held across a
  * callback, so they are spin latches: one atomic exchange to take, a release
- * store to drop.  A waiter spins briefly, then yields its core (the holder
- * may have been preempted on a busy machine). */
+ * store to drop.  A waiter spins briefly, then yields, then naps (the
+ * holder may have been preempted on a busy machine; lock_cache.c). */
 typedef struct {
 	atomic_int v;
 } latch_t;
