@@ -488,6 +488,8 @@ static int park(struct acq *a)
 static int acquire_locked(struct acq *a)
 {
 	struct lk *L = a->L;
+	if (!L->owners && !L->queue)   /* free: nothing to wound, reap, grant or cull */
+		return grant_now(a, NULL);
 	struct lock_own *mine = owner_find(L, a->t);
 	if (mine && mine->mode >= a->mode) {
 		lock_stat_add(a->lt, ST_IMMEDIATE, 1);
