@@ -68,6 +68,7 @@ struct ms_worker {
 	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
 	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
+	size_t rep_per_req;        /* reply bytes per request lately (decaying max), to size the next */
 	/* this thread's CPU clock (pthread_getcpuclockid), set by the thread
 	 * itself once it runs; cpu_clock_ok says it is valid */
 	clockid_t cpu_clock;
