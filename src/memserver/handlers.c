@@ -199,9 +199,11 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	ms_rep_add(wk, b, &rep, NULL);
 }
 
-static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
-				       uint32_t sender, uint64_t seq, const struct wire_req *r,
-				       const unsigned char *key)
+/* A pending request with what the lock manager's notify needs (its waiter,
+ * state, connection, txn); the request itself is filled in by pending_fill,
+ * only once it parks (notify posts it to this thread, which handles the post
+ * only after the handler returned). */
+static struct ms_pending *pending_get(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn)
 {
 	struct ms_pending *p = wk->pend_free;
 	if (p) {           /* from this worker's cache: no allocation, no clearing */
@@ -217,15 +219,30 @@ static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, 
 	atomic_store(&p->state, PEND_PARKED);
 	p->conn = c;
 	p->txn = txn;
-	p->sender = sender;
-	p->seq = seq;
-	p->req = *r;
-	memcpy(p->key, key, r->key_len);
 	p->result = 0;
 	p->prev = p->next = NULL;
 	p->scan_next = p->scan_n = 0;
 	p->scan_capped = 0;
 	p->scan_keys = NULL;
+	return p;
+}
+
+static void pending_fill(struct ms_pending *p, uint32_t sender, uint64_t seq,
+			 const struct wire_req *r, const unsigned char *key)
+{
+	p->sender = sender;
+	p->seq = seq;
+	p->req = *r;
+	memcpy(p->key, key, r->key_len);
+}
+
+static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
+				       uint32_t sender, uint64_t seq, const struct wire_req *r,
+				       const unsigned char *key)
+{
+	struct ms_pending *p = pending_get(wk, c, txn);
+	if (p)
+		pending_fill(p, sender, seq, r, key);
 	return p;
 }
 
@@ -305,7 +322,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	struct ms_pending *p = pending_take(wk, c, txn, sender, seq, r, key);
+	struct ms_pending *p = pending_get(wk, c, txn);
 	if (!p) {
 		lock_txn_put(srv->locks, txn);
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
@@ -314,6 +331,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
 			  (enum cc_proto)r->cc, &p->w);
 	if (rc == 1) {
+		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
 		return;
 	}
