@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,7 +44,7 @@ _Static_assert(YCSB_MAX_SERVERS == LOTUS_MAX_SERVERS, "one server limit");
 
 const char *const ycsb_srv_keys[YCSB_SRV_KEYS] = {
 	"acquires", "waits", "wait_ns", "grants_after_wait", "rejects", "preemptions",
-	"preempted_aborts", "hint_hits", "hint_stale", "bad_msgs",
+	"preempted_aborts", "hint_hits", "hint_stale", "bad_msgs", "requests", "cpu_ns",
 };
 
 static _Atomic int ycsb_stopping;
@@ -102,6 +103,7 @@ struct ycsb_thread {
 	struct ycsb_result res;
 	struct lotus_net_counters net_warm;
 	struct lotus_txn_counters eng_warm;
+	uint64_t cpu_warm_ns, cpu_ns;  /* this thread's CPU time at the warm-up's end; over the run */
 	unsigned char *value;
 	char *trace_buf;
 	size_t trace_len;
@@ -429,6 +431,14 @@ static void eng_sub(struct lotus_attempt_counters *a, const struct lotus_attempt
 	eng_add(a, b, -1);
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int run_txns(struct ycsb_thread *th)
 {
 	struct ycsb_shared *sh = th->sh;
@@ -441,6 +451,11 @@ static int run_txns(struct ycsb_thread *th)
 		th->slots[i].th = th;
 		rc = lotus_txn_begin(th->s, &th->slots[i].t);
 	}
+	if (rc == 0 && clock_now_ns() >= sh->t_warm) {  /* no warm-up: count from the first */
+		lotus_session_counters(th->s, &th->net_warm);
+		th->cpu_warm_ns = thread_cpu_ns();
+		warm_taken = 1;
+	}
 	for (unsigned i = 0; i < k && rc == 0 && !txns_done(th); i++)
 		slot_start(&th->slots[i]);
 	while (rc == 0 && !th->error) {
@@ -448,6 +463,7 @@ static int run_txns(struct ycsb_thread *th)
 		if (!warm_taken && now >= sh->t_warm) {
 			lotus_session_counters(th->s, &th->net_warm);
 			lotus_session_txn_counters(th->s, &th->eng_warm);
+			th->cpu_warm_ns = thread_cpu_ns();
 			warm_taken = 1;
 		}
 		if (now >= sh->t_end || atomic_load(&ycsb_stopping) || txns_done(th))
@@ -457,6 +473,7 @@ static int run_txns(struct ycsb_thread *th)
 		lotus_session_poll(th->s, 1);
 	}
 	lotus_session_counters(th->s, &th->res.net);
+	th->cpu_ns = warm_taken ? thread_cpu_ns() - th->cpu_warm_ns : 0;
 	th->res.net.msgs_sent -= th->net_warm.msgs_sent;
 	th->res.net.bytes_sent -= th->net_warm.bytes_sent;
 	th->res.net.msgs_recv -= th->net_warm.msgs_recv;
@@ -728,6 +745,8 @@ static void merge_results(struct ycsb_result *res, struct ycsb_thread *ths, unsi
 			res->eng.ntypes = r->eng.ntypes;
 			memcpy(res->eng.type_names, r->eng.type_names, sizeof(res->eng.type_names));
 		}
+		res->client_cpu_ns += ths[i].cpu_ns;
+		res->client_reqs += r->net.reqs_sent;
 		res->retries_max = MAX(res->retries_max, r->retries_max);
 		hist_merge(&res->lat, &r->lat);
 		if (ths[i].error && !res->error)
@@ -866,18 +885,24 @@ static void srv_delta(lotus_session_t *s, const struct srv_snap *before, struct 
 	uint64_t sum[YCSB_SRV_KEYS] = { 0 };
 	unsigned nsv = MIN(before->nservers, (unsigned)YCSB_MAX_SERVERS);
 	srv_read(s, nsv, res->srv, res->srv_ok);
+	res->srv_cpu_ok = nsv > 0;
 	for (unsigned sv = 0; sv < nsv; sv++) {
 		res->srv_ok[sv] = res->srv_ok[sv] && before->ok[sv];
+		/* a server too old to report its CPU time says 0 */
+		if (!res->srv_ok[sv] || !res->srv[sv][YCSB_SRV_CPU])
+			res->srv_cpu_ok = false;
 		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++) {
 			uint64_t a = res->srv[sv][k], b = before->v[sv][k];
 			res->srv[sv][k] = res->srv_ok[sv] && a >= b ? a - b : 0;
 			sum[k] += res->srv[sv][k];
 		}
 	}
+	res->srv_reqs = sum[YCSB_SRV_REQS];
+	res->srv_cpu_ns = sum[YCSB_SRV_CPU];
 	char *out = res->cc_stats;
 	size_t len = sizeof(res->cc_stats);
 	size_t n = (size_t)snprintf(out, len, "{");
-	for (unsigned k = 0; k < YCSB_SRV_KEYS && n < len; k++)
+	for (unsigned k = 0; k < YCSB_SRV_CC_KEYS && n < len; k++)
 		n += (size_t)snprintf(out + n, len - n, "%s\"%s\":%llu", k ? "," : "",
 				      ycsb_srv_keys[k], (unsigned long long)sum[k]);
 	if (n < len)
@@ -902,15 +927,15 @@ static const char *batch_name(enum lotus_batch b)
 /* The memory servers' counters over the run: one row per server, and a total. */
 static void print_srv_table(FILE *f, const struct ycsb_result *r)
 {
-	static const char *const head[YCSB_SRV_KEYS] = {
+	static const char *const head[YCSB_SRV_CC_KEYS] = {
 		"acquires", "waits", "wait ms", "granted", "rejects", "preempts", "pre-abort",
 		"hint hit", "stale", "bad msgs",
 	};
-	uint64_t sum[YCSB_SRV_KEYS] = { 0 };
+	uint64_t sum[YCSB_SRV_CC_KEYS] = { 0 };
 	unsigned nsv = MIN(r->servers, (unsigned)YCSB_MAX_SERVERS);
 	fprintf(f, "  %-12s over the run (all clients), per memory server:\n", "servers");
 	fprintf(f, "  %12s", "server");
-	for (unsigned k = 0; k < YCSB_SRV_KEYS; k++)
+	for (unsigned k = 0; k < YCSB_SRV_CC_KEYS; k++)
 		fprintf(f, " %9s", head[k]);
 	fprintf(f, "\n");
 	for (unsigned sv = 0; sv <= nsv; sv++) {
@@ -925,7 +950,7 @@ static void print_srv_table(FILE *f, const struct ycsb_result *r)
 			fprintf(f, "  %12s", "total");
 		else
 			break;
-		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++) {
+		for (unsigned k = 0; k < YCSB_SRV_CC_KEYS; k++) {
 			if (sv < nsv)
 				sum[k] += v[k];
 			if (!strcmp(ycsb_srv_keys[k], "wait_ns"))
@@ -1056,10 +1081,20 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	unsigned threads = o->threads ? o->threads : (unsigned)cpu_count();
 	uint64_t lookups = r->cache.hits + r->cache.misses;
 	double hit_rate = lookups ? (double)r->cache.hits / (double)lookups : 0;
+	/* CPU per request: "null" when a figure is missing */
+	char srv_cpu[32] = "null", cli_cpu[32] = "null";
+	if (r->srv_cpu_ok && r->srv_reqs)
+		snprintf(srv_cpu, sizeof(srv_cpu), "%.3f", (double)r->srv_cpu_ns / 1e3 / (double)r->srv_reqs);
+	if (r->client_cpu_ns && r->client_reqs)
+		snprintf(cli_cpu, sizeof(cli_cpu), "%.3f",
+			 (double)r->client_cpu_ns / 1e3 / (double)r->client_reqs);
 	if (json) {
 		fprintf(f, "{\"workload\":\"%c\",\"engine\":\"%s\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
-			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"partitioning\":\"%s\","
+			"\"transport\":\"%s\",\"servers\":{\"count\":%u,\"requests\":%llu,"
+			"\"cpu_s\":%.6f,\"cpu_us_per_req\":%s},"
+			"\"client\":{\"threads\":%u,\"requests\":%llu,\"cpu_s\":%.6f,"
+			"\"cpu_us_per_req\":%s},\"batch\":\"%s\",\"partitioning\":\"%s\","
 			"\"compute_id\":%u,\"compute_count\":%u,\"seconds\":%.3f,"
 			"\"txns_committed\":%llu,\"txns_aborted\":%llu,\"abort_rate\":%.5f,"
 			"\"txn_per_s\":%.1f,\"ops_per_s\":%.1f,\"max_attempts\":%llu,"
@@ -1071,7 +1106,9 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			o->workload, engine_name(o->lo.engine), cc_name(o->lo.cc), threads,
 			o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
-			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
+			(unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, srv_cpu,
+			threads, (unsigned long long)r->client_reqs, (double)r->client_cpu_ns / 1e9,
+			cli_cpu, batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
 			o->lo.compute_id, o->lo.compute_count, r->seconds, (unsigned long long)r->committed,
 			(unsigned long long)r->aborted, abort_rate, (double)r->committed / secs,
 			(double)r->ops / secs, (unsigned long long)r->retries_max,
@@ -1116,6 +1153,10 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 		(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
 		(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
 	print_engine(f, r);
+	fprintf(f, "  %-12s memory servers %s us/request (%llu requests, %.2f s of their "
+		"workers), compute threads %s us/request (%llu requests)\n", "cpu",
+		srv_cpu, (unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, cli_cpu,
+		(unsigned long long)r->client_reqs);
 	if (o->lo.cache_bytes)
 		fprintf(f, "  %-12s %.1f %% hits (%llu of %llu), %llu stale hints, %llu evictions, %llu write-backs\n",
 			"cache", 100 * hit_rate, (unsigned long long)r->cache.hits,

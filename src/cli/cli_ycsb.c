@@ -192,7 +192,9 @@ int cmd_ycsb(int argc, char **argv)
 				: lotus_strerror(rc));
 		return 1;
 	}
-	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport : "tcp",
+	/* with --config and no --transport the cluster's transport is used */
+	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport
+		   : config && cfg.transport[0] ? cfg.transport : "tcp",
 		   config ? 0 : (unsigned)local);
 	return res.error ? 1 : 0;
 }

@@ -239,23 +239,50 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	ms_rep_add(wk, b, &rep, NULL);
 }
 
-static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
-				       uint32_t sender, uint64_t seq, const struct wire_req *r,
-				       const unsigned char *key)
+/* A pending request with what the lock manager's notify needs (its waiter,
+ * state, connection, txn); the request itself is filled in by pending_fill,
+ * only once it parks (notify posts it to this thread, which handles the post
+ * only after the handler returned). */
+static struct ms_pending *pending_get(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn)
 {
-	struct ms_pending *p = calloc(1, sizeof(*p));
-	if (!p)
+	struct ms_pending *p = wk->pend_free;
+	if (p) {           /* from this worker's cache: no allocation, no clearing */
+		wk->pend_free = p->next;
+		wk->npend_free--;
+	} else if (!(p = malloc(sizeof(*p)))) {
 		return NULL;
+	}
 	p->kind = MS_POST_PENDING;
+	memset(&p->w, 0, sizeof(p->w));
 	p->w.owner = p;
 	p->w.txn = txn;
 	atomic_store(&p->state, PEND_PARKED);
 	p->conn = c;
 	p->txn = txn;
+	p->result = 0;
+	p->prev = p->next = NULL;
+	p->scan_next = p->scan_n = 0;
+	p->scan_capped = 0;
+	p->scan_keys = NULL;
+	return p;
+}
+
+static void pending_fill(struct ms_pending *p, uint32_t sender, uint64_t seq,
+			 const struct wire_req *r, const unsigned char *key)
+{
 	p->sender = sender;
 	p->seq = seq;
 	p->req = *r;
 	memcpy(p->key, key, r->key_len);
+}
+
+static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
+				       uint32_t sender, uint64_t seq, const struct wire_req *r,
+				       const unsigned char *key)
+{
+	struct ms_pending *p = pending_get(wk, c, txn);
+	if (p)
+		pending_fill(p, sender, seq, r, key);
 	return p;
 }
 
@@ -282,12 +309,20 @@ static void pending_unlink(struct ms_pending *p)
 		p->next->prev = p->prev;
 }
 
+/* On the thread of p's connection (its worker, whose cache takes p back). */
 static void ms_pending_free(struct ms_pending *p)
 {
+	struct ms_worker *wk = p->conn->wk;
 	if (p->txn)
-		lock_txn_put(p->conn->wk->srv->locks, p->txn);
+		lock_txn_put(wk->srv->locks, p->txn);
 	free(p->scan_keys);
-	free(p);
+	if (wk->npend_free < MS_PEND_CACHE) {
+		p->next = wk->pend_free;
+		wk->pend_free = p;
+		wk->npend_free++;
+	} else {
+		free(p);
+	}
 }
 
 static void ms_conn_drop_pending(struct ms_conn *c)
@@ -327,7 +362,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	struct ms_pending *p = pending_take(wk, c, txn, sender, seq, r, key);
+	struct ms_pending *p = pending_get(wk, c, txn);
 	if (!p) {
 		lock_txn_put(srv->locks, txn);
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
@@ -336,6 +371,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
 			  (enum cc_proto)r->cc, &p->w);
 	if (rc == 1) {
+		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
 		return;
 	}
@@ -724,7 +760,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct ms_server *srv = wk->srv;
 	struct lock_stats ls;
 	struct store_stats ss;
-	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0;
+	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0;
 	char buf[2048];
 	lock_table_stats(srv->locks, &ls);
 	store_stats(srv->store, &ss);
@@ -733,15 +769,21 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		reqs += srv->workers[i].reqs;
 		hits += srv->workers[i].hint_hits;
 		stale += srv->workers[i].hint_stale;
+		struct timespec ts;   /* the worker threads' CPU time, for per-request cost */
+		if (atomic_load(&srv->workers[i].cpu_clock_ok) &&
+		    clock_gettime(srv->workers[i].cpu_clock, &ts) == 0)
+			cpu_ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	}
 	int n = snprintf(buf, sizeof(buf),
-		"{\"id\":%u,\"requests\":%llu,\"bad_msgs\":%llu,\"hint_hits\":%llu,"
+		"{\"id\":%u,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
+		"\"bad_msgs\":%llu,\"hint_hits\":%llu,"
 		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
 		"\"preempted_aborts\":%llu,\"upgrades\":%llu}}",
-		srv->id, (unsigned long long)reqs, (unsigned long long)bad,
+		srv->id, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
+		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
 		(unsigned long long)ss.index_bytes, atomic_load(&srv->nprep),

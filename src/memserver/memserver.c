@@ -60,6 +60,8 @@ static void ms_resv_drop(void *arg, void *user)
 static void *ms_worker_main(void *arg)
 {
 	struct ms_worker *wk = arg;
+	if (pthread_getcpuclockid(pthread_self(), &wk->cpu_clock) == 0)
+		atomic_store(&wk->cpu_clock_ok, 1);
 	while (!atomic_load(&ms_stop_flag))
 		net_wait(wk->net, 200);
 	return NULL;
@@ -127,6 +129,10 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		wire_buf_free(&srv->workers[i].rep);
 		wire_buf_free(&srv->workers[i].dur_rep);
 		wire_buf_free(&srv->workers[i].scratch);
+		for (struct ms_pending *p = srv->workers[i].pend_free, *next; p; p = next) {
+			next = p->next;
+			free(p);
+		}
 	}
 	free(srv->workers);
 	if (srv->net)

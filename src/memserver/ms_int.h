@@ -46,6 +46,7 @@
 #define LOTUS_MS_INT_H
 #include <stdatomic.h>
 #include <pthread.h>
+#include <time.h>
 #include "lock/lock.h"
 #include "net/net.h"
 #include "net/wire.h"
@@ -67,12 +68,22 @@ struct ms_worker {
 	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
 	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
+	size_t rep_per_req;        /* reply bytes per request lately (decaying max), to size the next */
+	/* this thread's CPU clock (pthread_getcpuclockid), set by the thread
+	 * itself once it runs; cpu_clock_ok says it is valid */
+	clockid_t cpu_clock;
+	_Atomic int cpu_clock_ok;
 	/* durable.c: replies of the current message that wait for the log */
 	struct wire_buf dur_rep;
 	uint64_t dur_lsn;          /* they go out once the log is durable here */
 	struct wire_buf scratch;   /* log payload of a writeback */
 	uint64_t dur_waits, dur_immediate;
+	/* freed struct ms_pending kept for reuse (every lock request takes one,
+	 * most give it back at once): at most MS_PEND_CACHE, this thread only */
+	struct ms_pending *pend_free;
+	unsigned npend_free;
 };
+#define MS_PEND_CACHE 256
 
 struct ms_pending;
 

@@ -40,6 +40,19 @@ static int wire_buf_reserve(struct wire_buf *b, size_t more)
 	return 0;
 }
 
+int wire_buf_prealloc(struct wire_buf *b, size_t cap)
+{
+	cap = MIN(cap, (size_t)WIRE_MAX_MSG);
+	if (cap <= b->cap)
+		return 0;
+	unsigned char *p = realloc(b->data, cap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
 int wire_buf_begin(struct wire_buf *b, enum wire_type type, uint32_t sender, uint64_t seq)
 {
 	b->len = 0;

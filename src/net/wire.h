@@ -177,6 +177,9 @@ struct wire_buf {
 };
 void wire_buf_init(struct wire_buf *b);
 void wire_buf_free(struct wire_buf *b);
+/* Make room for cap bytes in all (at most WIRE_MAX_MSG) unless there is:
+ * one allocation instead of doubling from 4 KiB.  0 or -ENOMEM. */
+int wire_buf_prealloc(struct wire_buf *b, size_t cap);
 /* Start a message (resets the buffer). */
 int wire_buf_begin(struct wire_buf *b, enum wire_type type, uint32_t sender, uint64_t seq);
 /* Append an item; key and value are copied.  -ENOMEM, -E2BIG (message limit). */
