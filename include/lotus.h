@@ -85,7 +85,8 @@ extern "C" {
 #define LOTUS_EUNSUPPORTED (-5014) /* feature or transport not available here */
 #define LOTUS_EREADONLY    (-5015) /* server refuses writes (e.g. after log I/O error) */
 #define LOTUS_EDURABLE     (-5016) /* commit could not be made durable */
-#define LOTUS_ELAST        (-5017)
+#define LOTUS_ELIMIT       (-5017) /* a per-client limit of the memory server was hit */
+#define LOTUS_ELAST        (-5018)
 
 const char *lotus_strerror(int err);
 /* 1 if err means "abort and retry the transaction" (conflicts, preemption). */

@@ -19,6 +19,7 @@ static const char *const lotus_errs[] = {
 	[-(LOTUS_EUNSUPPORTED - LOTUS_EBASE)] = "not supported here",
 	[-(LOTUS_EREADONLY - LOTUS_EBASE)] = "server refuses writes",
 	[-(LOTUS_EDURABLE - LOTUS_EBASE)] = "commit could not be made durable",
+	[-(LOTUS_ELIMIT - LOTUS_EBASE)] = "a per-client limit of the memory server was hit (too many parked requests or bytes in flight)",
 };
 
 const char *lotus_strerror(int err)

@@ -35,7 +35,15 @@ struct memserver_opts {
 	/* What recovery does with damage in the middle of the redo log (enum
 	 * redo_recovery: 0 strict refuses; see redo_replay_mode). */
 	int recovery_mode;
+	/* Per-connection limits (docs/net.md, "Limits"; 0: the default, see
+	 * MS_DEFAULT_*): requests parked in lock wait queues, and bytes in flight
+	 * (messages held plus replies queued).  Over either, a request is refused
+	 * with LOTUS_ELIMIT. */
+	unsigned max_parked;
+	uint64_t max_conn_bytes;
 };
+#define MS_DEFAULT_MAX_PARKED     1024
+#define MS_DEFAULT_MAX_CONN_BYTES (64ULL << 20)
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */
 int memserver_run(const struct memserver_opts *o);

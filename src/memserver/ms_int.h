@@ -53,6 +53,8 @@ struct ms_worker {
 	uint64_t dur_lsn;          /* they go out once the log is durable here */
 	struct wire_buf scratch;   /* log payload of a writeback */
 	uint64_t dur_waits, dur_immediate;
+	/* requests refused with LOTUS_ELIMIT: parked limit / bytes in flight */
+	uint64_t parked_refused, bytes_refused;
 };
 
 struct ms_pending;
@@ -65,6 +67,7 @@ struct ms_conn {
 	int broken;                /* a reply was lost: close at the next settle */
 	int refs;                  /* the conn itself + each parked request */
 	struct ms_pending *pending; /* parked requests (doubly linked) */
+	unsigned nparked;          /* how many (srv->max_parked bounds it) */
 };
 
 enum { PEND_PARKED, PEND_NOTIFIED, PEND_DEAD };
@@ -138,6 +141,8 @@ struct ms_recovery {
 
 struct ms_server {
 	unsigned id, nworkers;
+	unsigned max_parked;       /* per connection (memserver_opts) */
+	uint64_t max_conn_bytes;
 	store_t *store;
 	lock_table_t *locks;
 	net_ctx_t *net;
