@@ -126,7 +126,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "checkpoint-log", OPT_SIZE, &ckpt_log, "SIZE", "log growth that triggers a checkpoint (default 256M)" },
 		{ "checkpoint-interval", OPT_U64, &ckpt_ms, "MS", "also checkpoint at least this often (default 0: no timer)", .min = 0, .max = 86400000 },
 		{ "max-parked", OPT_U64, &max_parked, "N", "requests one connection may have waiting in lock queues; more are refused with a 'limit' error that aborts their transaction (default 1024)", .min = 1, .max = 1000000 },
-		{ "max-conn-bytes", OPT_SIZE, &max_conn_bytes, "SIZE", "bytes in flight per connection (messages held, replies queued): above it the server fetches no more large messages and refuses reads with a 'limit' error; twice it closes the connection (default 64M, at least 32M)" },
+		{ "max-conn-bytes", OPT_SIZE, &max_conn_bytes, "SIZE", "bytes in flight per connection (messages held, replies queued): above it the server fetches no more large messages and refuses reads with a 'limit' error; a step whose replies exceed it gets 'limit' errors for the rest (default 256M, at least 32M)" },
 		{ "recovery-mode", OPT_CHOICE, &recovery_mode, "M", "damage in the middle of the redo log: strict (default) refuses to start; tolerate-tail cuts it if it lies in the last segment; point-in-time recovers up to it and drops the rest (a torn tail is always cut)", recovery_modes },
 		{ 0 },
 	};

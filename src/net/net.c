@@ -441,11 +441,11 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
 		return UCS_OK;
 	}
 	int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-	if (!rndv && w->conn_bytes_max && c->rx_bytes + length > 2 * w->conn_bytes_max) {
+	if (!rndv && w->conn_bytes_max && c->rx_bytes + length > 2 * NET_RX_HELD_MAX) {
 		/* eager data cannot wait at the sender; the client sends on while
 		 * its earlier messages (or their replies) are still held */
 		log_warn("net: %s has %zu bytes of messages held (limit %zu): closing the "
-			 "connection", c->peer, c->rx_bytes + length, w->conn_bytes_max);
+			 "connection", c->peer, c->rx_bytes + length, 2 * NET_RX_HELD_MAX);
 		w->st.bytes_closed++;
 		net_conn_mark_lost(c, LOTUS_ELIMIT);
 		return UCS_OK;
@@ -1071,12 +1071,16 @@ void net_listener_destroy(net_listener_t *l)
 
 /* ---- progress and dispatch --------------------------------------------------------- */
 
-/* Has rx's connection room for rx's rendezvous data?  A connection with
- * nothing in flight always has (one message is at most WIRE_MAX_MSG). */
+/* Has rx's connection room for rx's rendezvous data: at most NET_RX_HELD_MAX
+ * held, and in all at most the limit?  A connection with nothing in flight
+ * always has (one message is at most WIRE_MAX_MSG). */
 static int net_rndv_room(const net_worker_t *w, const struct net_rx *rx)
 {
-	size_t inflight = rx->conn->rx_bytes + rx->conn->tx_bytes;
-	return !w->conn_bytes_max || !inflight || inflight + rx->len <= w->conn_bytes_max;
+	const net_conn_t *c = rx->conn;
+	size_t inflight = c->rx_bytes + c->tx_bytes;
+	return !w->conn_bytes_max || !inflight ||
+	       (c->rx_bytes + rx->len <= NET_RX_HELD_MAX &&
+		inflight + rx->len <= w->conn_bytes_max);
 }
 
 /* Start the rendezvous receives of queued descriptors. */

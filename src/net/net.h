@@ -111,10 +111,11 @@ int net_send(net_conn_t *c, void *buf, size_t len);
  * yet completed by the transport.  Over the limit, w applies backpressure: a
  * large (rendezvous) message's data stays with its sender until the
  * connection is below the limit again, and a connection whose unsent bytes
- * exceed the limit gets no more messages dispatched until they drain.  Small
- * (eager) messages cannot be held back by the transport: a connection whose
- * held messages exceed twice the limit is closed (on_close with
- * LOTUS_ELIMIT).  A message over WIRE_MAX_MSG closes its connection on any
+ * exceed the limit gets no more messages dispatched until they drain; and
+ * at most 64 MiB (4 messages of the largest size) of a connection's messages
+ * are held at a time.  Small (eager) messages cannot be held back by the
+ * transport: a connection whose held messages exceed twice that is closed
+ * (on_close with LOTUS_ELIMIT).  A message over WIRE_MAX_MSG closes its connection on any
  * worker (LOTUS_ETOOBIG) before its data is fetched.  Owner thread. */
 void net_worker_set_limit(net_worker_t *w, size_t conn_bytes);
 /* c's bytes in flight as counted above (owner thread). */

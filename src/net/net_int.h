@@ -17,6 +17,10 @@
 #define NET_HASH_BUCKETS 256      /* ep -> conn lookup, per worker */
 #define NET_DISPATCH_MAX 512      /* messages handed out per net_progress */
 #define NET_F_BYE        0x8000   /* wire_hdr.flags on a PONG: sender is closing */
+/* With a limit set (net_worker_set_limit): received bytes of one connection
+ * held at a time (rendezvous data is fetched within it), and twice that for
+ * eager messages, which cannot wait at the sender (over it: closed). */
+#define NET_RX_HELD_MAX  (4 * (size_t)WIRE_MAX_MSG)
 
 /* Fault injection config (net_fault.c); read-only after net_ctx_create. */
 struct net_fault {

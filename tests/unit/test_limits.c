@@ -192,7 +192,7 @@ int main(void)
 	static const struct scenario scs[] = {
 		{ "oversize", "big", 30, 20u << 20, 10, 1, 100 << 10, "too_big_closed" },
 		{ "big", "big", 30, 15u << 20, 20, 0, 200 << 10, "rndv_deferred" },
-		{ "amplify", "amplify", 4, 0, 20, 0, 300 << 10, "bytes_refused" },
+		{ "amplify", "amplify", 4, 0, 20, 0, 400 << 10, "bytes_refused" },
 		{ "park", "park", 3000, 0, 3, 0, 100 << 10, "parked_refused" },
 	};
 	struct lotus_options o;
