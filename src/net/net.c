@@ -1144,6 +1144,10 @@ static int net_rx_ready(net_worker_t *w, struct net_rx *rx, uint64_t gen)
 	net_conn_t *c = rx->conn;
 	if (c->blocked_gen == gen)
 		return 0;
+	if (w->conn_bytes_max && c->burst_gen == gen && c->burst_items >= NET_BURST_ITEMS) {
+		c->blocked_gen = gen;   /* its turn in this round is over */
+		return 0;
+	}
 	if (rx->kind == RX_RNDV_BUSY || rx->kind == RX_RNDV_WAIT) {
 		c->blocked_gen = gen;
 		return 0;
@@ -1175,6 +1179,12 @@ static int net_dispatch(net_worker_t *w)
 		if (w->rx_tail == rx)
 			w->rx_tail = prev;
 		net_conn_t *c = rx->conn;
+		if (c->burst_gen != gen) {
+			c->burst_gen = gen;
+			c->burst_items = 0;
+		}
+		c->burst_items += rx->len >= sizeof(struct wire_hdr)
+				  ? MAX(((const struct wire_hdr *)rx->data)->count, 1) : 1;
 		if (c->state == CONN_OPEN && rx->kind != RX_RNDV_FAIL) {
 			net_count(w->st.recv, rx->data, rx->len);
 			if (!net_rx_internal(c, rx->data, rx->len) && w->h.on_msg)

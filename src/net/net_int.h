@@ -21,6 +21,10 @@
  * held at a time (rendezvous data is fetched within it), and twice that for
  * eager messages, which cannot wait at the sender (over it: closed). */
 #define NET_RX_HELD_MAX  (4 * (size_t)WIRE_MAX_MSG)
+/* With a limit set: items (wire_hdr.count) one connection may have handed
+ * out per net_dispatch round, at least one message, so that a client that
+ * floods does not get the worker's whole round while others wait behind it. */
+#define NET_BURST_ITEMS  64
 
 /* Fault injection config (net_fault.c); read-only after net_ctx_create. */
 struct net_fault {
@@ -57,6 +61,8 @@ struct net_conn {
 	 * start of their receive) and sends not yet completed */
 	size_t rx_bytes, tx_bytes;
 	uint64_t blocked_gen;           /* net_dispatch round that found it blocked */
+	uint64_t burst_gen;             /* the round burst_items counts for */
+	unsigned burst_items;
 	struct net_conn *next, *prev;   /* w->conns */
 	struct net_conn *hnext;         /* hash chain */
 	char peer[64];

@@ -20,6 +20,9 @@
  * limit in the server's stats moved; the well-behaved client committed
  * transactions during the flood; and at the end every value it was told
  * committed reads back.
+ *
+ * `test_limits flood HOST PORT MODE [COUNT [SIZE [SECONDS]]]` only runs one
+ * flood (as tests/stress/flood.c does), for tests/integration/limits_bank.sh.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -187,8 +190,21 @@ static void on_alarm(int sig)
 	_exit(1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc >= 5 && !strcmp(argv[1], "flood")) {
+		struct flood_args fa = {
+			.host = argv[2], .port = (uint16_t)atoi(argv[3]), .mode = argv[4],
+			.count = argc > 5 ? strtoull(argv[5], NULL, 0) : 30,
+			.size = argc > 6 ? strtoull(argv[6], NULL, 0) : 1u << 20,
+			.seconds = argc > 7 ? atof(argv[7]) : 5,
+		};
+		struct flood_result fr;
+		int frc = flood_run(&fa, &fr);
+		if (frc == 0)
+			flood_print(&fr, stdout);
+		return frc ? 1 : 0;
+	}
 	static const struct scenario scs[] = {
 		{ "oversize", "big", 30, 20u << 20, 10, 1, 100 << 10, "too_big_closed" },
 		{ "big", "big", 30, 15u << 20, 20, 0, 200 << 10, "rndv_deferred" },
