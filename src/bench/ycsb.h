@@ -13,7 +13,7 @@
 #include "common/ycsb_gen.h"
 
 #define YCSB_MAX_SERVERS 64       /* LOTUS_MAX_SERVERS */
-#define YCSB_SRV_KEYS    10       /* the memory server counters ycsb reports */
+#define YCSB_SRV_KEYS    12       /* the memory server counters ycsb reports */
 extern const char *const ycsb_srv_keys[YCSB_SRV_KEYS];
 
 struct ycsb_opts {
