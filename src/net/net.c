@@ -832,7 +832,14 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 		.user_data = tx,
 		.memory_type = UCS_MEMORY_TYPE_HOST,
 	};
+	/* in flight until net_send_cb; counted first, whenever UCX calls back */
+	c->tx_bytes += len;
+	c->refs++;
 	ucs_status_ptr_t r = ucp_am_send_nbx(c->ep, NET_AM_ID, NULL, 0, buf, len, &p);
+	if (r == NULL || UCS_PTR_IS_ERR(r)) {
+		c->tx_bytes -= len;
+		c->refs--;   /* c is still listed: not the last reference */
+	}
 	if (r == NULL) {
 		free(tx);
 		free(buf);
@@ -844,8 +851,6 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 		log_debug("net: send to %s: %s", c->peer, ucs_status_string(UCS_PTR_STATUS(r)));
 		return LOTUS_EUNAVAIL;
 	}
-	c->tx_bytes += len;   /* in flight until net_send_cb */
-	c->refs++;
 	return 0;
 }
 
