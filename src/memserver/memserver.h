@@ -41,6 +41,12 @@ struct memserver_opts {
 	 * with LOTUS_ELIMIT. */
 	unsigned max_parked;
 	uint64_t max_conn_bytes;
+	/* The front door (docs/net.md): the cluster secret every connection must
+	 * prove (NULL: none, loopback only unless insecure), and the most
+	 * connections served at once (0: no limit). */
+	const char *secret_file;
+	int insecure;
+	unsigned max_clients;
 };
 #define MS_DEFAULT_MAX_PARKED     1024
 /* A transaction step's replies must fit (test_big_reply reads 67.5 MB in one
