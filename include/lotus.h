@@ -85,10 +85,14 @@ extern "C" {
 #define LOTUS_EUNSUPPORTED (-5014) /* feature or transport not available here */
 #define LOTUS_EREADONLY    (-5015) /* server refuses writes (e.g. after log I/O error) */
 #define LOTUS_EDURABLE     (-5016) /* commit could not be made durable */
-#define LOTUS_ELAST        (-5017)
+#define LOTUS_ELIMIT       (-5017) /* a per-connection limit of the memory server
+				      (parked requests, bytes in flight) was hit:
+				      abort and retry */
+#define LOTUS_ELAST        (-5018)
 
 const char *lotus_strerror(int err);
-/* 1 if err means "abort and retry the transaction" (conflicts, preemption). */
+/* 1 if err means "abort and retry the transaction" (conflicts, preemption, a
+ * memory server's per-connection limit). */
 int lotus_err_retryable(int err);
 
 typedef struct lotus_cluster lotus_cluster_t;
@@ -238,7 +242,7 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 
 /* Send every staged operation (one message per memory server) and wait for the
  * replies.  0, or the first error, which is sticky: LOTUS_EABORTED,
- * LOTUS_EPREEMPTED (abort and retry), LOTUS_ETIMEOUT, LOTUS_EUNAVAIL,
+ * LOTUS_EPREEMPTED, LOTUS_ELIMIT (abort and retry), LOTUS_ETIMEOUT, LOTUS_EUNAVAIL,
  * LOTUS_EREADONLY, -ENOMEM.  LOTUS_ENOTFOUND / LOTUS_EEXISTS are reported per
  * op and do not fail execute. */
 int lotus_txn_execute(lotus_txn_t *t);

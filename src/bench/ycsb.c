@@ -44,7 +44,9 @@ _Static_assert(YCSB_MAX_SERVERS == LOTUS_MAX_SERVERS, "one server limit");
 
 const char *const ycsb_srv_keys[YCSB_SRV_KEYS] = {
 	"acquires", "waits", "wait_ns", "grants_after_wait", "rejects", "preemptions",
-	"preempted_aborts", "hint_hits", "hint_stale", "bad_msgs", "requests", "cpu_ns",
+	"preempted_aborts", "hint_hits", "hint_stale", "bad_msgs",
+	"parked_refused", "bytes_refused",   /* LOTUS_ELIMIT answers (docs/net.md) */
+	"requests", "cpu_ns",
 };
 
 static _Atomic int ycsb_stopping;
@@ -929,7 +931,7 @@ static void print_srv_table(FILE *f, const struct ycsb_result *r)
 {
 	static const char *const head[YCSB_SRV_CC_KEYS] = {
 		"acquires", "waits", "wait ms", "granted", "rejects", "preempts", "pre-abort",
-		"hint hit", "stale", "bad msgs",
+		"hint hit", "stale", "bad msgs", "park lim", "byte lim",
 	};
 	uint64_t sum[YCSB_SRV_CC_KEYS] = { 0 };
 	unsigned nsv = MIN(r->servers, (unsigned)YCSB_MAX_SERVERS);

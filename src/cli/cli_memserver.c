@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "memserver/memserver.h"
+#include "net/wire.h"
 
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 /* index == enum lotus_durability */
@@ -111,6 +112,7 @@ int cmd_memserver(int argc, char **argv)
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
 	const char *data_dir = NULL;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
+	uint64_t max_parked = MS_DEFAULT_MAX_PARKED, max_conn_bytes = MS_DEFAULT_MAX_CONN_BYTES;
 	int transport = 0, durability = 0, si = -1, recovery_mode = 0;
 	bool ready_json = false;
 	struct cli_opt opts[] = {
@@ -129,6 +131,8 @@ int cmd_memserver(int argc, char **argv)
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
 		{ "checkpoint-log", OPT_SIZE, &ckpt_log, "SIZE", "log growth that triggers a checkpoint (default 256M)" },
 		{ "checkpoint-interval", OPT_U64, &ckpt_ms, "MS", "also checkpoint at least this often (default 0: no timer)", .min = 0, .max = 86400000 },
+		{ "max-parked", OPT_U64, &max_parked, "N", "requests one connection may have waiting in lock queues; more are refused with a 'limit' error that aborts their transaction (default 1024)", .min = 1, .max = 1000000 },
+		{ "max-conn-bytes", OPT_SIZE, &max_conn_bytes, "SIZE", "bytes in flight per connection (messages held, replies queued): above it the server fetches no more large messages and refuses reads with a 'limit' error; a step whose replies exceed it gets 'limit' errors for the rest (default 256M, at least 32M)" },
 		{ "recovery-mode", OPT_CHOICE, &recovery_mode, "M", "damage in the middle of the redo log: strict (default) refuses to start; tolerate-tail cuts it if it lies in the last segment; point-in-time recovers up to it and drops the rest (a torn tail is always cut)", recovery_modes },
 		{ 0 },
 	};
@@ -178,6 +182,13 @@ int cmd_memserver(int argc, char **argv)
 	o.config_path = config;
 	o.peers_path = peers;
 	o.recovery_mode = recovery_mode;
+	/* two messages of the largest size must fit, or a client could stall */
+	if (max_conn_bytes < 2ULL * WIRE_MAX_MSG)
+		return cli_fail("memserver", "--max-conn-bytes %llu is below %uM (two messages of "
+				"the largest size)", (unsigned long long)max_conn_bytes,
+				2 * WIRE_MAX_MSG >> 20);
+	o.max_parked = (unsigned)max_parked;
+	o.max_conn_bytes = max_conn_bytes;
 	o.secret_file = secret ? secret : config && cfg.secret_file[0] ? cfg.secret_file : NULL;
 	o.insecure = insecure;
 	o.max_clients = cli_find(opts, "max-clients")->seen ? (unsigned)max_clients

@@ -373,6 +373,8 @@ int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, cons
 	r->cc = (uint8_t)t->s->cl->opts.cc;
 	size_t bytes = 0;
 	int rc = session_queue(t->s, sv, r, key, val, &bytes);
+	if (rc == -E2BIG)   /* one request over WIRE_MAX_MSG: a commit's writes */
+		rc = LOTUS_ETOOBIG;
 	if (rc)
 		return rc;
 	engine_count_op(&t->att, op_type(r->op), bytes);
@@ -763,8 +765,8 @@ static int commit_send_one(ts_txn_t *t, unsigned sv, struct wire_buf *wb, uint8_
 			.value_len = o->write == OP_DELETE ? 0 : o->wlen, .hint = o->loc,
 		};
 		int rc = wire_buf_append_write(wb, &w, o->key, o->wval);
-		if (rc)
-			return rc;
+		if (rc)   /* -E2BIG: the writes to sv do not fit one message */
+			return rc == -E2BIG ? LOTUS_ETOOBIG : rc;
 		n++;
 	}
 	struct wire_req r = { .op = op, .tag = t->sl.idx << 16 | TAG_TXN_OP,
@@ -782,6 +784,25 @@ static uint64_t txn_writers(ts_txn_t *t)
 			w |= 1ULL << o->server;
 	}
 	return w & t->participants;
+}
+
+/* Do the writes to every server fit one COMMIT / PREPARE request
+ * (WIRE_MAX_MSG)?  Checked before anything is sent, so that a transaction too
+ * big to commit is aborted everywhere instead of leaving its locks behind. */
+static int commit_fits(const ts_txn_t *t)
+{
+	uint64_t bytes[LOTUS_MAX_SERVERS] = { 0 };
+	for (unsigned i = 0; i < t->nops; i++) {
+		const struct txn_op *o = &t->ops[i];
+		if (!txn_write_applies(o) || o->server >= LOTUS_MAX_SERVERS)
+			continue;
+		bytes[o->server] += wire_pad8(sizeof(struct wire_write) + o->klen +
+					      (o->write == OP_DELETE ? 0 : o->wlen));
+		if (bytes[o->server] + sizeof(struct wire_hdr) + sizeof(struct wire_req) >
+		    WIRE_MAX_MSG)
+			return 0;
+	}
+	return 1;
 }
 
 /* One commit round to participant sv (see twosided.h). */
@@ -835,6 +856,10 @@ static int txn_commit_start(ts_txn_t *t)
 			t->sticky = t->abort_result = rc;
 			return txn_abort_start(t);
 		}
+	}
+	if (!t->prepared && !commit_fits(t)) {
+		t->sticky = t->abort_result = LOTUS_ETOOBIG;
+		return txn_abort_start(t);
 	}
 	t->state = prepare ? TXN_PREPARE : TXN_COMMIT;
 	wire_buf_init(&wb);

@@ -355,13 +355,53 @@ static bool wait_die_dies(const struct lk *L, const lock_txn_t *t, unsigned m)
 	return false;
 }
 
-/* Remove WAIT_DIE waiters that now wait for an older txn; returns how many. */
+/* The two oldest distinct transactions of a set, so that "is some txn other
+ * than t in the set older than t" is answered in O(1). */
+struct oldest2 {
+	const lock_txn_t *a, *b;   /* a older than b; NULL: none */
+};
+
+static void oldest2_add(struct oldest2 *o, const lock_txn_t *t)
+{
+	if (t == o->a || t == o->b)
+		return;
+	if (!o->a || txn_older(t, o->a)) {
+		o->b = o->a;
+		o->a = t;
+	} else if (!o->b || txn_older(t, o->b)) {
+		o->b = t;
+	}
+}
+
+static bool oldest2_older_than(const struct oldest2 *o, const lock_txn_t *t)
+{
+	const lock_txn_t *x = o->a == t ? o->b : o->a;
+	return x && txn_older(x, t);
+}
+
+/* Remove WAIT_DIE waiters that now wait for an older txn; returns how many.
+ * Same rule as wait_die_dies() for each waiter, in one pass: the queue is
+ * ordered oldest first, so the older waiters of w are the kept ones before
+ * it.  Linear in owners + waiters: a client that parks many requests on one
+ * lock must not make every acquire of that lock quadratic. */
 static unsigned cull_wait_die(lock_table_t *lt, struct lk *L, struct batch *b)
 {
 	unsigned n = 0;
 	struct lock_waiter **pp = &L->queue, *w;
+	struct oldest2 own_x = { 0 }, own_any = { 0 }, q_x = { 0 }, q_any = { 0 };
+	for (const struct lock_own *o = L->owners; o; o = o->lock_next) {
+		oldest2_add(&own_any, o->txn);
+		if (o->mode != LOCK_S)
+			oldest2_add(&own_x, o->txn);
+	}
 	while ((w = *pp)) {
-		if (w->cc == CC_WAIT_DIE && wait_die_dies(L, w->txn, w->mode)) {
+		/* S conflicts with X only; X with everything */
+		bool dies = w->cc == CC_WAIT_DIE &&
+			    (w->mode == LOCK_S ? oldest2_older_than(&own_x, w->txn) ||
+						 oldest2_older_than(&q_x, w->txn)
+					       : oldest2_older_than(&own_any, w->txn) ||
+						 oldest2_older_than(&q_any, w->txn));
+		if (dies) {
 			*pp = w->next;
 			w->next = NULL;
 			w->lock = NULL;
@@ -369,6 +409,9 @@ static unsigned cull_wait_die(lock_table_t *lt, struct lk *L, struct batch *b)
 			n++;
 			continue;
 		}
+		oldest2_add(&q_any, w->txn);
+		if (w->mode != LOCK_S)
+			oldest2_add(&q_x, w->txn);
 		pp = &w->next;
 	}
 	return n;

@@ -295,6 +295,7 @@ static void pending_park(struct ms_pending *p)
 	if (c->pending)
 		c->pending->prev = p;
 	c->pending = p;
+	c->nparked++;
 	c->refs++;
 }
 
@@ -307,6 +308,7 @@ static void pending_unlink(struct ms_pending *p)
 		c->pending = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
+	c->nparked--;
 }
 
 /* On the thread of p's connection (its worker, whose cache takes p back). */
@@ -344,6 +346,25 @@ static enum lock_mode op_mode(unsigned op)
 	return op == OP_READ || op == OP_SCAN ? LOCK_S : LOCK_X;
 }
 
+/* The protocol a lock request of c runs under.  A connection with max_parked
+ * requests parked already may park no more: its request runs as NO_WAIT, and
+ * a conflict (which would have parked it) is refused with LOTUS_ELIMIT, so
+ * only that transaction aborts.  *limited says so for park_result(). */
+static enum cc_proto park_cc(struct ms_worker *wk, struct ms_conn *c, unsigned cc, int *limited)
+{
+	*limited = wk->srv->max_parked && c->nparked >= wk->srv->max_parked;
+	return *limited ? CC_NO_WAIT : (enum cc_proto)cc;
+}
+
+static int park_result(struct ms_worker *wk, int rc, int limited)
+{
+	if (limited && rc == LOTUS_EABORTED) {
+		wk->parked_refused++;
+		return LOTUS_ELIMIT;
+	}
+	return rc;
+}
+
 static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
@@ -368,8 +389,10 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
-			  (enum cc_proto)r->cc, &p->w);
+	int limited;
+	enum cc_proto cc = park_cc(wk, c, r->cc, &limited);
+	rc = park_result(wk, lock_acquire(srv->locks, txn, r->table, key, r->key_len,
+					  op_mode(r->op), cc, &p->w), limited);
 	if (rc == 1) {
 		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
@@ -415,9 +438,11 @@ static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
 {
 	while (p->scan_next < p->scan_n) {
 		struct scan_key *k = &p->scan_keys[p->scan_next];
+		int limited;
+		enum cc_proto cc = park_cc(wk, p->conn, p->req.cc, &limited);
 		atomic_store(&p->state, PEND_PARKED);
-		int rc = lock_acquire(wk->srv->locks, p->txn, p->req.table, k->key, k->klen, LOCK_S,
-				      (enum cc_proto)p->req.cc, &p->w);
+		int rc = park_result(wk, lock_acquire(wk->srv->locks, p->txn, p->req.table, k->key,
+						      k->klen, LOCK_S, cc, &p->w), limited);
 		if (rc != 0)
 			return rc;
 		p->scan_next++;
@@ -760,8 +785,9 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct ms_server *srv = wk->srv;
 	struct lock_stats ls;
 	struct store_stats ss;
-	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0;
-	char buf[2048];
+	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0, pref = 0, bref = 0;
+	struct net_stats ns = { 0 };
+	char buf[4096];
 	lock_table_stats(srv->locks, &ls);
 	store_stats(srv->store, &ss);
 	for (unsigned i = 0; i < srv->nworkers; i++) { /* racy reads of counters: fine */
@@ -773,6 +799,11 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		if (atomic_load(&srv->workers[i].cpu_clock_ok) &&
 		    clock_gettime(srv->workers[i].cpu_clock, &ts) == 0)
 			cpu_ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		pref += srv->workers[i].parked_refused;
+		bref += srv->workers[i].bytes_refused;
+		struct net_stats one;
+		net_worker_stats(srv->workers[i].net, &one);
+		net_stats_add(&ns, &one);
 	}
 	int n = snprintf(buf, sizeof(buf),
 		"{\"id\":%u,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
@@ -781,7 +812,10 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
-		"\"preempted_aborts\":%llu,\"upgrades\":%llu}}",
+		"\"preempted_aborts\":%llu,\"upgrades\":%llu},"
+		"\"limits\":{\"max_parked\":%u,\"parked_refused\":%llu,\"max_conn_bytes\":%llu,"
+		"\"bytes_refused\":%llu,\"rndv_deferred\":%llu,\"dispatch_deferred\":%llu,"
+		"\"bytes_closed\":%llu,\"max_msg\":%u,\"too_big_closed\":%llu}}",
 		srv->id, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
 		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
@@ -791,7 +825,11 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)ls.waits, (unsigned long long)ls.wait_ns,
 		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,
 		(unsigned long long)ls.preemptions, (unsigned long long)ls.preempted_aborts,
-		(unsigned long long)ls.upgrades);
+		(unsigned long long)ls.upgrades, srv->max_parked, (unsigned long long)pref,
+		(unsigned long long)srv->max_conn_bytes, (unsigned long long)bref,
+		(unsigned long long)ns.rndv_deferred, (unsigned long long)ns.dispatch_deferred,
+		(unsigned long long)ns.bytes_closed, WIRE_MAX_MSG,
+		(unsigned long long)ns.too_big_closed);
 	if (srv->log && n > 0 && (size_t)n < sizeof(buf)) {   /* before the closing brace */
 		n--;
 		n += srv->hooks.durable_stats_json(srv, buf + n, sizeof(buf) - (size_t)n);
@@ -864,10 +902,27 @@ static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_PREPARE] = h_prepare,
 };
 
+/* Ops that bring data back or may park.  While the connection has more than
+ * max_conn_bytes in flight (the client does not take its replies as fast as
+ * it asks for them: one small message can ask for thousands of 64 KiB
+ * values), they are refused with LOTUS_ELIMIT.  The others (COMMIT, ABORT,
+ * PREPARE, WRITEBACK, ...) always run: they end transactions and free. */
+static int op_limited(unsigned op)
+{
+	return op == OP_READ || op == OP_READ_X || op == OP_LOCK_X || op == OP_INSERT ||
+	       op == OP_DELETE || op == OP_SCAN || op == OP_STATS;
+}
+
 static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	wk->reqs++;
+	if (wk->srv->max_conn_bytes && op_limited(r->op) &&
+	    net_conn_inflight(c->nc) + wk->rep.len > wk->srv->max_conn_bytes) {
+		wk->bytes_refused++;
+		rep_status(wk, &wk->rep, r, LOTUS_ELIMIT, 0);
+		return;
+	}
 	/* wire_msg_check has vetted op and lengths; the table is still belt and braces */
 	if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
 		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);

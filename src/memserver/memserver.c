@@ -106,6 +106,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		wire_buf_init(&wk->dur_rep);
 		wire_buf_init(&wk->scratch);
 		rc = net_worker_create(srv->net, &ms_handlers, wk, &wk->net);
+		if (rc == 0)
+			net_worker_set_limit(wk->net, (size_t)srv->max_conn_bytes);
 		targets[i] = wk->net;
 	}
 	if (rc == 0)
@@ -188,6 +190,8 @@ int memserver_run(const struct memserver_opts *o)
 	srv.secret_file = o->secret_file;
 	srv.max_clients = o->max_clients;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
+	srv.max_parked = o->max_parked ? o->max_parked : MS_DEFAULT_MAX_PARKED;
+	srv.max_conn_bytes = o->max_conn_bytes ? o->max_conn_bytes : MS_DEFAULT_MAX_CONN_BYTES;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);

@@ -35,6 +35,12 @@ struct memserver_opts {
 	/* What recovery does with damage in the middle of the redo log (enum
 	 * redo_recovery: 0 strict refuses; see redo_replay_mode). */
 	int recovery_mode;
+	/* Per-connection limits (docs/net.md, "Limits"; 0: the default, see
+	 * MS_DEFAULT_*): requests parked in lock wait queues, and bytes in flight
+	 * (messages held plus replies queued).  Over either, a request is refused
+	 * with LOTUS_ELIMIT. */
+	unsigned max_parked;
+	uint64_t max_conn_bytes;
 	/* The front door (docs/net.md): the cluster secret every connection must
 	 * prove (NULL: none, loopback only unless insecure), and the most
 	 * connections served at once (0: no limit). */
@@ -42,6 +48,10 @@ struct memserver_opts {
 	int insecure;
 	unsigned max_clients;
 };
+#define MS_DEFAULT_MAX_PARKED     1024
+/* A transaction step's replies must fit (test_big_reply reads 67.5 MB in one
+ * execute); requests beyond it in the same step are refused. */
+#define MS_DEFAULT_MAX_CONN_BYTES (256ULL << 20)
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */
 int memserver_run(const struct memserver_opts *o);

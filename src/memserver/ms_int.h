@@ -82,6 +82,8 @@ struct ms_worker {
 	 * most give it back at once): at most MS_PEND_CACHE, this thread only */
 	struct ms_pending *pend_free;
 	unsigned npend_free;
+	/* requests refused with LOTUS_ELIMIT: parked limit / bytes in flight */
+	uint64_t parked_refused, bytes_refused;
 };
 #define MS_PEND_CACHE 256
 
@@ -95,6 +97,7 @@ struct ms_conn {
 	int broken;                /* a reply was lost: close at the next settle */
 	int refs;                  /* the conn itself + each parked request */
 	struct ms_pending *pending; /* parked requests (doubly linked) */
+	unsigned nparked;          /* how many (srv->max_parked bounds it) */
 };
 
 enum { PEND_PARKED, PEND_NOTIFIED, PEND_DEAD };
@@ -233,6 +236,8 @@ struct ms_hooks {
 
 struct ms_server {
 	unsigned id, nworkers;
+	unsigned max_parked;       /* per connection (memserver_opts) */
+	uint64_t max_conn_bytes;
 	store_t *store;
 	lock_table_t *locks;
 	net_ctx_t *net;

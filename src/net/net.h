@@ -126,6 +126,21 @@ void net_buf_free(void *buf);
 /* Send len bytes of buf (ownership passes to the transport, even on error). */
 int net_send(net_conn_t *c, void *buf, size_t len);
 
+/* Bytes in flight per connection on w (0: no limit; the default).  Counted:
+ * received messages held in memory until on_msg has returned, and sends not
+ * yet completed by the transport.  Over the limit, w applies backpressure: a
+ * large (rendezvous) message's data stays with its sender until the
+ * connection is below the limit again, and a connection whose unsent bytes
+ * exceed the limit gets no more messages dispatched until they drain; and
+ * at most 64 MiB (4 messages of the largest size) of a connection's messages
+ * are held at a time.  Small (eager) messages cannot be held back by the
+ * transport: a connection whose held messages exceed twice that is closed
+ * (on_close with LOTUS_ELIMIT).  A message over WIRE_MAX_MSG closes its connection on any
+ * worker (LOTUS_ETOOBIG) before its data is fetched.  Owner thread. */
+void net_worker_set_limit(net_worker_t *w, size_t conn_bytes);
+/* c's bytes in flight as counted above (owner thread). */
+size_t net_conn_inflight(const net_conn_t *c);
+
 /* Progress and dispatch; returns the number of messages/events handled. */
 int net_progress(net_worker_t *w);
 /* Progress; if nothing happened, spin up to spin_us then sleep until an event
@@ -140,6 +155,11 @@ struct net_type_stats { uint64_t msgs, bytes, items; };
 struct net_stats {
 	struct net_type_stats sent[WIRE_TYPE_MAX], recv[WIRE_TYPE_MAX];
 	uint64_t sleeps, wakeups, conns_lost;
+	/* limits (net_worker_set_limit, WIRE_MAX_MSG) */
+	uint64_t too_big_closed;      /* connections closed for a message over WIRE_MAX_MSG */
+	uint64_t bytes_closed;        /* connections closed for bytes in flight over 2x the limit */
+	uint64_t rndv_deferred;       /* large messages whose fetch waited for room */
+	uint64_t dispatch_deferred;   /* messages held back while replies were queued over the limit */
 };
 void net_worker_stats(const net_worker_t *w, struct net_stats *out);
 void net_stats_add(struct net_stats *dst, const struct net_stats *src);

@@ -18,10 +18,19 @@
 #define NET_HASH_BUCKETS 256      /* ep -> conn lookup, per worker */
 #define NET_DISPATCH_MAX 512      /* messages handed out per net_progress */
 #define NET_F_BYE        0x8000   /* wire_hdr.flags on a PONG: sender is closing */
+/* With a limit set (net_worker_set_limit): received bytes of one connection
+ * held at a time (rendezvous data is fetched within it), and twice that for
+ * eager messages, which cannot wait at the sender (over it: closed). */
+#define NET_RX_HELD_MAX  (4 * (size_t)WIRE_MAX_MSG)
+/* With a limit set: items (wire_hdr.count) one connection may have handed
+ * out per net_dispatch round, at least one message, so that a client that
+ * floods does not get the worker's whole round while others wait behind it. */
+#define NET_BURST_ITEMS  64
 
 /* Fault injection config (net_fault.c); read-only after net_ctx_create. */
 struct net_fault {
 	unsigned drop_every, corrupt_every;
+	int oversize;             /* do not refuse sends over WIRE_MAX_MSG */
 };
 
 struct net_ctx {
@@ -53,6 +62,13 @@ struct net_conn {
 	unsigned refs;              /* 1 while listed + queued rx + closing ep */
 	int door_slot;              /* counts in ctx->nclients until closed */
 	uint64_t last_rx_ns, last_ping_ns;
+	/* bytes in flight (net_worker_set_limit): received messages held in
+	 * memory (eager copies and held UCX buffers, rendezvous buffers from the
+	 * start of their receive) and sends not yet completed */
+	size_t rx_bytes, tx_bytes;
+	uint64_t blocked_gen;           /* net_dispatch round that found it blocked */
+	uint64_t burst_gen;             /* the round burst_items counts for */
+	unsigned burst_items;
 	struct net_conn *next, *prev;   /* w->conns */
 	struct net_conn *hnext;         /* hash chain */
 	char peer[64];
@@ -68,6 +84,15 @@ struct net_rx {
 	void *data;      /* RX_COPY/RNDV_DONE: malloc'd; RX_HELD: UCX's; RNDV_WAIT: desc */
 	size_t len;
 	net_worker_t *w;
+	uint8_t counted;   /* len is in conn->rx_bytes */
+	uint8_t deferred;  /* counted once in rndv_deferred / dispatch_deferred */
+};
+
+/* A send in flight: who to credit when it completes. */
+struct net_tx {
+	void *buf;
+	net_conn_t *conn;   /* holds a reference */
+	size_t len;
 };
 
 enum mail_kind { MAIL_USER, MAIL_CONN_REQ };
@@ -101,6 +126,8 @@ struct net_worker {
 	unsigned nlost;                          /* conns in CONN_LOST */
 	unsigned nclosing;                       /* ep closes in flight */
 	uint64_t next_lease_check_ns;
+	size_t conn_bytes_max;                   /* 0: no limit */
+	uint64_t dispatch_gen;
 	struct net_stats st;
 	/* mailbox: any thread */
 	pthread_mutex_t mail_lock;

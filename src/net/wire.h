@@ -31,7 +31,12 @@
 
 #define WIRE_MAGIC   0x4c54u   /* "LT" */
 #define WIRE_VERSION 1
-#define WIRE_MAX_MSG (64u << 20)
+/* The largest message either side sends or accepts.  It bounds what one
+ * message can pin at a receiver; the largest legitimate one is a COMMIT or
+ * PREPARE carrying all of a transaction's writes to one server (at most
+ * about 250 values of the 64 KiB maximum), or a batch of replies, which the
+ * server splits at this size (SCAN replies stop at 4 MiB). */
+#define WIRE_MAX_MSG (16u << 20)
 
 enum wire_type {
 	WIRE_REQ = 1,     /* batch of requests */
