@@ -85,7 +85,11 @@ extern "C" {
 #define LOTUS_EUNSUPPORTED (-5014) /* feature or transport not available here */
 #define LOTUS_EREADONLY    (-5015) /* server refuses writes (e.g. after log I/O error) */
 #define LOTUS_EDURABLE     (-5016) /* commit could not be made durable */
-#define LOTUS_ELAST        (-5017)
+#define LOTUS_ELEASE       (-5017) /* this process's lease with a memory server
+				      expired (it was paused or cut off for
+				      lease_ms): the server released its
+				      transactions there and the connection is gone */
+#define LOTUS_ELAST        (-5018)
 
 const char *lotus_strerror(int err);
 /* 1 if err means "abort and retry the transaction" (conflicts, preemption). */
@@ -143,6 +147,12 @@ struct lotus_options {
 	const char *data_dir;     /* base directory (local): server i keeps its redo log and
 				     checkpoints in DATA_DIR/ms<i> and recovers from it at
 				     start; created if missing */
+	unsigned lease_ms;        /* liveness lease of every connection, ms; 0: the
+				     config's [cluster] lease_ms, else 3000.  A memory
+				     server that hears nothing from this process for a
+				     lease releases its transactions (LOTUS_ELEASE here);
+				     local servers get the same lease.  Sessions must be
+				     polled (any lotus call that waits) within a lease. */
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);

@@ -107,7 +107,7 @@ int cmd_memserver(int argc, char **argv)
 	const char *listen = NULL, *config = NULL, *peers = NULL;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
 	const char *data_dir = NULL;
-	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
+	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
 	int transport = 0, durability = 0, si = -1, recovery_mode = 0;
 	bool ready_json = false;
 	struct cli_opt opts[] = {
@@ -118,6 +118,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
 		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
+		{ "lease-ms", OPT_U64, &lease_ms, "MS", "a client silent this long (partitioned, stopped, killed) is lost: its unprepared transactions abort and their locks are freed (default 3000, or the config's lease_ms)", .min = 100, .max = 3600000 },
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start" },
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
@@ -168,6 +169,7 @@ int cmd_memserver(int argc, char **argv)
 	o.memory = memory;
 	o.transport = cli_find(opts, "transport")->seen ? transports[transport]
 		      : config ? cfg.transport : NULL;
+	o.lease_ms = cli_find(opts, "lease-ms")->seen ? (unsigned)lease_ms : cfg.lease_ms;
 	o.json_ready = ready_json;
 	o.config_path = config;
 	o.peers_path = peers;

@@ -159,6 +159,16 @@ static int set_timeout_ms(struct lotus_config *c, const char *v, const char **wh
 	return 0;
 }
 
+static int set_lease_ms(struct lotus_config *c, const char *v, const char **why)
+{
+	uint64_t n;
+	*why = "expected milliseconds from 100 to 3600000";
+	if (parse_u64(v, &n) || n < 100 || n > 3600000)
+		return -EINVAL;
+	c->lease_ms = (unsigned)n;
+	return 0;
+}
+
 static int set_listen(struct lotus_server_config *s, const char *v, const char **why)
 {
 	char host[sizeof(s->host)];
@@ -216,6 +226,7 @@ static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "commit", set_commit },
 	{ "compute_servers", set_compute_servers },
 	{ "timeout_ms", set_timeout_ms },
+	{ "lease_ms", set_lease_ms },
 };
 
 static const struct { const char *name; server_set_fn set; } server_keys[] = {
@@ -486,6 +497,8 @@ int config_write(FILE *f, const struct lotus_config *c)
 		config_commit_name(c->commit), c->compute_servers);
 	if (c->timeout_ms)
 		fprintf(f, "timeout_ms = %u\n", c->timeout_ms);
+	if (c->lease_ms)
+		fprintf(f, "lease_ms = %u\n", c->lease_ms);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		const struct lotus_server_config *s = &c->servers[i];
 		format_size(s->memory, mem, sizeof(mem));

@@ -9,6 +9,8 @@
  *   commit = two_phase             ; two_phase|one_phase (multi-server writes)
  *   compute_servers = 1
  *   timeout_ms = 10000             ; clients: deadline of every wait (ms)
+ *   lease_ms = 3000                ; every process: a peer silent this long is
+ *                                  ; lost, and so are its transactions (ms)
  *
  *   [memserver 0]                  ; ids are 0..N-1, each exactly once
  *   listen = 10.0.0.1:7000         ; required
@@ -53,6 +55,7 @@ struct lotus_config {
 	int commit;              /* enum lotus_commit: TWO_PHASE (default) or ONE_PHASE */
 	unsigned compute_servers;
 	unsigned timeout_ms;     /* compute side: deadline of every wait; 0: default */
+	unsigned lease_ms;       /* every connection's lease; 0: default (3000) */
 	unsigned nservers;
 	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
 };

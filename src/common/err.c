@@ -19,6 +19,8 @@ static const char *const lotus_errs[] = {
 	[-(LOTUS_EUNSUPPORTED - LOTUS_EBASE)] = "not supported here",
 	[-(LOTUS_EREADONLY - LOTUS_EBASE)] = "server refuses writes",
 	[-(LOTUS_EDURABLE - LOTUS_EBASE)] = "commit could not be made durable",
+	[-(LOTUS_ELEASE - LOTUS_EBASE)] = "lease with the memory server expired; its "
+					   "transactions there were released",
 };
 
 const char *lotus_strerror(int err)

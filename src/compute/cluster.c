@@ -99,7 +99,7 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
-	char ids[16], threads[16], mem[32], dir[PATH_MAX];
+	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16];
 	const char *argv[26];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -128,6 +128,9 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 		argv[n++] = "--durability";
 		argv[n++] = c->opts.durability;
 	}
+	snprintf(lease, sizeof(lease), "%u", c->lease_ms);
+	argv[n++] = "--lease-ms";
+	argv[n++] = lease;
 	if (c->peers_path[0]) {
 		argv[n++] = "--peers";
 		argv[n++] = c->peers_path;
@@ -205,6 +208,7 @@ static int peers_write(lotus_cluster_t *c)
 		config_parse_durability(c->opts.durability, &cfg->durability);
 	else if (c->opts.data_dir)
 		cfg->durability = LOTUS_DUR_SYNC;
+	cfg->lease_ms = c->lease_ms;
 	cfg->nservers = c->nservers;
 	for (unsigned i = 0; i < c->nservers; i++) {
 		struct lotus_server_config *s = &cfg->servers[i];
@@ -329,6 +333,8 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	}
 	if (!c->opts.timeout_ms && cfg.timeout_ms)
 		c->timeout_ns = cfg.timeout_ms * 1000000ULL;
+	if (!c->opts.lease_ms && cfg.lease_ms)
+		c->lease_ms = cfg.lease_ms;
 	/* as on the servers: a data directory without a durability means sync */
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
@@ -347,9 +353,11 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	c->opts = *o;
 	c->timeout_ns = (uint64_t)(o->timeout_ms ? o->timeout_ms : LOTUS_DEFAULT_TIMEOUT_MS) *
 			1000000ULL;
+	c->lease_ms = o->lease_ms ? o->lease_ms : LOTUS_DEFAULT_LEASE_MS;
 	c->peers_fd = -1;
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
+	keeper_init(c);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
 	if (o->config_path) {
 		rc = cluster_from_config(c, o->config_path);
@@ -377,7 +385,7 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	/* durable servers always prepare (a logged tear would outlive restarts) */
 	c->two_phase = c->durable || c->opts.commit != LOTUS_COMMIT_ONE_PHASE;
 	if (rc == 0) {
-		struct net_opts no = { .transport = c->transport };
+		struct net_opts no = { .transport = c->transport, .lease_ms = c->lease_ms };
 		rc = net_ctx_create(&no, &c->net);
 	}
 	if (rc == 0 && !o->config_path)
@@ -396,6 +404,7 @@ void lotus_disconnect(lotus_cluster_t *c)
 {
 	if (!c)
 		return;
+	keeper_stop(c);
 	cluster_cache_destroy(c);
 	cluster_stop_local(c);
 	if (c->net)

@@ -61,6 +61,7 @@
 
 #define LOTUS_MAX_TABLES 64
 #define LOTUS_DEFAULT_TIMEOUT_MS 10000
+#define LOTUS_DEFAULT_LEASE_MS   3000
 #define TAG_ADMIN_SLOT 0xffffu
 #define TAG_TXN_OP     0xffffu  /* op index of COMMIT/ABORT replies */
 
@@ -98,6 +99,14 @@ struct lotus_cluster {
 					   each other (-1 if none) */
 	char peers_path[32];            /* "/proc/self/fd/N" in the children */
 	uint64_t timeout_ns;            /* deadline of every wait (opts.timeout_ms) */
+	unsigned lease_ms;              /* every connection's lease (opts, config, 3000) */
+	/* the lease keeper (session.c): progresses every group now and then, so
+	 * a session whose thread is busy elsewhere keeps its leases */
+	pthread_mutex_t live_mu;
+	pthread_cond_t keeper_cv;
+	struct sgroup *live;            /* every group, under live_mu */
+	pthread_t keeper;
+	int keeper_on, keeper_stop;     /* under live_mu */
 };
 
 /* How a read is answered (txn_view.c). */
@@ -195,6 +204,7 @@ struct sgroup {
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
+	struct sgroup *live_next, *live_prev;  /* cluster->live (live_mu) */
 	uint64_t next_expiry_ns;         /* when poll next looks for expired steps */
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
@@ -230,6 +240,8 @@ static inline int txn_write_applies(const struct txn_op *o)
 }
 
 /* session.c */
+int keeper_init(lotus_cluster_t *c);
+void keeper_stop(lotus_cluster_t *c);
 void group_lock(struct sgroup *g);
 void group_unlock(struct sgroup *g);
 int session_queue(lotus_session_t *s, unsigned server, const struct wire_req *r,
@@ -275,7 +287,10 @@ void txn_view_scan_reply(lotus_txn_t *t, unsigned sv, struct txn_op *o, const st
 int txn_view_followups(lotus_txn_t *t);
 /* Then merge every scan of the step with the transaction's own writes. */
 void txn_view_finish(lotus_txn_t *t);
-void txn_on_server_lost(lotus_txn_t *t, unsigned server);
+/* server's connection is gone (reason: LOTUS_EUNAVAIL, LOTUS_ETIMEOUT for a
+ * silent server, LOTUS_ELEASE for this process's expired lease): the step's
+ * requests there fail with reason. */
+void txn_on_server_lost(lotus_txn_t *t, unsigned server, int reason);
 /* The step's deadline passed: give up on its replies (LOTUS_ETIMEOUT). */
 void txn_on_timeout(lotus_txn_t *t);
 /* cluster.c */

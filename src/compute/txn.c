@@ -559,6 +559,15 @@ static void txn_exec_done(lotus_txn_t *t, int err)
 	txn_finish(t, err);
 }
 
+/* Is the connection to one of the writers gone (its vote lost with it)? */
+static int txn_writer_lost(const lotus_txn_t *t)
+{
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++)
+		if ((t->writers >> sv & 1) && !t->s->g->conns[sv])
+			return 1;
+	return 0;
+}
+
 static void txn_step_done(lotus_txn_t *t)
 {
 	int err = t->err;
@@ -567,7 +576,7 @@ static void txn_step_done(lotus_txn_t *t)
 		txn_exec_done(t, err);
 		return;
 	case TXN_PREPARE:
-		if (err && t->writers && err == LOTUS_EUNAVAIL) {
+		if (err && t->writers && txn_writer_lost(t)) {
 			/* a writer's vote is lost with its server: its PREPARE may be
 			 * durable, so an ABORT from here could contradict what the
 			 * servers' cooperative termination decides.  Leave the
@@ -669,14 +678,14 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 		txn_step_ready(t);
 }
 
-void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
+void txn_on_server_lost(lotus_txn_t *t, unsigned sv, int reason)
 {
 	if (!t->due[sv])
 		return;
 	t->outstanding -= t->due[sv];
 	t->due[sv] = 0;
 	if (!t->err)
-		t->err = LOTUS_EUNAVAIL;
+		t->err = reason;
 	if (t->outstanding == 0)
 		txn_step_ready(t);
 }

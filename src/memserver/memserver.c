@@ -239,7 +239,7 @@ static const struct net_handlers ms_handlers = {
 
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
-	struct net_opts no = { .transport = o->transport };
+	struct net_opts no = { .transport = o->transport, .lease_ms = o->lease_ms };
 	int rc = store_create(o->memory, 0, &srv->store);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);

@@ -681,7 +681,7 @@ static net_conn_t *net_conn_new(net_worker_t *w, const char *peer)
 		return NULL;
 	c->w = w;
 	c->refs = 1;
-	c->last_rx_ns = clock_now_ns();
+	c->last_rx_ns = c->last_tx_ns = clock_now_ns();
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	return c;
 }
@@ -775,8 +775,16 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 	net_worker_t *w = c->w;
 	if (c->state != CONN_OPEN && c->state != CONN_CONNECTING) {
 		free(buf);
-		return LOTUS_EUNAVAIL;
+		return c->state == CONN_LOST && c->lost_reason ? c->lost_reason : LOTUS_EUNAVAIL;
 	}
+	uint64_t now = clock_now_ns();
+	if (net_lease_stale(c, now)) {
+		/* the peer may have expired our lease: this must not reach it */
+		net_lease_fence(w, now);
+		free(buf);
+		return LOTUS_ELEASE;
+	}
+	c->last_tx_ns = now;
 	if (len > WIRE_MAX_MSG) {
 		free(buf);
 		return -E2BIG;
@@ -1121,6 +1129,13 @@ static int net_reap_lost(net_worker_t *w)
 int net_progress(net_worker_t *w)
 {
 	int n = 0;
+	uint64_t now = 0;
+	if (w->conns) {
+		/* before anything queued during a pause is received or answered */
+		now = clock_now_ns();
+		if (now >= w->next_lease_check_ns)
+			net_lease_fence(w, now);
+	}
 	while (net_ucp_progress(w->ucp))
 		;
 	n += net_mail_drain(w);
@@ -1130,11 +1145,10 @@ int net_progress(net_worker_t *w)
 	}
 	if (w->nlost)
 		n += net_reap_lost(w);
-	if (!w->ctx->peer_errors && w->conns) {
-		uint64_t now = clock_now_ns();
-		if (now >= w->next_lease_check_ns)
-			net_lease_check(w, now);
-	}
+	if (w->conns && now >= w->next_lease_check_ns)
+		net_lease_check(w, now);
+	if (w->nlost)
+		n += net_reap_lost(w);
 	return n;
 }
 
