@@ -313,6 +313,11 @@ void net_ctx_destroy(net_ctx_t *ctx)
 {
 	if (!ctx)
 		return;
+	if (atomic_load(&ctx->leaked_workers)) {
+		log_debug("net: %u UCX worker(s) leaked: not cleaning up the UCX context",
+			  (unsigned)atomic_load(&ctx->leaked_workers));
+		return;   /* ctx stays allocated: a leaked worker points at it */
+	}
 	if (ctx->ucp)
 		ucp_cleanup(ctx->ucp);
 	free(ctx);
@@ -610,8 +615,17 @@ void net_worker_destroy(net_worker_t *w)
 	if (w->ucp) {
 		/* Say goodbye so peers notice at once, then let closes and pending
 		 * rendezvous receives finish (bounded) before destroying the worker. */
-		while (w->conns)
-			net_conn_close(w->conns);
+		uint64_t now = clock_now_ns(), lease = (uint64_t)w->ctx->lease_ms * 1000000ULL;
+		while (w->conns) {
+			net_conn_t *c = w->conns;
+			/* a peer silent for half a lease (stopped, cut off) would never
+			 * complete a flush: close its endpoint at once where UCX can */
+			if (w->ctx->peer_errors && c->state == CONN_OPEN && now > c->last_rx_ns &&
+			    now - c->last_rx_ns >= lease / 2)
+				net_conn_close_ep(c, 1);
+			else
+				net_conn_close(c);
+		}
 		uint64_t deadline = clock_now_ns() + 2000000000ULL;
 		for (;;) {
 			int busy = w->nclosing > 0;
@@ -622,9 +636,13 @@ void net_worker_destroy(net_worker_t *w)
 			net_ucp_progress(w->ucp);
 		}
 		if (w->nclosing) {
-			/* Destroying the worker now would abort inside UCX; leak it. */
+			/* Destroying the worker now would abort inside UCX; leak it,
+			 * and with it the context (net_ctx_destroy): the worker still
+			 * holds memory registered with the context, and ucp_cleanup
+			 * under it asserts (rcache.c: region->refcount == 0). */
 			log_warn("net: %u connection(s) still closing after 2 s; leaking the "
 				 "UCX worker", w->nclosing);
+			atomic_fetch_add(&w->ctx->leaked_workers, 1);
 			return;
 		}
 		while (w->rx_head) {

@@ -29,6 +29,7 @@ struct net_ctx {
 	int peer_errors;          /* 1: UCP_ERR_HANDLING_MODE_PEER (UCX also reports
 				     lost peers), 0: shared memory, the lease only */
 	unsigned spin_us, lease_ms;
+	atomic_uint leaked_workers; /* workers left to UCX (still closing): no ucp_cleanup */
 	struct net_fault fault;
 	atomic_uint_fast64_t fault_seq;
 };
