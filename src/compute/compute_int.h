@@ -204,6 +204,7 @@ struct sgroup {
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
+	int lost_reason[LOTUS_MAX_SERVERS]; /* why conns[sv] is gone (requests fail so) */
 	struct sgroup *live_next, *live_prev;  /* cluster->live (live_mu) */
 	uint64_t next_expiry_ns;         /* when poll next looks for expired steps */
 	/* a synchronous administrative call in flight */

@@ -325,7 +325,7 @@ int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, con
 	int rc = 0;
 	group_lock(g);
 	if (!g->conns[sv]) {
-		rc = LOTUS_EUNAVAIL;
+		rc = g->lost_reason[sv] ? g->lost_reason[sv] : LOTUS_EUNAVAIL;
 		goto out;
 	}
 	if (g->dirty & (1ULL << sv) && b->count == 0xffff)
@@ -418,6 +418,7 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 		reason = LOTUS_EUNAVAIL;   /* it closed the connection: as good as lost */
 	log_error("lost memory server %u: %s", sv, lotus_strerror(reason));
 	g->conns[sv] = NULL;
+	g->lost_reason[sv] = reason;
 	g->lost = 1;
 	if (g->admin_due) {
 		g->admin_due = 0;
