@@ -26,12 +26,6 @@ static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	bank_stop();
-}
-
 /* Busy polling only pays when every polling thread has a core; a local
  * cluster's servers poll on this host too (as in `lotus ycsb`). */
 static void set_spin(unsigned threads, unsigned local, unsigned sthreads)
@@ -168,8 +162,7 @@ int cmd_bank(int argc, char **argv)
 	}
 	set_spin(o.threads, config ? 0 : (unsigned)local, (unsigned)sthreads);
 	log_set_tag("bank");
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	cli_stop_signals("bank", bank_stop);
 	struct bank_run_result run;
 	struct bank_verify_result ver;
 	unsigned logged = log_error_count();

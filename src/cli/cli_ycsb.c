@@ -23,12 +23,6 @@ static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	ycsb_stop();
-}
-
 int cmd_ycsb(int argc, char **argv)
 {
 	struct ycsb_opts o;
@@ -173,8 +167,7 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.server_memory = smem ? smem
 			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
 	log_set_tag("ycsb");
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	cli_stop_signals("ycsb", ycsb_stop);
 	struct ycsb_result res;
 	unsigned logged = log_error_count();
 	rc = ycsb_run(&o, &res);
