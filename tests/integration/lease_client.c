@@ -13,6 +13,10 @@
  *       from its start) or TIMEOUT_MS passes (exit 1).
  *   lease_client dump CONFIG N
  *       prints "lease-I=VALUE" for every key (VALUE "-" if absent).
+ *   lease_client lockbank CONFIG CC N
+ *       X-locks `lotus bank`'s accounts 0..N-1 (read for update), prints
+ *       "locked", waits for a line on stdin, then aborts: a live client
+ *       whose locks others wait for.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -77,6 +81,37 @@ static int do_hold(lotus_session_t *s, lotus_table_t tb, unsigned n, const char 
 	fflush(stdout);
 	lotus_txn_free(t);
 	return rc == 0 ? 0 : 1;
+}
+
+static int do_lockbank(lotus_session_t *s, unsigned n)
+{
+	lotus_table_t tb;
+	lotus_txn_t *t;
+	int rc = lotus_table_open(s, "bank_accounts", &tb);
+	if (rc == 0)
+		rc = lotus_txn_begin(s, &t);
+	for (unsigned i = 0; rc == 0 && i < n; i++) {
+		unsigned char k[8];
+		for (int b = 0; b < 8; b++)
+			k[b] = (unsigned char)((uint64_t)i >> (56 - 8 * b));
+		rc = lotus_txn_read_for_update(t, tb, k, sizeof(k));
+		rc = rc < 0 ? rc : 0;
+	}
+	if (rc == 0)
+		rc = lotus_txn_execute(t);
+	if (rc) {
+		printf("lockbank: %s\n", lotus_strerror(rc));
+		return 2;
+	}
+	printf("locked\n");
+	fflush(stdout);
+	char line[64];
+	if (fgets(line, sizeof(line), stdin)) {
+		/* released by the abort */
+	}
+	lotus_txn_abort(t);
+	lotus_txn_free(t);
+	return 0;
 }
 
 static int do_grab(lotus_session_t *s, lotus_table_t tb, unsigned n, const char *tag,
@@ -162,6 +197,8 @@ int main(int argc, char **argv)
 	int ret;
 	if (dump)
 		ret = do_dump(s, tb, n);
+	else if (!strcmp(mode, "lockbank"))
+		ret = do_lockbank(s, n);
 	else if (!strcmp(mode, "hold") && argc == 6)
 		ret = do_hold(s, tb, n, argv[5]);
 	else if (!strcmp(mode, "grab") && argc == 7)
