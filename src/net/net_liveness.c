@@ -28,7 +28,7 @@
  * itself) at least every lease/2.  Its sessions must be progressed though:
  * a client that calls no lotus function for a whole lease loses it.
  *
- * Busy connections never ping.  A sleeping worker wakes every lease/4 while it
+ * Busy connections never ping.  A sleeping worker wakes every lease/8 while it
  * has connections (net_lease_sleep_ms caps the poll timeout), which costs
  * nothing measurable.  Runs in the worker's thread only.
  */
@@ -68,7 +68,7 @@ void net_lease_check(net_worker_t *w, uint64_t now)
 	uint64_t lease = lease_ns(w);
 	uint64_t quarter = lease / 4;
 
-	w->next_lease_check_ns = now + quarter;
+	w->next_lease_check_ns = now + lease / 8;   /* a loss is seen within lease + 1/8 */
 	for (net_conn_t *c = w->conns; c; c = c->next) {
 		if (c->state != CONN_OPEN)
 			continue;   /* CONNECTING is bounded by net_connect's timeout */
