@@ -160,11 +160,10 @@ static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
 static void group_destroy(lotus_cluster_t *c, struct sgroup *g)
 {
 	keeper_remove(c, g);
-	for (unsigned sv = 0; sv < c->nservers; sv++) {
-		if (g->conns[sv])
-			net_conn_close(g->conns[sv]);
+	/* net_worker_destroy closes the connections: a peer that does not answer
+	 * (a stopped server) gets a forced close, not a flush that never ends */
+	for (unsigned sv = 0; sv < c->nservers; sv++)
 		wire_buf_free(&g->out[sv]);
-	}
 	if (g->net)
 		net_worker_destroy(g->net);
 	pthread_mutex_destroy(&g->mu);

@@ -608,6 +608,31 @@ int net_worker_create_shared(net_ctx_t *ctx, const struct net_handlers *h, void 
 	return net_worker_create_mode(ctx, h, arg, out, UCS_THREAD_MODE_SERIALIZED);
 }
 
+static void net_ucx_wait(net_worker_t *w, int ms);
+
+/* Teardown, with peer error handling: PING every open connection and give the
+ * peers NET_PROBE_MS to answer (net_am_cb stamps last_rx_ns).  Returns the
+ * time of the probe (0 without peer error handling: no probe). */
+#define NET_PROBE_MS 200
+static uint64_t net_teardown_probe(net_worker_t *w)
+{
+	if (!w->ctx->peer_errors || !w->conns)
+		return 0;
+	uint64_t t0 = clock_now_ns(), deadline = t0 + NET_PROBE_MS * 1000000ULL;
+	for (net_conn_t *c = w->conns; c; c = c->next)
+		if (c->state == CONN_OPEN)
+			net_send_ping(c, WIRE_PING, 0);
+	for (;;) {
+		int silent = 0;
+		for (net_conn_t *c = w->conns; c; c = c->next)
+			silent |= c->state == CONN_OPEN && c->last_rx_ns < t0;
+		uint64_t now = clock_now_ns();
+		if (!silent || now >= deadline)
+			return t0;
+		net_ucx_wait(w, (int)MIN((deadline - now) / 1000000 + 1, 10));
+	}
+}
+
 void net_worker_destroy(net_worker_t *w)
 {
 	if (!w)
@@ -615,13 +640,13 @@ void net_worker_destroy(net_worker_t *w)
 	if (w->ucp) {
 		/* Say goodbye so peers notice at once, then let closes and pending
 		 * rendezvous receives finish (bounded) before destroying the worker. */
-		uint64_t now = clock_now_ns(), lease = (uint64_t)w->ctx->lease_ms * 1000000ULL;
+		uint64_t t0 = net_teardown_probe(w);
 		while (w->conns) {
 			net_conn_t *c = w->conns;
-			/* a peer silent for half a lease (stopped, cut off) would never
-			 * complete a flush: close its endpoint at once where UCX can */
-			if (w->ctx->peer_errors && c->state == CONN_OPEN && now > c->last_rx_ns &&
-			    now - c->last_rx_ns >= lease / 2)
+			/* a peer that did not answer the probe (stopped, cut off) would
+			 * never complete a flush: close its endpoint at once where UCX
+			 * can (with peer error handling; sm needs the flush) */
+			if (w->ctx->peer_errors && c->state == CONN_OPEN && c->last_rx_ns < t0)
 				net_conn_close_ep(c, 1);
 			else
 				net_conn_close(c);
