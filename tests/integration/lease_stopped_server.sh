@@ -73,6 +73,28 @@ echo "ycsb: stopped server 1 -> exit $rc after $ms ms: $(grep -m1 'lost memory s
 
 }
 
+# 1c. a deadline shorter than the lease: ycsb's waits end in LOTUS_ETIMEOUT,
+#     and it exits (closing the stopped server's connection by force, not
+#     with a flush that never ends: it used to leak a worker per session,
+#     2 s each, and abort in ucp_cleanup) within deadline + 4 s
+part_deadline() {
+start deadline "$term_lease" 2000
+"$L" ycsb --config "$CLUSTER_INI" --records 2000 --threads 2 --seconds 30 --warmup 0 --quiet \
+  >"$dir/y.out" 2>"$dir/y.err" &
+client=$!
+sleep 1.5
+stopped=${CLUSTER_PIDS[1]}; kill -STOP "$stopped"; t0=$(date +%s%N)
+wait_exit $client 12000; ms=$(ms_since $t0); client=
+kill -CONT "$stopped"; stopped=
+[ "$rc" != 999 ] || fail "ycsb (deadline 2 s) still running $ms ms after the server stopped"
+no_crash "ycsb (deadline)" "$rc" "$dir/y.err"
+[ "$rc" -ne 0 ] || fail "ycsb (deadline) exited 0 facing a stopped server"
+[ "$ms" -le 6000 ] || fail "ycsb (deadline 2 s) took $ms ms to give up"
+! grep -q "leaking the UCX worker" "$dir/y.err" || fail "ycsb (deadline) leaked a worker"
+echo "ycsb, deadline 2 s, lease ${term_lease:-3000} ms: exit $rc after $ms ms:" \
+     "$(grep -m1 'did not answer' "$dir/y.err" | cut -c1-60)..."
+}
+
 part_bank() {
 # 1b. bank, each protocol
 for cc in ${CCS:-no_wait wait_die wound_wait}; do
@@ -142,5 +164,5 @@ kill -CONT "$stopped"; stopped=
 }
 
 # PARTS picks some of them
-for p in ${PARTS:-ycsb bank term}; do "part_$p"; done
+for p in ${PARTS:-ycsb deadline bank term}; do "part_$p"; done
 echo ok
