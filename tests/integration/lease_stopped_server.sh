@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# timeout: 150
+# timeout: 240
 # Clients facing a stopped memory server (issue 12), tcp, two standalone
 # servers, one of them SIGSTOPped mid-run:
 #  1. `lotus ycsb --config` and `lotus bank` (each cc) fail promptly: they
-#     exit non-zero (bank: 3, "memory server lost") within lease + 2 s of
-#     the stop (bank: its deadline + 2 s, as transfers parked behind a
+#     exit non-zero (bank: 3, "memory server lost") within lease + 3 s of
+#     the stop (bank: its deadline + 3 s, as transfers parked behind a
 #     prepared one's locks wait for it), with no abort or core (ycsb used to run on and then die in
 #     ucp_cleanup with rc 134; bank sat at 0 transfers/s and said "ok").
 #     After SIGCONT `lotus bank --verify` passes (total preserved).
@@ -68,7 +68,7 @@ kill -CONT "$stopped"; stopped=
 [ "$rc" != 999 ] || fail "ycsb still running $ms ms after the server stopped"
 no_crash ycsb "$rc" "$dir/y.err"
 [ "$rc" -ne 0 ] || fail "ycsb exited 0 facing a stopped server: $(cat "$dir/y.out")"
-[ "$ms" -le $((lease + 2000)) ] || fail "ycsb took $ms ms to give up (lease $lease ms)"
+[ "$ms" -le $((lease + 3000)) ] || fail "ycsb took $ms ms to give up (lease $lease ms)"
 echo "ycsb: stopped server 1 -> exit $rc after $ms ms: $(grep -m1 'lost memory server' "$dir/y.err")"
 
 }
@@ -114,7 +114,7 @@ for cc in ${CCS:-no_wait wait_die wound_wait}; do
   [ "$rc" != 999 ] || fail "bank $cc still running $ms ms after the server stopped"
   no_crash "bank $cc" "$rc" "$dir/b.err"
   [ "$rc" -eq 3 ] || fail "bank $cc: exit $rc, want 3 (server lost): $(tail -n 3 "$dir/b.err")"
-  [ "$ms" -le $((lease > 3000 ? lease + 2000 : 5000)) ] \
+  [ "$ms" -le $((lease > 3000 ? lease + 3000 : 6000)) ] \
     || fail "bank $cc took $ms ms to give up (lease $lease ms, deadline 3000 ms)"
   ver=$(timeout -s KILL 20 "$L" bank --config "$CLUSTER_INI" --cc $cc --ledger "$led" --verify \
         --json 2>"$dir/v.err") || fail "bank $cc: verify after SIGCONT: $ver $(tail -n 3 "$dir/v.err")"
@@ -157,7 +157,7 @@ for what in verify-locked verify-stopped run-stopped ycsb-stopped; do
   wait_exit $client 6000; ms=$(ms_since $t0); client=
   [ "$rc" != 999 ] || fail "$what ignored SIGTERM for 6 s while waiting"
   no_crash "$what" "$rc" "$dir/t.err"
-  [ "$ms" -le 3000 ] || fail "$what took $ms ms to stop after SIGTERM"
+  [ "$ms" -le 3500 ] || fail "$what took $ms ms to stop after SIGTERM"
   echo "SIGTERM to a waiting $what: exit $rc after $ms ms"
 done
 kill -CONT "$stopped"; stopped=
