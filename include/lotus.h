@@ -158,8 +158,15 @@ struct lotus_options {
 				     config's [cluster] lease_ms, else 3000.  A memory
 				     server that hears nothing from this process for a
 				     lease releases its transactions (LOTUS_ELEASE here);
-				     local servers get the same lease.  Sessions must be
-				     polled (any lotus call that waits) within a lease. */
+				     local servers get the same lease (a keeper thread
+				     renews it for idle sessions). */
+	/* Every connection proves knowledge of the cluster's shared secret (an
+	 * HMAC handshake; docs/net.md).  NULL: the config's [cluster] secret_file,
+	 * else none (only servers on loopback without a secret admit that); a
+	 * local cluster makes a random one.  Errors from lotus_connect:
+	 * LOTUS_ECONFIG (unreadable or empty file), -EACCES (a server refused
+	 * the secret), -EUSERS (a server is at its max_clients). */
+	const char *secret_file;
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);

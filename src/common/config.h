@@ -11,6 +11,9 @@
  *   timeout_ms = 10000             ; clients: deadline of every wait (ms)
  *   lease_ms = 3000                ; every process: a peer silent this long is
  *                                  ; lost, and so are its transactions (ms)
+ *   secret_file = cluster.key      ; the shared secret every connection proves
+ *                                  ; (relative: to this file's directory)
+ *   max_clients = 0                ; connections per memory server; 0: no limit
  *
  *   [memserver 0]                  ; ids are 0..N-1, each exactly once
  *   listen = 10.0.0.1:7000         ; required
@@ -56,6 +59,8 @@ struct lotus_config {
 	unsigned compute_servers;
 	unsigned timeout_ms;     /* compute side: deadline of every wait; 0: default */
 	unsigned lease_ms;       /* every connection's lease; 0: default (3000) */
+	char secret_file[4096];  /* "" if none */
+	unsigned max_clients;    /* per memory server; 0: no limit */
 	unsigned nservers;
 	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
 };

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <ucp/api/ucp.h>
+#include "net/door.h"
 #include "net/net.h"
 
 #define NET_AM_ID        0x1c     /* the one AM id lotus uses */
@@ -32,6 +33,10 @@ struct net_ctx {
 	atomic_uint leaked_workers; /* workers left to UCX (still closing): no ucp_cleanup */
 	struct net_fault fault;
 	atomic_uint_fast64_t fault_seq;
+	struct door_key key;      /* the cluster secret (door.h) */
+	int insecure;             /* may listen off loopback without a secret */
+	unsigned max_clients;     /* per listener's server; 0: no limit */
+	atomic_uint nclients;     /* connections the doors let in, still open */
 };
 
 enum conn_state {
@@ -48,6 +53,7 @@ struct net_conn {
 	enum conn_state state;
 	int lost_reason;
 	unsigned refs;              /* 1 while listed + queued rx + closing ep */
+	int door_slot;              /* counts in ctx->nclients until closed */
 	uint64_t last_rx_ns, last_ping_ns;
 	uint64_t last_tx_ns;        /* last message handed to UCX (the peer's lease) */
 	struct net_conn *next, *prev;   /* w->conns */
@@ -71,21 +77,24 @@ enum mail_kind { MAIL_USER, MAIL_CONN_REQ };
 struct net_mail {
 	struct net_mail *next;
 	enum mail_kind kind;
-	void *item;
+	void *item;                 /* MAIL_CONN_REQ: the client's worker address */
+	size_t len;
 	char peer[64];
 };
 
 struct net_listener {
 	net_worker_t *w;
-	ucp_listener_h ucp;
+	struct door *door;
 	net_worker_t **targets;
-	unsigned ntargets, rr;
+	unsigned ntargets;
 	uint16_t port;
 };
 
 struct net_worker {
 	net_ctx_t *ctx;
 	ucp_worker_h ucp;
+	ucp_address_t *addr;                     /* its worker address (door handshake) */
+	size_t addr_len;
 	int efd;
 	struct net_handlers h;
 	void *arg;
