@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cli/opts.h"
 #include "common/common.h"
@@ -174,11 +175,26 @@ static void on_alarm(int sig)
 	stop_exit(stop_sig);
 }
 
+static volatile sig_atomic_t stop_ms;   /* monotonic ms of the first signal */
+
+static long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);   /* async-signal-safe */
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void on_stop_signal(int sig)
 {
-	if (stop_sig)
-		stop_exit(sig);   /* a second signal: now */
+	if (stop_sig) {
+		/* a second signal: now; but `timeout` and a terminal's Ctrl-C may
+		 * deliver one signal twice (to the process and to its group) */
+		if (mono_ms() - stop_ms >= 500)
+			stop_exit(sig);
+		return;
+	}
 	stop_sig = sig;
+	stop_ms = mono_ms();
 	signal(SIGALRM, on_alarm);
 	alarm(CLI_STOP_GRACE_S);
 	if (stop_fn)
