@@ -44,7 +44,8 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
  * (finish what is in flight, report) and arms a CLI_STOP_GRACE_S watchdog; a
  * client still running then (a wait for a stopped server, a lock that is not
  * freed) prints one line and exits 128+signal at once, as does a second
- * signal.  Local memory servers die with their parent. */
+ * signal 0.5 s or more after the first.  Local memory servers die with their
+ * parent. */
 #define CLI_STOP_GRACE_S 2
 void cli_stop_signals(const char *cmd, void (*stop)(void));
 
