@@ -47,6 +47,13 @@
  *                 OUTCOME IS UNKNOWN; the writes may have landed on every,
  *                 some or no server (with a one-phase commit), so read the
  *                 keys back before deciding.  Late replies are dropped.
+ *   Leases        every connection keeps a lease (lotus_options.lease_ms):
+ *                 a memory server that hears nothing from this process for
+ *                 a lease (killed, cut off, paused) releases its unprepared
+ *                 transactions there; this process then gets LOTUS_ELEASE
+ *                 from its next request to that server, whose connection is
+ *                 gone for the session (open a new session to use it).  A
+ *                 server silent for a lease is lost (LOTUS_ETIMEOUT).
  * Co-partitioning: every write is also applied on its memory server at
  * commit (the owner's cache is a clean copy), so scans see committed writes.
  * Only a key's owner may write it (the owner's cache and local locks would
@@ -88,6 +95,10 @@ extern "C" {
 #define LOTUS_ELIMIT       (-5017) /* a per-connection limit of the memory server
 				      (parked requests, bytes in flight) was hit:
 				      abort and retry */
+#define LOTUS_ELEASE       (-5018) /* this process's lease with a memory server
+				      expired (it was paused or cut off for
+				      lease_ms): the server released its
+				      transactions there and the connection is gone */
 #define LOTUS_ELAST        (-5018)
 
 const char *lotus_strerror(int err);
@@ -154,6 +165,12 @@ struct lotus_options {
 	const char *data_dir;     /* base directory (local): server i keeps its redo log and
 				     checkpoints in DATA_DIR/ms<i> and recovers from it at
 				     start; created if missing */
+	unsigned lease_ms;        /* liveness lease of every connection, ms; 0: the
+				     config's [cluster] lease_ms, else 3000.  A memory
+				     server that hears nothing from this process for a
+				     lease releases its transactions (LOTUS_ELEASE here);
+				     local servers get the same lease (a keeper thread
+				     renews it for idle sessions). */
 	/* Every connection proves knowledge of the cluster's shared secret (an
 	 * HMAC handshake; docs/net.md).  NULL: the config's [cluster] secret_file,
 	 * else none (only servers on loopback without a secret admit that); a
@@ -256,10 +273,12 @@ int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **ke
 		       size_t *klen, const void **value, size_t *vlen);
 
 /* Commit: execute what is still staged, apply the writes, release the locks.
- * 0: every write landed.  LOTUS_ETIMEOUT or LOTUS_EUNAVAIL (a server lost
- * during the commit round): the outcome is unknown, see "Deadlines".  Any
- * other error: nothing landed and the transaction is aborted (the sticky
- * error of an earlier failure is returned as is). */
+ * 0: every write landed.  LOTUS_ETIMEOUT, LOTUS_EUNAVAIL or LOTUS_ELEASE (a
+ * server lost during the commit round): the outcome is unknown, see
+ * "Deadlines" (a transaction whose locks a server released for an expired
+ * lease never lands; one that had PREPAREd everywhere is settled by the
+ * servers).  Any other error: nothing landed and the transaction is aborted
+ * (the sticky error of an earlier failure is returned as is). */
 int lotus_txn_commit(lotus_txn_t *t);
 /* Abort: release the locks.  Always leaves the txn ready to restart or free;
  * returns 0 or the error that ended the transaction.  LOTUS_ESTATE while an

@@ -313,15 +313,22 @@ static void on_abort(lotus_txn_t *t, int rc, void *arg)
 	slot_retry(sl, sl->why);
 }
 
+/* The connection to a memory server failed (EUNAVAIL), it stopped answering
+ * (ETIMEOUT) or this process's lease with it expired (ELEASE): stop the run. */
+static int server_lost(int rc)
+{
+	return rc == LOTUS_EUNAVAIL || rc == LOTUS_ETIMEOUT || rc == LOTUS_ELEASE;
+}
+
 static void slot_fail(struct slot *sl, int rc)
 {
 	struct ycsb_thread *th = sl->th;
-	if (!lotus_err_retryable(rc) && rc != LOTUS_EUNAVAIL) {
+	if (!lotus_err_retryable(rc) && !server_lost(rc)) {
 		log_error("transaction failed: %s", lotus_strerror(rc));
 		th->error = rc;
 	}
-	if (rc == LOTUS_EUNAVAIL) {
-		th->error = rc;
+	if (server_lost(rc)) {
+		th->error = LOTUS_EUNAVAIL;
 		th->stop_issuing = 1;
 	}
 	sl->why = rc;
@@ -335,7 +342,8 @@ static void on_commit(lotus_txn_t *t, int rc, void *arg)
 	struct ycsb_thread *th = sl->th;
 	if (rc && !lotus_err_retryable(rc)) {
 		log_error("commit failed: %s", lotus_strerror(rc));
-		th->error = rc;
+		th->error = server_lost(rc) ? LOTUS_EUNAVAIL : rc;
+		th->stop_issuing |= server_lost(rc);
 		sl->busy = 0;
 		th->active--;
 		return;

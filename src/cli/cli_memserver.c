@@ -111,7 +111,7 @@ int cmd_memserver(int argc, char **argv)
 	bool insecure = false;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
 	const char *data_dir = NULL;
-	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
+	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
 	uint64_t max_parked = MS_DEFAULT_MAX_PARKED, max_conn_bytes = MS_DEFAULT_MAX_CONN_BYTES;
 	int transport = 0, durability = 0, si = -1, recovery_mode = 0;
 	bool ready_json = false;
@@ -123,6 +123,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
 		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
+		{ "lease-ms", OPT_U64, &lease_ms, "MS", "a client silent this long (partitioned, stopped, killed) is lost: its unprepared transactions abort and their locks are freed (default 3000, or the config's lease_ms)", .min = 100, .max = 3600000 },
 		{ "secret-file", OPT_STR, &secret, "FILE", "the cluster secret every client and peer must prove (default: the config's secret_file); required off loopback" },
 		{ "insecure", OPT_FLAG, &insecure, NULL, "listen off loopback without a secret (anyone who reaches the port can read and write everything)" },
 		{ "max-clients", OPT_U64, &max_clients, "N", "most connections served at once (default: the config's max_clients, else 0: no limit)", .min = 0, .max = 1000000 },
@@ -178,6 +179,7 @@ int cmd_memserver(int argc, char **argv)
 	o.memory = memory;
 	o.transport = cli_find(opts, "transport")->seen ? transports[transport]
 		      : config ? cfg.transport : NULL;
+	o.lease_ms = cli_find(opts, "lease-ms")->seen ? (unsigned)lease_ms : cfg.lease_ms;
 	o.json_ready = ready_json;
 	o.config_path = config;
 	o.peers_path = peers;

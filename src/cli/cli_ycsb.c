@@ -25,15 +25,10 @@ static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	ycsb_stop();
-}
-
 int cmd_ycsb(int argc, char **argv)
 {
 	struct ycsb_opts o;
+	uint64_t lease_ms = 0;
 	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
 	uint64_t smem = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
 	uint64_t group = 8, spin = 0;
@@ -75,6 +70,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i>" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
+		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default: "
 		  "the config's compute_servers, else 1)", .min = 1, .max = 4096 },
 		{ "partitioning", OPT_CHOICE, &part, "P", "compute partitioning (default none)", parts },
@@ -128,6 +124,7 @@ int cmd_ycsb(int argc, char **argv)
 		o.lo.commit = (enum lotus_commit)(commit + 1);
 	o.lo.batch = (enum lotus_batch)batch;
 	o.lo.compute_id = (unsigned)compute_id;
+	o.lo.lease_ms = (unsigned)lease_ms;
 	o.lo.config_path = config;
 	o.lo.local_servers = config ? 0 : (int)local;
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
@@ -180,8 +177,7 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.server_memory = smem ? smem
 			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
 	log_set_tag("ycsb");
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	cli_stop_signals("ycsb", ycsb_stop);
 	struct ycsb_result res;
 	unsigned logged = log_error_count();
 	rc = ycsb_run(&o, &res);

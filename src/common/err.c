@@ -20,6 +20,8 @@ static const char *const lotus_errs[] = {
 	[-(LOTUS_EREADONLY - LOTUS_EBASE)] = "server refuses writes",
 	[-(LOTUS_EDURABLE - LOTUS_EBASE)] = "commit could not be made durable",
 	[-(LOTUS_ELIMIT - LOTUS_EBASE)] = "memory server limit per connection hit (parked requests or bytes in flight)",
+	[-(LOTUS_ELEASE - LOTUS_EBASE)] = "lease with the memory server expired; its "
+					   "transactions there were released",
 };
 
 const char *lotus_strerror(int err)

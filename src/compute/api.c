@@ -50,7 +50,9 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	if (rc)
 		return rc;
 	c->engine = eng;
+	keeper_init(c);
 	if (eng->cluster_open && (rc = eng->cluster_open(c)) != 0) {
+		keeper_stop(c);
 		cluster_destroy(c);
 		return rc;
 	}
@@ -62,6 +64,7 @@ void lotus_disconnect(lotus_cluster_t *c)
 {
 	if (!c)
 		return;
+	keeper_stop(c);
 	if (c->engine->cluster_close)
 		c->engine->cluster_close(c);
 	cluster_destroy(c);

@@ -113,7 +113,7 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
-	char ids[16], threads[16], mem[32], dir[PATH_MAX];
+	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16];
 	const char *argv[26];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -142,6 +142,9 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 		argv[n++] = "--durability";
 		argv[n++] = c->opts.durability;
 	}
+	snprintf(lease, sizeof(lease), "%u", c->lease_ms);
+	argv[n++] = "--lease-ms";
+	argv[n++] = lease;
 	if (c->peers_path[0]) {
 		argv[n++] = "--peers";
 		argv[n++] = c->peers_path;
@@ -225,6 +228,7 @@ static int peers_write(lotus_cluster_t *c)
 		config_parse_durability(c->opts.durability, &cfg->durability);
 	else if (c->opts.data_dir)
 		cfg->durability = LOTUS_DUR_SYNC;
+	cfg->lease_ms = c->lease_ms;
 	cfg->nservers = c->nservers;
 	snprintf(cfg->secret_file, sizeof(cfg->secret_file), "%s", c->secret_path);
 	for (unsigned i = 0; i < c->nservers; i++) {
@@ -353,6 +357,8 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	}
 	if (!c->opts.timeout_ms && cfg.timeout_ms)
 		c->timeout_ns = cfg.timeout_ms * 1000000ULL;
+	if (!c->opts.lease_ms && cfg.lease_ms)
+		c->lease_ms = cfg.lease_ms;
 	/* as on the servers: a data directory without a durability means sync */
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
@@ -384,6 +390,7 @@ int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 	c->opts = *o;
 	c->timeout_ns = (uint64_t)(o->timeout_ms ? o->timeout_ms : LOTUS_DEFAULT_TIMEOUT_MS) *
 			1000000ULL;
+	c->lease_ms = o->lease_ms ? o->lease_ms : LOTUS_DEFAULT_LEASE_MS;
 	c->peers_fd = -1;
 	c->secret_fd = -1;
 	if (o->secret_file)
@@ -423,7 +430,7 @@ int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 		const char *hosts[LOTUS_MAX_SERVERS];
 		for (unsigned i = 0; i < c->nservers; i++)
 			hosts[i] = o->config_path ? c->servers[i].host : "127.0.0.1";
-		struct net_opts no = { .transport = c->transport,
+		struct net_opts no = { .transport = c->transport, .lease_ms = c->lease_ms,
 				       .secret_file = c->secret_path[0] ? c->secret_path : NULL,
 				       .hosts = hosts, .nhosts = c->nservers };
 		rc = net_ctx_create(&no, &c->net);

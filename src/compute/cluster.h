@@ -34,6 +34,7 @@
 
 #define LOTUS_MAX_TABLES 64
 #define LOTUS_DEFAULT_TIMEOUT_MS 10000
+#define LOTUS_DEFAULT_LEASE_MS   3000
 
 struct table_ent {
 	char name[65];
@@ -77,6 +78,14 @@ struct lotus_cluster {
 	/* api.c */
 	const struct engine *engine;    /* lotus_options.engine */
 	struct txn_cache *cache;        /* NULL without --cache or co-partitioning */
+	unsigned lease_ms;              /* every connection's lease (opts, config, 3000) */
+	/* the lease keeper (session.c): progresses every group now and then, so
+	 * a session whose thread is busy elsewhere keeps its leases */
+	pthread_mutex_t live_mu;
+	pthread_cond_t keeper_cv;
+	struct sgroup *live;            /* every group, under live_mu */
+	pthread_t keeper;
+	int keeper_on, keeper_stop;     /* under live_mu */
 };
 
 /* Parse the options (config file or local servers), start local servers,

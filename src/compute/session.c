@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
@@ -58,6 +59,98 @@ uint64_t session_new_priority(lotus_session_t *s)
 	return p;
 }
 
+/* ---- the lease keeper --------------------------------------------------------
+ *
+ * A memory server gives a connection up when it hears nothing on it for a
+ * lease (net_liveness.c), and only a progressed worker answers its PINGs.
+ * A session's worker is progressed by its own thread inside lotus calls, so
+ * a thread busy in its own code for a lease would lose its transactions and
+ * connections although the process is alive.  One thread per cluster
+ * therefore progresses, every lease/8, each group whose lock it can take at
+ * once (a group in use is progressed by its user anyway).  What it receives
+ * lands where the owner's own poll would put it (ready lists, under the
+ * group lock).  A paused process pauses this thread too, so its leases do
+ * expire, which is the point. */
+
+static void *keeper_main(void *arg)
+{
+	lotus_cluster_t *c = arg;
+	unsigned period_ms = MAX(c->lease_ms / 8, 10u);
+	pthread_mutex_lock(&c->live_mu);
+	while (!c->keeper_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)period_ms * 1000000ULL;
+		ts.tv_sec += (time_t)(ns / 1000000000ULL);
+		ts.tv_nsec = (long)(ns % 1000000000ULL);
+		pthread_cond_timedwait(&c->keeper_cv, &c->live_mu, &ts);
+		for (struct sgroup *g = c->live; g && !c->keeper_stop; g = g->live_next) {
+			if (pthread_mutex_trylock(&g->mu) != 0)
+				continue;
+			net_progress(g->net);
+			pthread_mutex_unlock(&g->mu);
+		}
+	}
+	pthread_mutex_unlock(&c->live_mu);
+	return NULL;
+}
+
+int keeper_init(lotus_cluster_t *c)
+{
+	pthread_condattr_t ca;
+	pthread_mutex_init(&c->live_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->keeper_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return 0;
+}
+
+void keeper_stop(lotus_cluster_t *c)
+{
+	pthread_mutex_lock(&c->live_mu);
+	c->keeper_stop = 1;
+	pthread_cond_broadcast(&c->keeper_cv);
+	int on = c->keeper_on;
+	c->keeper_on = 0;
+	pthread_mutex_unlock(&c->live_mu);
+	if (on)
+		pthread_join(c->keeper, NULL);
+	/* live_mu stays: sessions closed later (the cache policy's) still
+	 * unlink their groups; the cluster's free ends it */
+}
+
+static void keeper_add(lotus_cluster_t *c, struct sgroup *g)
+{
+	pthread_mutex_lock(&c->live_mu);
+	g->live_prev = NULL;
+	g->live_next = c->live;
+	if (c->live)
+		c->live->live_prev = g;
+	c->live = g;
+	if (!c->keeper_on && !c->keeper_stop) {
+		if (pthread_create(&c->keeper, NULL, keeper_main, c) == 0)
+			c->keeper_on = 1;
+		else
+			log_warn("no lease keeper thread: a session must be polled within "
+				 "every lease (%u ms)", c->lease_ms);
+	}
+	pthread_mutex_unlock(&c->live_mu);
+}
+
+static void keeper_remove(lotus_cluster_t *c, struct sgroup *g)
+{
+	pthread_mutex_lock(&c->live_mu);   /* waits for a keeper pass over g */
+	if (g->live_prev)
+		g->live_prev->live_next = g->live_next;
+	else if (c->live == g)
+		c->live = g->live_next;
+	if (g->live_next)
+		g->live_next->live_prev = g->live_prev;
+	g->live_next = g->live_prev = NULL;
+	pthread_mutex_unlock(&c->live_mu);
+}
+
 static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
 {
 	struct wire_buf b;
@@ -73,11 +166,11 @@ static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
 
 static void group_destroy(lotus_cluster_t *c, struct sgroup *g)
 {
-	for (unsigned sv = 0; sv < c->nservers; sv++) {
-		if (g->conns[sv])
-			net_conn_close(g->conns[sv]);
+	keeper_remove(c, g);
+	/* net_worker_destroy closes the connections: a peer that does not answer
+	 * (a stopped server) gets a forced close, not a flush that never ends */
+	for (unsigned sv = 0; sv < c->nservers; sv++)
 		wire_buf_free(&g->out[sv]);
-	}
 	if (g->net)
 		net_worker_destroy(g->net);
 	pthread_mutex_destroy(&g->mu);
@@ -94,8 +187,9 @@ static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 	if (!g)
 		return -ENOMEM;
 	pthread_mutex_init(&g->mu, NULL);
-	rc = shared ? net_worker_create_shared(c->net, &sess_handlers, g, &g->net)
-		    : net_worker_create(c->net, &sess_handlers, g, &g->net);
+	/* serialized, not single-threaded: the lease keeper progresses it too */
+	(void)shared;
+	rc = net_worker_create_shared(c->net, &sess_handlers, g, &g->net);
 	for (unsigned sv = 0; rc == 0 && sv < c->nservers; sv++) {
 		wire_buf_init(&g->out[sv]);
 		rc = net_connect(g->net, c->servers[sv].host, c->servers[sv].port,
@@ -112,6 +206,7 @@ static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 		group_destroy(c, g);
 		return rc;
 	}
+	keeper_add(c, g);
 	*out = g;
 	return 0;
 }
@@ -268,7 +363,7 @@ int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, con
 	for (;;) {
 		size_t before = 0;
 		if (!g->conns[sv])
-			return LOTUS_EUNAVAIL;
+			return g->lost_reason[sv] ? g->lost_reason[sv] : LOTUS_EUNAVAIL;
 		if (g->dirty & (1ULL << sv) && b->count == 0xffff)
 			group_flush_server(s, sv);
 		if (!(g->dirty & (1ULL << sv))) {
@@ -360,16 +455,19 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 {
 	struct sgroup *g = arg;
 	unsigned sv = (unsigned)(uintptr_t)net_conn_user(nc);
-	log_error("lost memory server %u: %s", sv, lotus_strerror(reason ? reason : LOTUS_EUNAVAIL));
+	if (!reason)
+		reason = LOTUS_EUNAVAIL;   /* it closed the connection: as good as lost */
+	log_error("lost memory server %u: %s", sv, lotus_strerror(reason));
 	g->conns[sv] = NULL;
+	g->lost_reason[sv] = reason;
 	g->lost = 1;
 	if (g->admin_due) {
 		g->admin_due = 0;
-		g->admin_status = LOTUS_EUNAVAIL;
+		g->admin_status = reason;
 	}
 	for (unsigned i = 0; i < g->nslots; i++)
 		if (g->slots[i])
-			g->slots[i]->ops->on_lost(g->slots[i], sv);
+			g->slots[i]->ops->on_lost(g->slots[i], sv, reason);
 }
 
 /* Slots whose deadline passed are told (looked for once a millisecond at

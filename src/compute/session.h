@@ -49,7 +49,7 @@ struct sess_slot_ops {
 	void (*on_reply)(struct sess_slot *sl, unsigned sv, const struct wire_rep *r,
 			 const unsigned char *key, const unsigned char *value, size_t bytes);
 	/* The connection to server sv is gone. */
-	void (*on_lost)(struct sess_slot *sl, unsigned sv);
+	void (*on_lost)(struct sess_slot *sl, unsigned sv, int reason);
 	/* deadline_ns passed (checked at most once a millisecond). */
 	void (*on_expire)(struct sess_slot *sl);
 };
@@ -85,6 +85,8 @@ struct sgroup {
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
+	int lost_reason[LOTUS_MAX_SERVERS]; /* why conns[sv] is gone (requests fail so) */
+	struct sgroup *live_next, *live_prev;  /* cluster->live (live_mu) */
 	uint64_t next_expiry_ns;         /* when the poll next looks for expired slots */
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
@@ -106,6 +108,10 @@ struct lotus_session {
 /* Open a session: its own group, or (--batch inter) the shared group of
  * sessions idx / group_size; own_group: always its own (serialized worker,
  * for use by any thread under the caller's mutex). */
+/* The lease keeper: one thread per cluster progresses idle groups, so a
+ * session whose thread is busy elsewhere keeps its leases (session.c). */
+int keeper_init(lotus_cluster_t *c);
+void keeper_stop(lotus_cluster_t *c);
 int session_open(lotus_cluster_t *c, int own_group, lotus_session_t **out);
 void session_close(lotus_session_t *s);
 

@@ -561,6 +561,15 @@ static void txn_exec_done(ts_txn_t *t, int err)
 	txn_finish(t, err);
 }
 
+/* Is the connection to one of the writers gone (its vote lost with it)? */
+static int txn_writer_lost(const ts_txn_t *t)
+{
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++)
+		if ((t->writers >> sv & 1) && !session_connected(t->s, sv))
+			return 1;
+	return 0;
+}
+
 static void txn_step_done(ts_txn_t *t)
 {
 	int err = t->err;
@@ -569,7 +578,7 @@ static void txn_step_done(ts_txn_t *t)
 		txn_exec_done(t, err);
 		return;
 	case TXN_PREPARE:
-		if (err && t->writers && err == LOTUS_EUNAVAIL) {
+		if (err && t->writers && txn_writer_lost(t)) {
 			/* a writer's vote is lost with its server: its PREPARE may be
 			 * durable, so an ABORT from here could contradict what the
 			 * servers' cooperative termination decides.  Leave the
@@ -699,8 +708,10 @@ static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep
 		txn_step_ready(t);
 }
 
-/* Slot callback: the connection to sv is gone. */
-static void ts_on_lost(struct sess_slot *sl, unsigned sv)
+/* Slot callback: the connection to sv is gone (reason: LOTUS_EUNAVAIL,
+ * LOTUS_ETIMEOUT for a silent server, LOTUS_ELEASE for this process's expired
+ * lease): the step's requests there fail with reason. */
+static void ts_on_lost(struct sess_slot *sl, unsigned sv, int reason)
 {
 	ts_txn_t *t = container_of(sl, ts_txn_t, sl);
 	if (!t->due[sv])
@@ -708,7 +719,7 @@ static void ts_on_lost(struct sess_slot *sl, unsigned sv)
 	t->outstanding -= t->due[sv];
 	t->due[sv] = 0;
 	if (!t->err)
-		t->err = LOTUS_EUNAVAIL;
+		t->err = reason;
 	if (t->outstanding == 0)
 		txn_step_ready(t);
 }

@@ -70,9 +70,9 @@ static void *ms_worker_main(void *arg)
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
 	const char *hosts[] = { o->host };
-	struct net_opts no = { .transport = o->transport, .secret_file = o->secret_file,
-			       .insecure = o->insecure, .max_clients = o->max_clients,
-			       .hosts = hosts, .nhosts = 1 };
+	struct net_opts no = { .transport = o->transport, .lease_ms = o->lease_ms,
+			       .secret_file = o->secret_file, .insecure = o->insecure,
+			       .max_clients = o->max_clients, .hosts = hosts, .nhosts = 1 };
 	/* the upward calls of the layers below (ms_int.h), before anything runs */
 	ms_handlers_register(srv);
 	ms_durable_register(srv);

@@ -17,6 +17,7 @@ struct memserver_opts {
 	uint64_t memory;         /* buffer pool bytes */
 	const char *transport;   /* tcp, sm, ... (NULL: $UCX_TLS or tcp) */
 	int json_ready;          /* print one JSON line on stdout when listening */
+	unsigned lease_ms;       /* a connection silent this long is lost (0: 3000) */
 	/* Durability (docs/durability.md).  durability LOTUS_DUR_NONE (0) keeps
 	 * everything in memory and ignores data_dir; ASYNC and SYNC need data_dir:
 	 * recovery from it at start, a redo log and checkpoints while running,

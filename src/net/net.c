@@ -411,6 +411,11 @@ void net_ctx_destroy(net_ctx_t *ctx)
 {
 	if (!ctx)
 		return;
+	if (atomic_load(&ctx->leaked_workers)) {
+		log_debug("net: %u UCX worker(s) leaked: not cleaning up the UCX context",
+			  (unsigned)atomic_load(&ctx->leaked_workers));
+		return;   /* ctx stays allocated: a leaked worker points at it */
+	}
 	if (ctx->ucp)
 		ucp_cleanup(ctx->ucp);
 	sodium_memzero(&ctx->key, sizeof(ctx->key));
@@ -741,6 +746,31 @@ int net_worker_create_shared(net_ctx_t *ctx, const struct net_handlers *h, void 
 	return net_worker_create_mode(ctx, h, arg, out, UCS_THREAD_MODE_SERIALIZED);
 }
 
+static void net_ucx_wait(net_worker_t *w, int ms);
+
+/* Teardown, with peer error handling: PING every open connection and give the
+ * peers NET_PROBE_MS to answer (net_am_cb stamps last_rx_ns).  Returns the
+ * time of the probe (0 without peer error handling: no probe). */
+#define NET_PROBE_MS 200
+static uint64_t net_teardown_probe(net_worker_t *w)
+{
+	if (!w->ctx->peer_errors || !w->conns)
+		return 0;
+	uint64_t t0 = clock_now_ns(), deadline = t0 + NET_PROBE_MS * 1000000ULL;
+	for (net_conn_t *c = w->conns; c; c = c->next)
+		if (c->state == CONN_OPEN)
+			net_send_ping(c, WIRE_PING, 0);
+	for (;;) {
+		int silent = 0;
+		for (net_conn_t *c = w->conns; c; c = c->next)
+			silent |= c->state == CONN_OPEN && c->last_rx_ns < t0;
+		uint64_t now = clock_now_ns();
+		if (!silent || now >= deadline)
+			return t0;
+		net_ucx_wait(w, (int)MIN((deadline - now) / 1000000 + 1, 10));
+	}
+}
+
 void net_worker_destroy(net_worker_t *w)
 {
 	if (!w)
@@ -748,8 +778,17 @@ void net_worker_destroy(net_worker_t *w)
 	if (w->ucp) {
 		/* Say goodbye so peers notice at once, then let closes and pending
 		 * rendezvous receives finish (bounded) before destroying the worker. */
-		while (w->conns)
-			net_conn_close(w->conns);
+		uint64_t t0 = net_teardown_probe(w);
+		while (w->conns) {
+			net_conn_t *c = w->conns;
+			/* a peer that did not answer the probe (stopped, cut off) would
+			 * never complete a flush: close its endpoint at once where UCX
+			 * can (with peer error handling; sm needs the flush) */
+			if (w->ctx->peer_errors && c->state == CONN_OPEN && c->last_rx_ns < t0)
+				net_conn_close_ep(c, 1);
+			else
+				net_conn_close(c);
+		}
 		uint64_t deadline = clock_now_ns() + 2000000000ULL;
 		for (;;) {
 			int busy = w->nclosing > 0;
@@ -760,9 +799,13 @@ void net_worker_destroy(net_worker_t *w)
 			net_ucp_progress(w->ucp);
 		}
 		if (w->nclosing) {
-			/* Destroying the worker now would abort inside UCX; leak it. */
+			/* Destroying the worker now would abort inside UCX; leak it,
+			 * and with it the context (net_ctx_destroy): the worker still
+			 * holds memory registered with the context, and ucp_cleanup
+			 * under it asserts (rcache.c: region->refcount == 0). */
 			log_warn("net: %u connection(s) still closing after 2 s; leaking the "
 				 "UCX worker", w->nclosing);
+			atomic_fetch_add(&w->ctx->leaked_workers, 1);
 			return;
 		}
 		while (w->rx_head) {
@@ -825,7 +868,7 @@ static net_conn_t *net_conn_new(net_worker_t *w, const char *peer)
 		return NULL;
 	c->w = w;
 	c->refs = 1;
-	c->last_rx_ns = clock_now_ns();
+	c->last_rx_ns = c->last_tx_ns = clock_now_ns();
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	return c;
 }
@@ -924,8 +967,16 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 	net_worker_t *w = c->w;
 	if (c->state != CONN_OPEN && c->state != CONN_CONNECTING) {
 		free(buf);
-		return LOTUS_EUNAVAIL;
+		return c->state == CONN_LOST && c->lost_reason ? c->lost_reason : LOTUS_EUNAVAIL;
 	}
+	uint64_t now = clock_now_ns();
+	if (net_lease_stale(c, now)) {
+		/* the peer may have expired our lease: this must not reach it */
+		net_lease_fence(w, now);
+		free(buf);
+		return LOTUS_ELEASE;
+	}
+	c->last_tx_ns = now;
 	if (len > WIRE_MAX_MSG && !w->ctx->fault.oversize) {
 		free(buf);
 		return -E2BIG;
@@ -1399,6 +1450,13 @@ static int net_reap_lost(net_worker_t *w)
 int net_progress(net_worker_t *w)
 {
 	int n = 0;
+	uint64_t now = 0;
+	if (w->conns) {
+		/* before anything queued during a pause is received or answered */
+		now = clock_now_ns();
+		if (now >= w->next_lease_check_ns)
+			net_lease_fence(w, now);
+	}
 	while (net_ucp_progress(w->ucp))
 		;
 	n += net_mail_drain(w);
@@ -1408,11 +1466,10 @@ int net_progress(net_worker_t *w)
 	}
 	if (w->nlost)
 		n += net_reap_lost(w);
-	if (!w->ctx->peer_errors && w->conns) {
-		uint64_t now = clock_now_ns();
-		if (now >= w->next_lease_check_ns)
-			net_lease_check(w, now);
-	}
+	if (w->conns && now >= w->next_lease_check_ns)
+		net_lease_check(w, now);
+	if (w->nlost)
+		n += net_reap_lost(w);
 	return n;
 }
 

@@ -24,10 +24,13 @@
  * and both create endpoints by address.  Nothing reaches UCX's connection
  * manager, and a message on an endpoint no handshake made is dropped.
  *
- * Liveness: over tcp/rc/ud/dc the endpoint uses peer error handling, and a lost
- * peer reaches on_close().  Shared memory only works with error mode NONE, so
- * there each side pings an idle connection and declares it lost after
- * lease_ms without traffic.
+ * Liveness (net_liveness.c): every connection, on every transport, keeps a
+ * lease.  Each side pings an idle connection; a peer silent for lease_ms is
+ * lost (on_close with LOTUS_ETIMEOUT), and a connection this process sent
+ * nothing on for lease_ms (it was paused) is lost too (LOTUS_ELEASE: the
+ * peer may have expired it), before anything more is sent or received on
+ * it.  Over tcp/rc/ud/dc UCX's peer error handling also reports a peer
+ * whose connection failed (LOTUS_EUNAVAIL).
  *
  * Idle: net_wait() spins for spin_us, then sleeps on the worker's wakeup fd,
  * so an idle process uses no CPU.
@@ -51,7 +54,7 @@ typedef struct net_listener net_listener_t;
 struct net_opts {
 	const char *transport;   /* "tcp", "sm", "rc", "ud", "dc"; NULL: $UCX_TLS, else tcp */
 	unsigned spin_us;        /* busy-poll budget before sleeping (default 100) */
-	unsigned lease_ms;       /* shared-memory liveness lease (default 3000) */
+	unsigned lease_ms;       /* liveness lease of every connection (default 3000) */
 	/* The front door (door.h, docs/net.md "Who may connect"). */
 	const char *secret_file; /* the cluster secret; NULL: none (loopback only) */
 	int insecure;            /* allow net_listen off loopback without a secret */
@@ -70,7 +73,9 @@ struct net_handlers {
 	void (*on_accept)(void *arg, net_conn_t *c);
 	/* c is closed or its peer is lost (reason: 0 or -errno/LOTUS_E*).  c is
 	 * freed after this returns.  reason 0: the peer closed it (net_conn_close
-	 * or net_worker_destroy on its side); LOTUS_EUNAVAIL: the peer was lost.
+	 * or net_worker_destroy on its side); LOTUS_EUNAVAIL: the peer was lost;
+	 * LOTUS_ETIMEOUT: it was silent for a lease; LOTUS_ELEASE: this side sent
+	 * nothing for a lease (it was paused), so the peer may have expired it.
 	 * Not called for a local net_conn_close() or net_worker_destroy(). */
 	void (*on_close)(void *arg, net_conn_t *c, int reason);
 	/* An item passed to net_post() by another thread. */

@@ -36,8 +36,10 @@ struct net_fault {
 struct net_ctx {
 	ucp_context_h ucp;
 	char transport[16];       /* "tcp", "sm", "rc", "ud", "dc" */
-	int peer_errors;          /* 1: UCP_ERR_HANDLING_MODE_PEER, 0: lease liveness */
+	int peer_errors;          /* 1: UCP_ERR_HANDLING_MODE_PEER (UCX also reports
+				     lost peers), 0: shared memory, the lease only */
 	unsigned spin_us, lease_ms;
+	atomic_uint leaked_workers; /* workers left to UCX (still closing): no ucp_cleanup */
 	struct net_fault fault;
 	atomic_uint_fast64_t fault_seq;
 	struct door_key key;      /* the cluster secret (door.h) */
@@ -69,6 +71,7 @@ struct net_conn {
 	uint64_t blocked_gen;           /* net_dispatch round that found it blocked */
 	uint64_t burst_gen;             /* the round burst_items counts for */
 	unsigned burst_items;
+	uint64_t last_tx_ns;        /* last message handed to UCX (the peer's lease) */
 	struct net_conn *next, *prev;   /* w->conns */
 	struct net_conn *hnext;         /* hash chain */
 	char peer[64];
@@ -145,6 +148,11 @@ int net_send_ping(net_conn_t *c, int type, uint16_t flags);
 void net_conn_mark_lost(net_conn_t *c, int reason);
 /* net_liveness.c */
 void net_lease_check(net_worker_t *w, uint64_t now);
+/* Before anything is received or sent after a pause: conns this process has
+ * not sent to for a whole lease are lost (LOTUS_ELEASE). */
+void net_lease_fence(net_worker_t *w, uint64_t now);
+/* 1 if c's peer may already have expired our lease (nothing sent for lease_ms). */
+int net_lease_stale(const net_conn_t *c, uint64_t now);
 int net_lease_sleep_ms(net_worker_t *w, int timeout_ms);
 
 #endif
