@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "memserver/memserver.h"
 #include "memserver/ms_int.h"
+#include "onesided/os_region.h"
 
 static _Atomic int ms_stop_flag;
 static int ms_wake_item;   /* posted to wake a worker; carries nothing */
@@ -239,7 +240,7 @@ static const struct net_handlers ms_handlers = {
 
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
-	struct net_opts no = { .transport = o->transport };
+	struct net_opts no = { .transport = o->transport, .rma = 1 };
 	int rc = store_create(o->memory, 0, &srv->store);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
@@ -253,6 +254,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		ms_term_start(srv);
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
+	if (rc == 0)
+		rc = os_regions_create(srv->net, srv->store, &srv->onesided);
 	if (rc)
 		return rc;
 	srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));
@@ -294,6 +297,7 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		wire_buf_free(&srv->workers[i].scratch);
 	}
 	free(srv->workers);
+	os_regions_free(srv->onesided);   /* before its UCX context goes */
 	if (srv->net)
 		net_ctx_destroy(srv->net);
 	if (srv->locks)

@@ -168,6 +168,7 @@ struct ms_server {
 	pthread_t resolver;
 	int resolver_running;
 	_Atomic int resolver_stop;
+	struct os_regions *onesided;  /* the one-sided baseline's regions (src/onesided/) */
 };
 #define MS_PREP_BUCKETS 1024
 static inline unsigned ms_prep_bucket(uint64_t txn_id)

@@ -46,6 +46,8 @@ struct net_opts {
 	const char *transport;   /* "tcp", "sm", "rc", "ud", "dc"; NULL: $UCX_TLS, else tcp */
 	unsigned spin_us;        /* busy-poll budget before sleeping (default 100) */
 	unsigned lease_ms;       /* shared-memory liveness lease (default 3000) */
+	int rma;                 /* also enable UCX RMA and 64-bit atomics (the
+				    one-sided engine, src/onesided/) */
 };
 
 struct net_handlers {
@@ -100,6 +102,13 @@ void net_conn_set_user(net_conn_t *c, void *user);
 void *net_conn_user(const net_conn_t *c);
 const char *net_conn_peer(const net_conn_t *c);
 net_worker_t *net_conn_worker(const net_conn_t *c);
+
+/* The UCX handles under lotus's objects (ucp_context_h, ucp_worker_h,
+ * ucp_ep_h), for the one-sided engine's RMA on a context made with rma set.
+ * Same thread rules as the objects themselves. */
+void *net_ctx_ucp(net_ctx_t *ctx);
+void *net_worker_ucp(net_worker_t *w);
+void *net_conn_ep(net_conn_t *c);
 
 void *net_buf_alloc(size_t len);
 void net_buf_free(void *buf);

@@ -275,6 +275,7 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	case OP_ABORT:
 	case OP_STATS:
 	case OP_TXN_STATUS:
+	case OP_OS_ATTACH:
 		return 0;
 	case OP_CREATE_TABLE:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;
@@ -324,6 +325,6 @@ const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
 				       "scan", "commit", "abort", "create_table", "stats",
-				       "writeback", "txn_status", "prepare" };
+				       "writeback", "txn_status", "prepare", "os_attach" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }
