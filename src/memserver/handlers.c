@@ -745,7 +745,13 @@ static void h_os_attach(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 {
 	void *info = NULL;
 	size_t len = 0;
-	int rc = os_regions_attach(wk->srv->onesided, r->table, &info, &len);
+	char name[65];
+	uint16_t id = 0;
+	uint32_t maxv;
+	snprintf(name, sizeof(name), "%.*s", (int)r->key_len, (const char *)key);
+	int rc = store_table_find(wk->srv->store, name, &id, &maxv);
+	if (rc == 0)
+		rc = os_regions_attach(wk->srv->onesided, id, &info, &len);
 	struct wire_rep rep = { .op = r->op, .status = rc, .tag = r->tag, .txn_id = r->txn_id,
 				.value_len = (uint32_t)len };
 	ms_rep_add(wk, &wk->rep, &rep, info);

@@ -275,9 +275,9 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	case OP_ABORT:
 	case OP_STATS:
 	case OP_TXN_STATUS:
-	case OP_OS_ATTACH:
 		return 0;
 	case OP_CREATE_TABLE:
+	case OP_OS_ATTACH:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;
 	default:
 		return r->key_len == 0 || r->key_len > 128 ? LOTUS_EPROTO : 0;
