@@ -25,8 +25,8 @@
  *      Released by a put of 0, after the data put and a fence.
  *   NO_WAIT aborts on a conflict.  WAIT_DIE puts its priority into the
  *   header's ts word after each CAS it wins; on a conflict a transaction older
- *   than the ts there re-reads the header until the lock is free (at most
- *   wait_spins times), a younger one aborts.  Nothing orders the waiters: when
+ *   than the ts there re-reads the header until the lock is free (for at
+ *   most wait_ms), a younger one aborts.  Nothing orders the waiters: when
  *   the lock is released the first CAS wins, whichever transaction sent it
  *   (the paper's Fig. 3), so WAIT_DIE here is not starvation-free.
  *
@@ -466,8 +466,8 @@ int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
 		e->o.cache_bytes = 16u << 20;
 	if (!e->o.timeout_ms)
 		e->o.timeout_ms = 10000;
-	if (!e->o.wait_spins)
-		e->o.wait_spins = 100000;
+	if (!e->o.wait_ms)
+		e->o.wait_ms = 1000;
 	for (unsigned i = 0; i < o->nservers; i++) {
 		snprintf(e->hosts[i], sizeof(e->hosts[i]), "%s", o->hosts[i]);
 		e->ports[i] = o->ports[i];
@@ -811,8 +811,7 @@ static int locate(os_txn_t *t, struct os_op *op)
 static int lock_rec(os_txn_t *t, struct os_op *op, int mode)
 {
 	os_session_t *s = t->s;
-	uint64_t hdr[2], old;
-	unsigned spins = 0;
+	uint64_t hdr[2], old, wait_until = 0;
 	int rc = rma_get(s, op->tid, op->sv, op->rec, hdr, sizeof(hdr));
 	while (rc == 0) {
 		uint64_t cur = hdr[0], want;
@@ -832,10 +831,14 @@ static int lock_rec(os_txn_t *t, struct os_op *op, int mode)
 			hdr[0] = old;   /* lost the race: decide again on what is there */
 			continue;
 		}
-		if (s->e->o.cc == LOTUS_NO_WAIT || !(t->prio < hdr[1]) ||
-		    ++spins > s->e->o.wait_spins)
+		if (s->e->o.cc == LOTUS_NO_WAIT || !(t->prio < hdr[1]))
 			return LOTUS_EABORTED;       /* NO_WAIT, or WAIT_DIE: die */
-		s->cnt.wait_rereads++;               /* WAIT_DIE: older, wait by polling */
+		uint64_t now = clock_now_ns();       /* WAIT_DIE: older, wait by polling */
+		if (!wait_until)
+			wait_until = now + (uint64_t)s->e->o.wait_ms * 1000000;
+		else if (now > wait_until)
+			return LOTUS_EABORTED;
+		s->cnt.wait_rereads++;
 		maybe_poll(s);
 		rc = rma_get(s, op->tid, op->sv, op->rec, hdr, sizeof(hdr));
 	}

@@ -43,8 +43,10 @@ struct os_engine_opts {
 	int cc;                   /* LOTUS_NO_WAIT or LOTUS_WAIT_DIE */
 	uint64_t cache_bytes;     /* cache of upper index pages; 0: 16 MiB */
 	unsigned timeout_ms;      /* any wait for a server; 0: 10000 */
-	unsigned wait_spins;      /* WAIT_DIE: re-reads of a lock before giving up
-				     (counted as an abort); 0: 100000 */
+	unsigned wait_ms;         /* WAIT_DIE: how long an older transaction polls
+				     a lock before it gives up (an abort, which
+				     also breaks a wait cycle that a ts word read
+				     before its owner wrote it can cause); 0: 1000 */
 };
 
 enum os_op_type { OS_READ, OS_WRITE, OS_CAS, OS_FAA, OS_NTYPES };
