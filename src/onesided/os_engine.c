@@ -926,6 +926,11 @@ int os_txn_execute(os_txn_t *t)
 	return 0;
 }
 
+int os_txn_finished(const os_txn_t *t)
+{
+	return t->state == TX_DONE;
+}
+
 int os_txn_result(const os_txn_t *t, int op, const void **val, size_t *vlen)
 {
 	if (op < 0 || (unsigned)op >= t->n || !t->ops[op].found)

@@ -102,6 +102,8 @@ int os_txn_write(os_txn_t *t, unsigned tid, const void *key, size_t klen, const 
 int os_txn_insert(os_txn_t *t, unsigned tid, const void *key, size_t klen, const void *val,
 		  size_t vlen);
 int os_txn_execute(os_txn_t *t);
+/* 1 once a commit or abort ended it (it holds no lock). */
+int os_txn_finished(const os_txn_t *t);
 int os_txn_result(const os_txn_t *t, int op, const void **val, size_t *vlen);
 int os_txn_commit(os_txn_t *t);
 int os_txn_abort(os_txn_t *t);
