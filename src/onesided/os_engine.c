@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 #include <ucp/api/ucp.h>
 #include "common/clock.h"
 #include "common/common.h"
@@ -96,6 +97,10 @@ struct os_session {
 	struct os_tally *cur;     /* where rma_* count */
 	int broken;
 	uint64_t last_poll_ns, last_prio;
+	/* steps running as coroutines (os_txn_step), and the one running now */
+	ucontext_t sched;
+	os_txn_t *active, *running;
+	unsigned nactive;
 	/* the attach reply being waited for */
 	int rep_got, rep_status;
 	void *rep_val;
@@ -126,7 +131,16 @@ struct os_txn {
 	struct os_op *ops;
 	unsigned n, cap;
 	struct os_tally tally;
+	/* a step running as a coroutine (os_txn_step) */
+	ucontext_t ctx;
+	void *stack;
+	int step, step_rc, step_done, stepping;
+	os_step_cb cb;
+	void *cb_arg;
+	os_txn_t *next_active;
 };
+
+#define OS_STACK (256u << 10)
 
 const char *os_op_type_name(enum os_op_type t)
 {
@@ -160,6 +174,17 @@ void os_counters_add(struct os_counters *d, const struct os_counters *s)
 
 /* ---- RMA, one operation at a time ---------------------------------------------- */
 
+/* Inside a step's coroutine: let the session's other steps run (a lock
+ * being polled may be held by one of them). */
+static void step_yield(os_session_t *s)
+{
+	os_txn_t *t = s->running;
+	if (!t)
+		return;
+	swapcontext(&t->ctx, &s->sched);
+	s->cur = &t->tally;
+}
+
 static int rma_wait(os_session_t *s, ucs_status_ptr_t req)
 {
 	if (req == NULL)
@@ -178,13 +203,17 @@ static int rma_wait(os_session_t *s, ucs_status_ptr_t req)
 			s->broken = 1;
 			return LOTUS_EUNAVAIL;
 		}
-		ucp_worker_progress(s->uw);
-		if ((i & 1023) == 1023) {
+		if (s->running)      /* a step's coroutine: let the others run meanwhile */
+			step_yield(s);
+		else
+			ucp_worker_progress(s->uw);
+		if ((i & 1023) == 1023 || s->running) {
 			uint64_t now = clock_now_ns();
 			if (!deadline)
 				deadline = now + (uint64_t)s->e->o.timeout_ms * 1000000;
 			else if (now > deadline) {
 				ucp_request_cancel(s->uw, req);
+				ucp_worker_progress(s->uw);
 				ucp_request_free(req);
 				s->broken = 1;
 				return LOTUS_ETIMEOUT;
@@ -669,6 +698,10 @@ void os_txn_free(os_txn_t *t)
 {
 	if (!t)
 		return;
+	if (t->stepping)   /* a step cannot be cut off: run it to its end */
+		while (t->stepping)
+			os_session_run(t->s);
+	free(t->stack);
 	if (t->state == TX_EXECUTED || t->state == TX_FAILED || (t->state == TX_IDLE && t->n))
 		os_txn_abort(t);
 	ops_clear(t);
@@ -840,6 +873,7 @@ static int lock_rec(os_txn_t *t, struct os_op *op, int mode)
 			return LOTUS_EABORTED;
 		s->cnt.wait_rereads++;
 		maybe_poll(s);
+		step_yield(s);
 		rc = rma_get(s, op->tid, op->sv, op->rec, hdr, sizeof(hdr));
 	}
 	if (rc)
@@ -1026,6 +1060,7 @@ static int page_lock(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr)
 		if (rc || old == 0)
 			return rc;
 		maybe_poll(s);
+		step_yield(s);
 	}
 	return LOTUS_ETIMEOUT;
 }
@@ -1180,4 +1215,86 @@ static int tree_insert(os_txn_t *t, struct os_op *op)
 	if (rc == 0)
 		rc = level_insert(t, op->tid, op->sv, 0, op->key, rec, laddr, path);
 	return rc;
+}
+
+/* ---- steps as coroutines: several transactions' operations outstanding ------- */
+
+static void step_main(unsigned hi, unsigned lo)
+{
+	os_txn_t *t = (os_txn_t *)(uintptr_t)((uint64_t)hi << 32 | lo);
+	switch (t->step) {
+	case OS_STEP_EXECUTE:
+		t->step_rc = os_txn_execute(t);
+		break;
+	case OS_STEP_COMMIT:
+		t->step_rc = os_txn_commit(t);
+		break;
+	default:
+		t->step_rc = os_txn_finished(t) ? 0 : os_txn_abort(t);
+		break;
+	}
+	t->step_done = 1;   /* returns to s->sched through uc_link */
+}
+
+/* Run t's coroutine until it waits or ends; an ended step calls back. */
+static void step_resume(os_session_t *s, os_txn_t *t)
+{
+	struct os_tally *cur = s->cur;
+	s->running = t;
+	s->cur = &t->tally;
+	swapcontext(&s->sched, &t->ctx);
+	s->running = NULL;
+	s->cur = cur;
+	if (!t->step_done)
+		return;
+	for (os_txn_t **pp = &s->active; *pp; pp = &(*pp)->next_active)
+		if (*pp == t) {
+			*pp = t->next_active;
+			break;
+		}
+	s->nactive--;
+	t->stepping = 0;
+	t->cb(t, t->step_rc, t->cb_arg);
+}
+
+int os_txn_step(os_txn_t *t, enum os_step step, os_step_cb cb, void *arg)
+{
+	os_session_t *s = t->s;
+	if (t->stepping || s->running)
+		return LOTUS_ESTATE;
+	if (!t->stack && !(t->stack = malloc(OS_STACK)))
+		return -ENOMEM;
+	getcontext(&t->ctx);
+	t->ctx.uc_stack.ss_sp = t->stack;
+	t->ctx.uc_stack.ss_size = OS_STACK;
+	t->ctx.uc_link = &s->sched;
+	uint64_t p = (uint64_t)(uintptr_t)t;
+	makecontext(&t->ctx, (void (*)(void))step_main, 2, (unsigned)(p >> 32), (unsigned)p);
+	t->step = step;
+	t->step_done = 0;
+	t->stepping = 1;
+	t->cb = cb;
+	t->cb_arg = arg;
+	t->next_active = s->active;
+	s->active = t;
+	s->nactive++;
+	step_resume(s, t);    /* runs until its first wait (or to its end) */
+	return 0;
+}
+
+int os_session_run(os_session_t *s)
+{
+	os_txn_t *list[64];
+	unsigned n = 0;
+	ucp_worker_progress(s->uw);
+	for (os_txn_t *t = s->active; t && n < 64; t = t->next_active)
+		list[n++] = t;
+	for (unsigned i = 0; i < n; i++)
+		step_resume(s, list[i]);
+	return (int)n;
+}
+
+unsigned os_session_active(const os_session_t *s)
+{
+	return s->nactive;
 }

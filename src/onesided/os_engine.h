@@ -108,4 +108,17 @@ int os_txn_result(const os_txn_t *t, int op, const void **val, size_t *vlen);
 int os_txn_commit(os_txn_t *t);
 int os_txn_abort(os_txn_t *t);
 
+/* Asynchronous steps: the step runs as a coroutine of t, on the calling
+ * thread, until its first RMA op that is not complete at once; then the
+ * call returns 0 and os_session_run() carries on every running step,
+ * overlapping the operations of several transactions of the session.  cb
+ * runs when the step ended, from os_txn_step itself (a step that never
+ * waits) or from os_session_run.  Not from inside a step. */
+enum os_step { OS_STEP_EXECUTE, OS_STEP_COMMIT, OS_STEP_ABORT };
+typedef void (*os_step_cb)(os_txn_t *t, int rc, void *arg);
+int os_txn_step(os_txn_t *t, enum os_step step, os_step_cb cb, void *arg);
+/* Progress the network and resume the running steps; returns how many ran. */
+int os_session_run(os_session_t *s);
+unsigned os_session_active(const os_session_t *s);
+
 #endif

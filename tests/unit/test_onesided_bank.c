@@ -4,7 +4,9 @@
  * ACCOUNTS accounts on two memory servers (read-for-update both, write both,
  * retry on a conflict) under NO_WAIT and WAIT_DIE, on tcp and sm.  At the
  * end, read every account: the sum is what was loaded and no balance is
- * negative.  Bounded: TXNS transfers per thread, and a time limit.
+ * negative.  Then the same with one thread keeping INFLIGHT transfers going
+ * at once through asynchronous steps (os_txn_step: their RMA operations
+ * overlap).  Bounded: TXNS transfers per thread, and a time limit.
  */
 #include <pthread.h>
 #include "common/clock.h"
@@ -81,6 +83,102 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* ---- INFLIGHT transfers on one session, as step state machines ---- */
+#define INFLIGHT 8
+struct slot {
+	struct worker *w;
+	os_txn_t *t;
+	unsigned char ka[8], kb[8];
+	int64_t amount;
+	int busy;
+	uint64_t left;
+};
+
+static void slot_next(struct slot *sl);
+
+static void on_commit(os_txn_t *t, int rc, void *arg)
+{
+	struct slot *sl = arg;
+	if (rc == 0) {
+		sl->w->commits++;
+		slot_next(sl);
+		return;
+	}
+	CHECK(rc == LOTUS_EABORTED);
+	sl->w->aborts++;
+	CHECK_RC(os_txn_restart(t));   /* releases what the failed step held */
+	CHECK(os_txn_read_for_update(t, sl->w->tid, sl->ka, 8) == 0);
+	CHECK(os_txn_read_for_update(t, sl->w->tid, sl->kb, 8) == 1);
+	extern void on_exec(os_txn_t *, int, void *);
+	CHECK_RC(os_txn_step(t, OS_STEP_EXECUTE, on_exec, sl));
+}
+
+void on_exec(os_txn_t *t, int rc, void *arg)
+{
+	struct slot *sl = arg;
+	if (rc) {
+		on_commit(t, rc, arg);
+		return;
+	}
+	const void *v;
+	size_t len;
+	int64_t ba, bb;
+	CHECK_RC(os_txn_result(t, 0, &v, &len));
+	memcpy(&ba, v, 8);
+	CHECK_RC(os_txn_result(t, 1, &v, &len));
+	memcpy(&bb, v, 8);
+	if (ba >= sl->amount) {
+		ba -= sl->amount;
+		bb += sl->amount;
+	}
+	CHECK_RC(os_txn_write(t, sl->w->tid, sl->ka, 8, &ba, 8));
+	CHECK_RC(os_txn_write(t, sl->w->tid, sl->kb, 8, &bb, 8));
+	CHECK_RC(os_txn_step(t, OS_STEP_COMMIT, on_commit, sl));
+}
+
+static void slot_next(struct slot *sl)
+{
+	struct worker *w = sl->w;
+	if (sl->left == 0) {
+		sl->busy = 0;
+		return;
+	}
+	sl->left--;
+	uint64_t a = rnd(&w->seed) % ACCOUNTS, b = rnd(&w->seed) % (ACCOUNTS - 1);
+	if (b >= a)
+		b++;
+	sl->amount = (int64_t)(rnd(&w->seed) % 50);
+	key_from_u64(a, sl->ka);
+	key_from_u64(b, sl->kb);
+	CHECK_RC(os_txn_recycle(sl->t));
+	CHECK(os_txn_read_for_update(sl->t, w->tid, sl->ka, 8) == 0);
+	CHECK(os_txn_read_for_update(sl->t, w->tid, sl->kb, 8) == 1);
+	CHECK_RC(os_txn_step(sl->t, OS_STEP_EXECUTE, on_exec, sl));
+}
+
+static void run_inflight(struct worker *w)
+{
+	struct slot sl[INFLIGHT];
+	uint64_t deadline = clock_now_ns() + 20ULL * 1000000000;
+	for (int i = 0; i < INFLIGHT; i++) {
+		sl[i] = (struct slot){ .w = w, .busy = 1, .left = TXNS / INFLIGHT };
+		CHECK_RC(os_txn_begin(w->s, &sl[i].t));
+	}
+	for (int i = 0; i < INFLIGHT; i++)
+		slot_next(&sl[i]);
+	for (;;) {
+		int busy = 0;
+		for (int i = 0; i < INFLIGHT; i++)
+			busy += sl[i].busy;
+		if (!busy)
+			break;
+		CHECK(clock_now_ns() < deadline);
+		os_session_run(w->s);
+	}
+	for (int i = 0; i < INFLIGHT; i++)
+		os_txn_free(sl[i].t);
+}
+
 static void scenario(const char *transport, int cc)
 {
 	lotus_cluster_t *cl = test_cluster(2, transport, cc, LOTUS_BATCH_INTRA);
@@ -110,8 +208,12 @@ static void scenario(const char *transport, int cc)
 	for (int i = 0; i < THREADS; i++)
 		CHECK(pthread_create(&w[i].th, NULL, worker_main, &w[i]) == 0);
 	uint64_t commits = 0, aborts = 0;
-	for (int i = 0; i < THREADS; i++) {
+	for (int i = 0; i < THREADS; i++)
 		pthread_join(w[i].th, NULL);
+	uint64_t t0 = clock_now_ns();
+	run_inflight(&w[0]);
+	uint64_t infl_ns = clock_now_ns() - t0;
+	for (int i = 0; i < THREADS; i++) {
 		commits += w[i].commits;
 		aborts += w[i].aborts;
 	}
@@ -134,9 +236,11 @@ static void scenario(const char *transport, int cc)
 	}
 	CHECK_RC(os_txn_commit(t));
 	os_txn_free(t);
-	printf("%s %s: %llu transfers committed, %llu aborts, sum %lld\n", transport,
-	       cc == LOTUS_NO_WAIT ? "no_wait" : "wait_die", (unsigned long long)commits,
-	       (unsigned long long)aborts, (long long)sum);
+	printf("%s %s: %llu transfers committed, %llu aborts, sum %lld (%d in flight: %.1f ms)\n",
+	       transport, cc == LOTUS_NO_WAIT ? "no_wait" : "wait_die",
+	       (unsigned long long)commits, (unsigned long long)aborts, (long long)sum, INFLIGHT,
+	       infl_ns / 1e6);
+	CHECK(commits == THREADS * TXNS + TXNS / INFLIGHT * INFLIGHT);
 	CHECK(sum == (int64_t)ACCOUNTS * START);
 	CHECK(commits > 0);
 	for (int i = 0; i < THREADS; i++)
