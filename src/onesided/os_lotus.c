@@ -10,10 +10,13 @@
  * inserts).  Tables are created and server counters read through lotus's
  * two-sided messages as before.
  *
- * Every step runs to its end inside execute/commit/abort (the baseline's ops
- * are synchronous); its callback is queued and runs from the next poll, as
- * the interface requires.  poll also answers the servers' liveness pings on
- * both the two-sided session's connections and the engine's own.
+ * Each step (execute, commit, abort) runs as a coroutine of its transaction
+ * (os_txn_step): its RMA operations are still one at a time, but while one
+ * waits the session's other transactions (ycsb --inflight) go on, and poll
+ * resumes them as their operations complete.  A step's end is queued and
+ * its callback runs from poll, as the interface requires.  poll also
+ * answers the servers' liveness pings on both the two-sided session's
+ * connections and the engine's own.
  */
 #if __has_include("compute/engine.h")
 #include <errno.h>
@@ -48,6 +51,8 @@ struct osl_txn {
 	struct lotus_txn pub;
 	os_txn_t *t;
 	int err;                  /* sticky staging error */
+	lotus_txn_cb cb;          /* the step running */
+	void *arg;
 };
 
 static struct osl_session *osl_of(const lotus_session_t *s)
@@ -125,7 +130,9 @@ static int osl_poll(lotus_session_t *s, int timeout_ms)
 	struct osl_session *ss = osl_of(s);
 	uint64_t now = clock_now_ns();
 	int n = 0;
-	if (now - ss->last_poll_ns > OSL_POLL_NS || !ss->qlen) {
+	if (os_session_active(ss->os))
+		n += os_session_run(ss->os);
+	if (now - ss->last_poll_ns > OSL_POLL_NS || (!ss->qlen && !os_session_active(ss->os))) {
 		ss->last_poll_ns = now;
 		os_session_poll(ss->os);
 		n += session_poll(s, ss->qlen ? 0 : MIN(timeout_ms, 1));
@@ -225,27 +232,38 @@ static int osl_stage(lotus_txn_t *t, const struct engine_op *op)
 	return rc;
 }
 
-static int osl_execute(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static void osl_step_done(os_txn_t *t, int rc, void *arg)
+{
+	struct osl_txn *ot = arg;
+	if (osl_queue(&ot->pub, ot->cb, ot->arg, rc) != 0)
+		log_error("onesided: callback queue full: a step's end is lost");
+}
+
+static int osl_step(lotus_txn_t *t, enum os_step step, lotus_txn_cb cb, void *arg)
 {
 	struct osl_txn *ot = ot_of(t);
-	if (ot->err)
+	if (ot->err && step != OS_STEP_ABORT)
 		return ot->err;
-	return osl_queue(t, cb, arg, os_txn_execute(ot->t));
+	if (osl_of(t->s)->qlen + os_session_active(osl_of(t->s)->os) >= OSL_QUEUE)
+		return -ENOMEM;
+	ot->cb = cb;
+	ot->arg = arg;
+	return os_txn_step(ot->t, step, osl_step_done, ot);
+}
+
+static int osl_execute(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	return osl_step(t, OS_STEP_EXECUTE, cb, arg);
 }
 
 static int osl_commit(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
-	struct osl_txn *ot = ot_of(t);
-	if (ot->err)
-		return ot->err;
-	return osl_queue(t, cb, arg, os_txn_commit(ot->t));
+	return osl_step(t, OS_STEP_COMMIT, cb, arg);
 }
 
 static int osl_abort(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
-	struct osl_txn *ot = ot_of(t);
-	int rc = os_txn_finished(ot->t) ? 0 : os_txn_abort(ot->t);
-	return osl_queue(t, cb, arg, rc);
+	return osl_step(t, OS_STEP_ABORT, cb, arg);
 }
 
 static int osl_finished(const lotus_txn_t *t)
