@@ -1284,10 +1284,14 @@ int os_txn_step(os_txn_t *t, enum os_step step, os_step_cb cb, void *arg)
 
 int os_session_run(os_session_t *s)
 {
-	os_txn_t *list[64];
-	unsigned n = 0;
+	unsigned n = 0, max = s->nactive;
+	if (!max) {
+		ucp_worker_progress(s->uw);
+		return 0;
+	}
+	os_txn_t *list[max];   /* the steps running now; those they start wait */
 	ucp_worker_progress(s->uw);
-	for (os_txn_t *t = s->active; t && n < 64; t = t->next_active)
+	for (os_txn_t *t = s->active; t && n < max; t = t->next_active)
 		list[n++] = t;
 	for (unsigned i = 0; i < n; i++)
 		step_resume(s, list[i]);
