@@ -38,6 +38,10 @@
  *    has failed, appends fail with LOTUS_EREADONLY, nothing more is applied,
  *    and every write request is refused; reads go on.
  *  - Table ids follow the log order: creations are serialised by tables_mu.
+ *
+ * Layer 3 (ms_int.h): it calls conn.c, handlers.c (applying writes) and
+ * outcomes.c directly; handlers.c and conn.c reach its steps only through the
+ * hooks ms_durable_register() sets.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +59,13 @@
 #include "common/log.h"
 #include "memserver/memserver.h"
 #include "memserver/ms_int.h"
+#include "memserver/conn.h"
+#include "memserver/handlers.h"
+#include "memserver/outcomes.h"
+#include "memserver/durable.h"
+
+static uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len);
+static void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw);
 
 /* ---- applying a logged write list ------------------------------------------ */
 
@@ -328,7 +339,7 @@ static int prep_adopt(struct ms_server *srv, const struct ms_prepared *p)
 	return 0;
 }
 
-uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len)
+static uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len)
 {
 	struct ms_redo_prepare h;
 	uint64_t parts = 0;
@@ -357,7 +368,7 @@ uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len)
  * prepared table; the resolver thread (termination.c) then asks the other
  * participants and logs the decision (cooperative termination, Cornus).
  */
-uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *list)
+static uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *list)
 {
 	char ids[512];
 	size_t n = 0, len = 0;
@@ -433,7 +444,7 @@ static void recovery_report(struct ms_server *srv)
 		 secs > 0 ? mb / secs : 0.0, r->next_lsn);
 }
 
-int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len)
+static int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len)
 {
 	struct redo_stats rs;
 	uint64_t waits = 0, immediate = 0;
@@ -612,7 +623,7 @@ void ms_prep_close(struct ms_server *srv)
 	pthread_mutex_destroy(&srv->prep_mu);
 }
 
-int ms_prepared_hold(struct ms_server *srv, uint64_t txn_id)
+static int ms_prepared_hold(struct ms_server *srv, uint64_t txn_id)
 {
 	int held = 0;
 	if (!atomic_load(&srv->nprep))
@@ -629,7 +640,7 @@ int ms_prepared_hold(struct ms_server *srv, uint64_t txn_id)
 
 /* ---- the write paths --------------------------------------------------------- */
 
-int ms_durable_refuses(struct ms_server *srv)
+static int ms_durable_refuses(struct ms_server *srv)
 {
 	int rc = redo_status(srv->log);
 	if (rc && !atomic_exchange(&srv->readonly_said, 1))
@@ -650,7 +661,7 @@ static uint64_t tail_wait_lsn(struct ms_server *srv)
 	return tail > redo_durable_lsn(srv->log) ? tail : 0;
 }
 
-int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+static int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
 		     store_resv_t **rp, uint64_t *lsn)
 {
 	*lsn = 0;
@@ -720,7 +731,7 @@ static unsigned char *prepare_payload(const struct wire_req *r, const unsigned c
 	return p;
 }
 
-int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
+static int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
 		      store_resv_t **rp, uint64_t *lsn)
 {
 	*lsn = 0;
@@ -827,7 +838,7 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 	return 1;
 }
 
-int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
+static int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
 			const unsigned char *key, const unsigned char *val, uint64_t *lsn)
 {
 	struct ms_server *srv = wk->srv;
@@ -863,7 +874,7 @@ int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64
 /* A new table is created, then logged, both inside the gate and under
  * tables_mu (so ids follow log order).  If the append fails the table lives
  * in memory only; the server is read-only from then on anyway. */
-int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
+static int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
 			   uint16_t *id, uint64_t *lsn)
 {
 	uint16_t have_id;
@@ -920,7 +931,7 @@ static void durwait_fail_all(struct ms_durwait *dw, int status)
 		((struct wire_rep *)r)->status = status;
 }
 
-void ms_reply_durable(struct ms_worker *wk, uint64_t seq, const struct wire_req *r, int status,
+static void ms_reply_durable(struct ms_worker *wk, uint64_t seq, const struct wire_req *r, int status,
 		      uint64_t arg, uint64_t lsn)
 {
 	struct wire_rep rep = {
@@ -953,7 +964,7 @@ static void durwait_notify(void *arg, int status)
 			  dw->rep.count);
 }
 
-void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c)
+static void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c)
 {
 	struct ms_durwait *dw = calloc(1, sizeof(*dw));
 	uint64_t lsn = wk->dur_lsn;
@@ -980,7 +991,7 @@ void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c)
 	}
 }
 
-void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
+static void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
 {
 	struct ms_conn *c = dw->conn;
 	if (dw->status)
@@ -991,4 +1002,19 @@ void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
 	free(dw);
 	ms_conn_settle(wk, c);
 	ms_conn_unref(c);
+}
+
+void ms_durable_register(struct ms_server *srv)
+{
+	srv->hooks.durable_flush = ms_durable_flush;
+	srv->hooks.durable_resume = ms_durable_resume;
+	srv->hooks.prepared_hold = ms_prepared_hold;
+	srv->hooks.durable_refuses = ms_durable_refuses;
+	srv->hooks.commit_logged = ms_commit_logged;
+	srv->hooks.writeback_logged = ms_writeback_logged;
+	srv->hooks.table_create_logged = ms_table_create_logged;
+	srv->hooks.prepare_logged = ms_prepare_logged;
+	srv->hooks.prepared_decide = ms_prepared_decide;
+	srv->hooks.reply_durable = ms_reply_durable;
+	srv->hooks.durable_stats_json = ms_durable_stats_json;
 }

@@ -40,6 +40,11 @@
  * but not applied; the COMMIT without writes that follows applies them, an
  * ABORT drops them.  OP_TXN_STATUS answers another server's resolver
  * (termination.c).
+ *
+ * Layer 2 (ms_int.h): below the log and the resolver, so every ms_*_logged,
+ * ms_reply_durable, ms_prepared_decide and ms_txn_status step above is called
+ * through srv->hooks; conn.c calls ms_handle_req, ms_resume and
+ * ms_conn_drop_pending through them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -48,6 +53,8 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "memserver/ms_int.h"
+#include "memserver/conn.h"
+#include "memserver/handlers.h"
 #include "onesided/os_region.h"
 
 /* One SCAN reply holds at most this many rows and (after its first row) this
@@ -236,7 +243,7 @@ static void pending_unlink(struct ms_pending *p)
 		p->next->prev = p->prev;
 }
 
-void ms_pending_free(struct ms_pending *p)
+static void ms_pending_free(struct ms_pending *p)
 {
 	if (p->txn)
 		lock_txn_put(p->conn->wk->srv->locks, p->txn);
@@ -244,7 +251,7 @@ void ms_pending_free(struct ms_pending *p)
 	free(p);
 }
 
-void ms_conn_drop_pending(struct ms_conn *c)
+static void ms_conn_drop_pending(struct ms_conn *c)
 {
 	struct ms_pending *p, *next;
 	for (p = c->pending; p; p = next) {
@@ -272,7 +279,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, LOTUS_ENOTABLE, 0);
 		return;
 	}
-	if (srv->log && op_mode(r->op) == LOCK_X && (rc = ms_durable_refuses(srv)) != 0) {
+	if (srv->log && op_mode(r->op) == LOCK_X && (rc = srv->hooks.durable_refuses(srv)) != 0) {
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
@@ -563,7 +570,7 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
-	if (rc == 0 && r->arg == 0 && ms_prepared_decide(srv, r->txn_id, 1, &rc)) {
+	if (rc == 0 && r->arg == 0 && srv->hooks.prepared_decide(srv, r->txn_id, 1, &rc)) {
 		lock_txn_release(srv->locks, txn);   /* phase two of a 2PC */
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
@@ -574,10 +581,10 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rc = commit_reserve(srv, txn, r, val, &rv);
 	if (rc == 0 && srv->log) {
 		uint64_t lsn;
-		rc = ms_commit_logged(srv, r, val, &rv, &lsn);
+		rc = srv->hooks.commit_logged(srv, r, val, &rv, &lsn);
 		store_resv_release(srv->store, rv);
 		lock_txn_release(srv->locks, txn);
-		ms_reply_durable(wk, seq, r, rc, 0, lsn);
+		wk->srv->hooks.reply_durable(wk, seq, r, rc, 0, lsn);
 		return;
 	}
 	if (rc == 0) {
@@ -612,7 +619,7 @@ static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, 
 	if (rc == 0)   /* the space its writes need, before it is held or logged */
 		rc = commit_reserve(srv, txn, r, val, &rv);
 	if (rc == 0)   /* on success the prepared entry owns the reservation */
-		rc = ms_prepare_logged(srv, r, val, &rv, &lsn);
+		rc = srv->hooks.prepare_logged(srv, r, val, &rv, &lsn);
 	if (rc) {
 		store_resv_release(srv->store, rv);
 		lock_txn_release(srv->locks, txn);
@@ -620,7 +627,7 @@ static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, 
 		return;
 	}
 	lock_txn_put(srv->locks, txn);
-	ms_reply_durable(wk, seq, r, 0, 0, lsn);
+	wk->srv->hooks.reply_durable(wk, seq, r, 0, 0, lsn);
 }
 
 static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
@@ -629,7 +636,7 @@ static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	lock_txn_t *txn = lock_txn_find(wk->srv->locks, r->txn_id);
 	int rc = 0;
 	/* a prepared txn: log the abort (durable servers), drop its writes */
-	ms_prepared_decide(wk->srv, r->txn_id, 0, &rc);
+	wk->srv->hooks.prepared_decide(wk->srv, r->txn_id, 0, &rc);
 	if (txn)
 		lock_txn_release(wk->srv->locks, txn);
 	rep_status(wk, &wk->rep, r, 0, 0);
@@ -654,9 +661,9 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 	}
 	int rc = r->arg > STORE_VALUE_MAX ? LOTUS_ETOOBIG
 		 : !wk->srv->log ? store_table_create(wk->srv->store, name, (uint32_t)r->arg, &id)
-		 : ms_table_create_logged(wk->srv, name, (uint32_t)r->arg, &id, &lsn);
+		 : wk->srv->hooks.table_create_logged(wk->srv, name, (uint32_t)r->arg, &id, &lsn);
 	if (lsn)
-		ms_reply_durable(wk, seq, r, rc, id, lsn);
+		wk->srv->hooks.reply_durable(wk, seq, r, rc, id, lsn);
 	else
 		rep_status(wk, &wk->rep, r, rc, id);
 }
@@ -695,7 +702,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)ls.upgrades);
 	if (srv->log && n > 0 && (size_t)n < sizeof(buf)) {   /* before the closing brace */
 		n--;
-		n += ms_durable_stats_json(srv, buf + n, sizeof(buf) - (size_t)n);
+		n += srv->hooks.durable_stats_json(srv, buf + n, sizeof(buf) - (size_t)n);
 		if ((size_t)n < sizeof(buf) - 1) {
 			buf[n++] = '}';
 			buf[n] = 0;
@@ -717,9 +724,9 @@ static void h_writeback(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	uint64_t lsn = 0;
 	int rc = !maxv ? LOTUS_ENOTABLE : r->value_len > maxv ? LOTUS_ETOOBIG
 		 : !wk->srv->log ? ms_write_apply(wk->srv->store, NULL, &w, key, val)
-		 : ms_writeback_logged(wk, &w, r->txn_id, key, val, &lsn);
+		 : wk->srv->hooks.writeback_logged(wk, &w, r->txn_id, key, val, &lsn);
 	if (lsn)
-		ms_reply_durable(wk, seq, r, rc, 0, lsn);
+		wk->srv->hooks.reply_durable(wk, seq, r, rc, 0, lsn);
 	else
 		rep_status(wk, &wk->rep, r, rc, 0);
 }
@@ -730,10 +737,10 @@ static void h_txn_status(struct ms_worker *wk, struct ms_conn *c, uint32_t sende
 			 const unsigned char *val)
 {
 	uint64_t lsn = 0;
-	int answer = ms_txn_status(wk->srv, r->txn_id, &lsn);
+	int answer = wk->srv->hooks.txn_status(wk->srv, r->txn_id, &lsn);
 	int rc = answer ? 0 : LOTUS_EREADONLY;
 	if (lsn)   /* a refusal counts once it is durable */
-		ms_reply_durable(wk, seq, r, rc, (uint64_t)answer, lsn);
+		wk->srv->hooks.reply_durable(wk, seq, r, rc, (uint64_t)answer, lsn);
 	else
 		rep_status(wk, &wk->rep, r, rc, (uint64_t)answer);
 }
@@ -766,7 +773,7 @@ static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_PREPARE] = h_prepare, [OP_OS_ATTACH] = h_os_attach,
 };
 
-void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	wk->reqs++;
@@ -779,7 +786,7 @@ void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uin
 }
 
 /* Owner thread: a parked request was granted (result 0) or its txn wounded. */
-void ms_resume(struct ms_worker *wk, struct ms_pending *p)
+static void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 {
 	struct ms_conn *c = p->conn;
 	struct wire_buf b;
@@ -818,4 +825,11 @@ void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 out:
 	ms_pending_free(p);
 	ms_conn_unref(c);
+}
+
+void ms_handlers_register(struct ms_server *srv)
+{
+	srv->hooks.handle_req = ms_handle_req;
+	srv->hooks.resume = ms_resume;
+	srv->hooks.conn_drop_pending = ms_conn_drop_pending;
 }

@@ -1,6 +1,9 @@
 /*
- * memserver.c - the memory server process: start-up, worker threads,
- * connections and message dispatch.
+ * memserver.c - the memory server process: start-up, worker threads, and the
+ * wiring of the layers (ms_int.h draws them: conn, handlers, outcomes,
+ * durable, termination).  It is the top: it may call every layer, and at
+ * start-up it has each upper layer register its hooks (srv->hooks) before
+ * anything runs.
  *
  * Threads: the caller's thread waits for SIGINT/SIGTERM (or memserver_stop())
  * and then stops the W workers.  Worker 0 also owns the listener, which hands
@@ -8,9 +11,6 @@
  * threads; every worker serves any key.  A worker only touches its own
  * connections; grants for requests parked on another worker's connection
  * arrive through net_post() (see ms_int.h).
- *
- * A message that fails wire_msg_check() is answered with a WIRE_ERROR message
- * and dropped: a bad client never takes the server down or changes data.
  *
  * With a data directory, start-up first recovers the store from it and opens
  * the log and the page writer (durable.c), all before the listener exists; a
@@ -28,184 +28,17 @@
 #include "common/log.h"
 #include "memserver/memserver.h"
 #include "memserver/ms_int.h"
+#include "memserver/conn.h"
+#include "memserver/handlers.h"
+#include "memserver/durable.h"
+#include "memserver/termination.h"
 #include "onesided/os_region.h"
 
 static _Atomic int ms_stop_flag;
-static int ms_wake_item;   /* posted to wake a worker; carries nothing */
 
 void memserver_stop(void)
 {
 	atomic_store(&ms_stop_flag, 1);
-}
-
-void ms_conn_unref(struct ms_conn *c)
-{
-	if (--c->refs == 0)
-		free(c);
-}
-
-int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *b)
-{
-	size_t len;
-	wire_buf_end(b);
-	unsigned char *data = wire_buf_detach(b, &len);
-	if (c->closed) {
-		net_buf_free(data);
-		return 0;
-	}
-	int rc = net_send(c->nc, data, len);
-	if (rc && !c->broken) {
-		log_error("worker %u: a reply message to %s (%zu bytes) could not be sent: %s; "
-			  "closing the connection", wk->idx, net_conn_peer(c->nc), len,
-			  lotus_strerror(rc));
-		c->broken = 1;
-	}
-	return rc;
-}
-
-/* Release what a lost client held (its connection is gone or going). */
-static int ms_keep_prepared(void *arg, uint64_t txn_id)
-{
-	return ms_prepared_hold(arg, txn_id);
-}
-
-static void ms_conn_release(struct ms_worker *wk, struct ms_conn *c, int reason)
-{
-	c->closed = 1;
-	int n = lock_release_owner(wk->srv->locks, c);
-	/* COMMITTING ones: a prepared txn waits for its decision (the resolver
-	 * takes it now); any other (the WOUND_WAIT round, a one-phase commit that
-	 * never came) has nothing to apply here, so it is released too */
-	n += lock_release_owner_committing(wk->srv->locks, c, ms_keep_prepared, wk->srv);
-	if (n)
-		log_info("client %u lost (%s): released %d transactions", c->compute_id,
-			 lotus_strerror(reason), n);
-	ms_conn_drop_pending(c);
-}
-
-void ms_conn_settle(struct ms_worker *wk, struct ms_conn *c)
-{
-	if (!c->broken || c->closed)
-		return;
-	ms_conn_release(wk, c, LOTUS_EUNAVAIL);
-	net_conn_set_user(c->nc, NULL);
-	net_conn_close(c->nc);   /* no on_close for a local close */
-	ms_conn_unref(c);        /* the connection's own reference */
-}
-
-static void ms_send_error(struct ms_worker *wk, struct ms_conn *c, uint64_t seq, int status)
-{
-	struct wire_buf b;
-	wire_buf_init(&b);
-	if (wire_buf_begin(&b, WIRE_ERROR, wk->srv->id, seq) == 0) {
-		((struct wire_hdr *)b.data)->aux = status;
-		ms_send_reply_msg(wk, c, &b);
-	} else {
-		c->broken = 1;     /* the client must not wait for an answer */
-	}
-	wire_buf_free(&b);
-	ms_conn_settle(wk, c);
-}
-
-static void ms_on_accept(void *arg, net_conn_t *nc)
-{
-	struct ms_worker *wk = arg;
-	struct ms_conn *c = calloc(1, sizeof(*c));
-	if (!c) {
-		net_conn_close(nc);
-		return;
-	}
-	c->wk = wk;
-	c->nc = nc;
-	c->refs = 1;
-	net_conn_set_user(nc, c);
-	log_debug("worker %u: connection from %s", wk->idx, net_conn_peer(nc));
-}
-
-static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *data, size_t len)
-{
-	const struct wire_hdr *h = data;
-	struct wire_iter it;
-	const struct wire_req *r;
-	const unsigned char *k, *v;
-	if (wire_buf_begin(&wk->rep, WIRE_REP, wk->srv->id, h->seq) != 0) {
-		log_error("worker %u: no memory for replies: closing the connection", wk->idx);
-		c->broken = 1;
-		return;
-	}
-	wk->out_conn = c;
-	wk->out_seq = h->seq;
-	wire_iter_init(&it, data, len);
-	while (!c->broken && wire_next_req(&it, &r, &k, &v) == 1)
-		ms_handle_req(wk, c, h->sender, h->seq, r, k, v);
-	if (wk->rep.count)
-		ms_send_reply_msg(wk, c, &wk->rep);
-	wk->out_conn = NULL;
-	if (wk->dur_rep.count)
-		ms_durable_flush(wk, c);
-}
-
-static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
-{
-	struct ms_worker *wk = arg;
-	struct ms_conn *c = net_conn_user(nc);
-	const struct wire_hdr *h = data;
-	if (!c)
-		return;
-	int rc = wire_msg_check(data, len);
-	if (rc != 0) {
-		wk->bad_msgs++;
-		log_warn("worker %u: bad message from %s: %s", wk->idx, net_conn_peer(nc),
-			 lotus_strerror(rc));
-		ms_send_error(wk, c, len >= sizeof(*h) ? h->seq : 0, rc);
-		return;
-	}
-	switch (h->type) {
-	case WIRE_REQ:
-		ms_handle_reqs(wk, c, data, len);
-		ms_conn_settle(wk, c);
-		break;
-	case WIRE_HELLO:
-		c->compute_id = h->sender;
-		break;
-	default:
-		wk->bad_msgs++;
-		ms_send_error(wk, c, h->seq, LOTUS_EPROTO);
-		break;
-	}
-}
-
-/* A client is gone: release its transactions' locks and its parked requests.
- * A parked request already NOTIFIED by another thread is freed by its post. */
-static void ms_on_close(void *arg, net_conn_t *nc, int reason)
-{
-	struct ms_worker *wk = arg;
-	struct ms_conn *c = net_conn_user(nc);
-	if (!c)
-		return;
-	ms_conn_release(wk, c, reason);
-	ms_conn_unref(c);
-}
-
-static void ms_on_post(void *arg, void *item)
-{
-	struct ms_worker *wk = arg;
-	if (item == &ms_wake_item)
-		return;
-	if (*(const int *)item == MS_POST_DURABLE)
-		ms_durable_resume(wk, item);
-	else
-		ms_resume(wk, item);
-}
-
-int ms_post(net_worker_t *w, void *item)
-{
-	int rc;
-	for (int i = 0; (rc = net_post(w, item)) != 0 && i < 1000; i++)
-		usleep(1000);   /* out of memory for the mail: a reply depends on it */
-	if (rc)
-		log_error("out of memory: a reply could not be handed to its worker");
-	return rc;
 }
 
 /* Lock manager callback, any thread: hand the parked request to its owner. */
@@ -233,14 +66,13 @@ static void *ms_worker_main(void *arg)
 	return NULL;
 }
 
-static const struct net_handlers ms_handlers = {
-	.on_msg = ms_on_msg, .on_accept = ms_on_accept,
-	.on_close = ms_on_close, .on_post = ms_on_post,
-};
-
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
 	struct net_opts no = { .transport = o->transport, .rma = 1 };
+	/* the upward calls of the layers below (ms_int.h), before anything runs */
+	ms_handlers_register(srv);
+	ms_durable_register(srv);
+	ms_term_register(srv);
 	int rc = store_create(o->memory, 0, &srv->store);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);

@@ -1,6 +1,25 @@
 /*
- * ms_int.h - memory-server internals shared by memserver.c (threads,
- * connections, message dispatch) and handlers.c (one function per request op).
+ * ms_int.h - memory-server internals: the structs every layer shares, and the
+ * hook table through which a lower layer calls an upper one.  It declares no
+ * function; each layer's header declares what the layers above it may call.
+ *
+ * Layers, bottom to top.  A file includes only headers below its own layer
+ * (tests/integration/memserver_layers.sh checks the includes and the object
+ * files' symbols), so an upward call does not compile:
+ *
+ *   memserver.c    start-up, worker threads, wiring   (may include every header)
+ *   termination.c  the 2PC resolver                     termination.h
+ *   durable.c      redo log, checkpoints, recovery,     durable.h
+ *                  the prepared table, replies that
+ *                  wait for the log
+ *   outcomes.c     the decisions remembered for 2PC     outcomes.h
+ *   handlers.c     request handlers, applying writes    handlers.h
+ *   conn.c         connections, messages, lost clients  conn.h
+ *   ms_int.h       shared structs and struct ms_hooks
+ *
+ * Upward calls go through srv->hooks (struct ms_hooks below): each upper
+ * layer fills its fields in its ms_*_register(), which memserver.c calls at
+ * start-up before any worker runs.
  *
  * Ownership: a struct ms_worker and every struct ms_conn on it belong to one
  * thread.  The store and the lock table are shared and thread-safe.  A parked
@@ -136,6 +155,62 @@ struct ms_recovery {
 	uint64_t elapsed_ns;
 };
 
+/* How a lower layer calls an upper one.  Field X is the upper layer's
+ * ms_X(); the comment names the layer that sets it (its ms_*_register()) and
+ * the callers.  Every field is set before any worker runs. */
+struct ms_hooks {
+	/* --- called by conn.c --- */
+	/* handlers.c: handle one request of a REQ message; appends its reply to
+	 * wk->rep unless the request parks (then the reply is sent on grant). */
+	void (*handle_req)(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+			   const struct wire_req *r, const unsigned char *key,
+			   const unsigned char *val);
+	/* handlers.c: a parked request (MS_POST_PENDING) was granted or refused. */
+	void (*resume)(struct ms_worker *wk, struct ms_pending *p);
+	/* handlers.c: the connection is lost; free its requests still parked. */
+	void (*conn_drop_pending)(struct ms_conn *c);
+	/* durable.c: end of an incoming message: hand its waiting replies to the log. */
+	void (*durable_flush)(struct ms_worker *wk, struct ms_conn *c);
+	/* durable.c: the log reported on a durwait (MS_POST_DURABLE); send, free. */
+	void (*durable_resume)(struct ms_worker *wk, struct ms_durwait *dw);
+	/* durable.c, for the resolver: a lost client's COMMITTING txn: 1 if it is
+	 * prepared here (keep its locks; the resolver takes it at once), else 0. */
+	int (*prepared_hold)(struct ms_server *srv, uint64_t txn_id);
+
+	/* --- called by handlers.c; all set by durable.c except txn_status --- */
+	/* 0 if writes are accepted; LOTUS_EREADONLY after a log error (logs
+	 * once).  Only with srv->log. */
+	int (*durable_refuses)(struct ms_server *srv);
+	/* Log-then-apply steps (srv->log set).  *lsn gets the LSN the reply must
+	 * wait for (0: none).  0, LOTUS_EREADONLY (nothing applied), or a store
+	 * error. */
+	int (*commit_logged)(struct ms_server *srv, const struct wire_req *r,
+			     const unsigned char *val, store_resv_t **rp, uint64_t *lsn);
+	int (*writeback_logged)(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
+				const unsigned char *key, const unsigned char *val, uint64_t *lsn);
+	int (*table_create_logged)(struct ms_server *srv, const char *name, uint32_t max_value,
+				   uint16_t *id, uint64_t *lsn);
+	/* 2PC, every server ("log" steps only with srv->log).  prepare_logged:
+	 * log the PREPARE of r (writes in val, participant bitmask in r->hint)
+	 * without applying it, keep the writes until the decision; *lsn is what
+	 * the reply must wait for (0 in memory).  prepared_decide: if txn_id is
+	 * prepared here, log its DECIDE (no wait), apply its writes (commit) or
+	 * drop them, return 1 with *rc set; 0 if it is not prepared here. */
+	int (*prepare_logged)(struct ms_server *srv, const struct wire_req *r,
+			      const unsigned char *val, store_resv_t **rp, uint64_t *lsn);
+	int (*prepared_decide)(struct ms_server *srv, uint64_t txn_id, int commit, int *rc);
+	/* Reply to r with (status, arg) once the log is durable up to lsn (lsn 0
+	 * or already durable: at once, in wk->rep). */
+	void (*reply_durable)(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
+			      int status, uint64_t arg, uint64_t lsn);
+	/* ',"durability":{...}' (log counters) for the STATS reply (snprintf
+	 * rules).  Only with srv->log. */
+	int (*durable_stats_json)(struct ms_server *srv, char *buf, size_t len);
+	/* termination.c: OP_TXN_STATUS: the enum wire_txn_status answer; *lsn: a
+	 * REFUSE record the answer must wait for (0: none). */
+	int (*txn_status)(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn);
+};
+
 struct ms_server {
 	unsigned id, nworkers;
 	store_t *store;
@@ -156,7 +231,7 @@ struct ms_server {
 	struct ms_recovery rec;
 	/* 2PC (every server; logged only with a data directory): transactions
 	 * prepared here and not yet decided (durable.c), and the outcomes of
-	 * recent ones (termination.c); all under prep_mu */
+	 * recent ones (outcomes.c); all under prep_mu */
 	pthread_mutex_t prep_mu;
 	struct ms_prep_ent **prep;  /* MS_PREP_BUCKETS chains, keyed by txn id */
 	_Atomic unsigned nprep;
@@ -168,6 +243,7 @@ struct ms_server {
 	pthread_t resolver;
 	int resolver_running;
 	_Atomic int resolver_stop;
+	struct ms_hooks hooks;      /* upward calls (see struct ms_hooks) */
 	struct os_regions *onesided;  /* the one-sided baseline's regions (src/onesided/) */
 };
 #define MS_PREP_BUCKETS 1024
@@ -188,119 +264,7 @@ struct ms_prep_ent {
 	struct ms_prep_ent *next;
 };
 
-/* What this server remembers about a txn (termination.c, prep_mu held). */
+/* What this server remembers about a txn (outcomes.c, prep_mu held). */
 enum ms_outcome { MS_OUT_NONE = 0, MS_OUT_COMMIT, MS_OUT_ABORT, MS_OUT_REFUSED };
-
-/* handlers.c: handle one request of a REQ message; appends its reply to
- * wk->rep unless the request parks (then the reply is sent on grant). */
-void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
-		   const struct wire_req *r, const unsigned char *key, const unsigned char *val);
-/* handlers.c: append a reply to b, the message being built for
- * wk->out_conn: a full message is sent first and the reply starts the next;
- * a reply that cannot be queued at all marks the connection broken. */
-void ms_rep_add(struct ms_worker *wk, struct wire_buf *b, const struct wire_rep *rep,
-		const void *value);
-/* handlers.c: a parked request was granted or refused; reply now. */
-void ms_resume(struct ms_worker *wk, struct ms_pending *p);
-void ms_pending_free(struct ms_pending *p);
-/* handlers.c: the connection is lost; free its requests that are still parked. */
-void ms_conn_drop_pending(struct ms_conn *c);
-/* handlers.c: upsert or delete one write (a COMMIT item, a writeback or a
- * replayed record).  hint may be 0.  rp (may be NULL): the slot reservation
- * inserts take from and deletes give to. */
-int ms_write_apply(store_t *st, store_resv_t **rp, const struct wire_write *w,
-		   const unsigned char *k, const unsigned char *v);
-/* handlers.c: apply a checked and reserved COMMIT's writes; 0 or the first
- * store error (none once ms_writes_reserve() succeeded). */
-int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		    store_resv_t **rp);
-/* handlers.c: make *rp hold a slot for every write of the list (len bytes,
- * at most count items) whose key does not exist yet, so that applying the
- * list cannot run out of space.  0, LOTUS_ENOSPACE or -ENOMEM (then *rp
- * holds what it held before, plus nothing). */
-int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned count,
-		      store_resv_t **rp);
-
-/* durable.c (threads: open/close from the main thread, before the workers
- * start and after they stopped; the rest from the worker that owns c). */
-struct memserver_opts;
-/* Recover the store from o->data_dir, open the log and start the page writer.
- * 0 or an error (logged). */
-int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o);
-/* clean: take a final checkpoint first.  Then stop the page writer and the log. */
-void ms_durable_close(struct ms_server *srv, int clean);
-/* 0 if writes are accepted; LOTUS_EREADONLY after a log error (logs once).
- * Only with srv->log. */
-int ms_durable_refuses(struct ms_server *srv);
-/* Log-then-apply steps (worker threads, srv->log set).  *lsn gets the LSN the
- * reply must wait for (0: none).  0, LOTUS_EREADONLY (nothing applied), or a
- * store error. */
-int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		     store_resv_t **rp, uint64_t *lsn);
-int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
-			const unsigned char *key, const unsigned char *val, uint64_t *lsn);
-int ms_table_create_logged(struct ms_server *srv, const char *name, uint32_t max_value,
-			   uint16_t *id, uint64_t *lsn);
-/* 2PC (worker threads, every server; "log" steps only with srv->log).
- * ms_prepare_logged: log the PREPARE of r (writes in val, participant bitmask
- * in r->hint) without applying it, and keep the writes until the decision;
- * *lsn is what the reply must wait for (in async mode too: a vote must be
- * durable; 0 in memory).  ms_prepared_decide: if txn_id is prepared here, log
- * its DECIDE (no wait), apply its writes (commit) or drop them, return 1 with
- * *rc set; 0 if it is not prepared here.  ms_prepared_hold: 1 if txn_id is
- * prepared here (its client is lost: the resolver takes it at once), else 0.
- * ms_prep_open/close: the table, main thread, before the workers start (and
- * before recovery) / after they stopped. */
-int ms_prep_open(struct ms_server *srv);
-void ms_prep_close(struct ms_server *srv);
-int ms_prepared_hold(struct ms_server *srv, uint64_t txn_id);
-int ms_prepare_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		      store_resv_t **rp, uint64_t *lsn);
-int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc);
-/* termination.c: cooperative termination of prepared transactions.
- * open/free: main thread (open before recovery).  start/stop: main thread,
- * after the log is open / before it closes.  note/find: prep_mu held. */
-int ms_term_open(struct ms_server *srv);
-void ms_term_free(struct ms_server *srv);
-void ms_term_start(struct ms_server *srv);
-void ms_term_stop(struct ms_server *srv);
-void ms_outcome_note(struct ms_server *srv, uint64_t txn_id, enum ms_outcome o);
-/* termination.c: the checkpoint hook that logs the remembered COMMITs again
- * (page writer thread; arg = srv), and their replay at recovery. */
-void ms_outcomes_relog(void *arg);
-void ms_outcomes_replay(struct ms_server *srv, const void *payload, uint32_t len);
-enum ms_outcome ms_outcome_find(struct ms_server *srv, uint64_t txn_id);
-/* OP_TXN_STATUS (worker): the enum wire_txn_status answer; *lsn: a REFUSE
- * record the answer must wait for (0: none). */
-int ms_txn_status(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn);
-/* durable.c: the participant bitmask of a REDO_PREPARE payload. */
-uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len);
-/* The hook for two-phase commit: see durable.c. */
-struct ms_prepared;
-uint64_t ms_recovery_undecided(struct ms_server *srv, const struct ms_prepared *list);
-/* Reply to r with (status, arg) once the log is durable up to lsn (lsn 0 or
- * already durable: at once, in wk->rep). */
-void ms_reply_durable(struct ms_worker *wk, uint64_t seq, const struct wire_req *r, int status,
-		      uint64_t arg, uint64_t lsn);
-/* End of an incoming message: hand its waiting replies to the log. */
-void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c);
-/* Owner thread: the log reported on a durwait; send its replies, free it. */
-void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw);
-/* ',"durability":{...}' (log counters) for the STATS reply (snprintf rules). */
-int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len);
-/* srv->rec as one JSON object into buf (snprintf rules). */
-int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len);
-
-/* memserver.c */
-void ms_conn_unref(struct ms_conn *c);
-/* net_post from any thread, retried for a while if memory is short (a reply
- * waits on the item); 0 or -ENOMEM (logged). */
-int ms_post(net_worker_t *w, void *item);
-/* Send a reply message (nothing if c is closed).  A failed send marks c
- * broken: its replies are lost, so the client must see the connection go. */
-int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *b);
-/* Owner thread, where c is known to be alive: close a broken c (release its
- * transactions and parked requests as for a lost client). */
-void ms_conn_settle(struct ms_worker *wk, struct ms_conn *c);
 
 #endif
