@@ -111,7 +111,7 @@ enum { HELD_NONE, HELD_S, HELD_X };
 enum { K_READ, K_READ_X, K_WRITE, K_INSERT };
 
 struct os_op {
-	uint8_t kind, held, has_val, located;
+	uint8_t kind, held, has_val, located, missing, upsert;
 	unsigned tid, sv;
 	uint64_t key, rec;
 	unsigned char kb[8];
@@ -917,7 +917,17 @@ static int lock_all(os_txn_t *t)
 		int mode = op->kind == K_READ ? HELD_S : HELD_X;
 		if (op->kind == K_INSERT || op->held >= mode)
 			continue;
+		if (op->missing)
+			continue;
 		int rc = op->located ? 0 : locate(t, op);
+		if (rc == LOTUS_ENOTFOUND) {   /* per op, as lotus reports it */
+			if (op->kind == K_WRITE) {
+				op->kind = K_INSERT;   /* a blind write of a new key */
+				op->upsert = 1;
+			} else
+				op->missing = 1;
+			continue;
+		}
 		if (rc == 0)
 			rc = lock_rec(t, op, mode);
 		if (rc)
@@ -937,7 +947,7 @@ int os_txn_execute(os_txn_t *t)
 	uint32_t vmax = 0;
 	for (unsigned i = 0; rc == 0 && i < t->n; i++) {
 		struct os_op *op = &t->ops[i];
-		if ((op->kind != K_READ && op->kind != K_READ_X) || op->found)
+		if ((op->kind != K_READ && op->kind != K_READ_X) || op->found || op->missing)
 			continue;
 		vmax = s->tabs[op->tid].value_max;
 		op->res = malloc(8 + (size_t)vmax);
@@ -985,7 +995,7 @@ int os_txn_commit(os_txn_t *t)
 	int rc = lock_all(t);            /* writes staged after the execute */
 	for (unsigned i = 0; rc == 0 && i < t->n; i++) {
 		struct os_op *op = &t->ops[i];
-		if (op->kind == K_INSERT || !op->has_val)
+		if (op->kind == K_INSERT || !op->has_val || op->missing)
 			continue;
 		unsigned char *buf = malloc(8 + op->vlen);
 		if (!buf) {
@@ -999,8 +1009,11 @@ int os_txn_commit(os_txn_t *t)
 		free(buf);
 	}
 	for (unsigned i = 0; rc == 0 && i < t->n; i++)
-		if (t->ops[i].kind == K_INSERT)
+		if (t->ops[i].kind == K_INSERT && t->ops[i].has_val) {
 			rc = tree_insert(t, &t->ops[i]);
+			if (rc == LOTUS_EEXISTS && t->ops[i].upsert)
+				rc = LOTUS_EABORTED;   /* inserted meanwhile: try again */
+		}
 	if (rc) {
 		s->cur = &s->cnt.other;
 		t->state = TX_FAILED;
