@@ -1009,9 +1009,9 @@ int os_txn_commit(os_txn_t *t)
 		free(buf);
 	}
 	for (unsigned i = 0; rc == 0 && i < t->n; i++)
-		if (t->ops[i].kind == K_INSERT && t->ops[i].has_val) {
+		if ((t->ops[i].kind == K_INSERT || t->ops[i].missing) && t->ops[i].has_val) {
 			rc = tree_insert(t, &t->ops[i]);
-			if (rc == LOTUS_EEXISTS && t->ops[i].upsert)
+			if (rc == LOTUS_EEXISTS && (t->ops[i].upsert || t->ops[i].missing))
 				rc = LOTUS_EABORTED;   /* inserted meanwhile: try again */
 		}
 	if (rc) {
