@@ -151,6 +151,19 @@ static void scenario(const char *transport)
 	CHECK_RC(os_txn_execute(t));
 	check_value(t, 0, 4242);
 	CHECK_RC(os_txn_commit(t));
+	/* read-for-update of a missing key, then a write of it: inserted */
+	CHECK_RC(os_txn_recycle(t));
+	key_from_u64(N + 6000000, k);
+	CHECK_RC(os_txn_read_for_update(t, tid, k, 8));
+	CHECK_RC(os_txn_execute(t));
+	CHECK(os_txn_result(t, 0, &rv, &rl) == LOTUS_ENOTFOUND);
+	CHECK_RC(os_txn_write(t, tid, k, 8, v, VLEN));
+	CHECK_RC(os_txn_commit(t));
+	CHECK_RC(os_txn_recycle(t));
+	CHECK_RC(os_txn_read(t, tid, k, 8));
+	CHECK_RC(os_txn_execute(t));
+	check_value(t, 0, 4242);
+	CHECK_RC(os_txn_commit(t));
 
 	/* inserts: enough to split leaves and the level above */
 	for (uint64_t i = N; i < 3 * N;) {
