@@ -38,6 +38,7 @@
  * CAS on the region header's root word).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
@@ -62,7 +63,7 @@ struct os_engine {
 	net_ctx_t *net;
 	char hosts[OS_MAX_SERVERS][256];
 	uint16_t ports[OS_MAX_SERVERS];
-	unsigned nsessions;
+	_Atomic unsigned nsessions;   /* sessions open on any thread */
 };
 
 struct os_srv_table {
@@ -545,7 +546,7 @@ int os_session_open(os_engine_t *e, os_session_t **out)
 		return -ENOMEM;
 	s->e = e;
 	s->nsrv = e->o.nservers;
-	s->sid = e->nsessions++;
+	s->sid = atomic_fetch_add(&e->nsessions, 1);
 	s->cur = &s->cnt.other;
 	s->ncache = e->o.cache_bytes / sizeof(struct os_cpage);
 	s->cache = s->ncache ? calloc(s->ncache, sizeof(*s->cache)) : NULL;
