@@ -655,7 +655,8 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 	name[r->key_len] = 0;
 	if (r->flags & WIRE_REQ_F_TABLE_OPEN) {   /* a client that does not know its size */
 		uint32_t maxv = 0;
-		int rc = store_table_find(wk->srv->store, name, &id, &maxv);
+		int rc = r->key_len > 64 ? LOTUS_ENOTABLE   /* no table has so long a name */
+				 : store_table_find(wk->srv->store, name, &id, &maxv);
 		rep_status(wk, &wk->rep, r, rc, rc ? 0 : id | (uint64_t)maxv << 32);
 		return;
 	}
@@ -756,7 +757,8 @@ static void h_os_attach(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	uint16_t id = 0;
 	uint32_t maxv;
 	snprintf(name, sizeof(name), "%.*s", (int)r->key_len, (const char *)key);
-	int rc = store_table_find(wk->srv->store, name, &id, &maxv);
+	int rc = r->key_len > 64 ? LOTUS_ENOTABLE   /* no table has so long a name */
+				 : store_table_find(wk->srv->store, name, &id, &maxv);
 	if (rc == 0)
 		rc = os_regions_attach(wk->srv->onesided, id, &info, &len);
 	struct wire_rep rep = { .op = r->op, .status = rc, .tag = r->tag, .txn_id = r->txn_id,

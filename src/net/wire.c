@@ -277,7 +277,6 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	case OP_TXN_STATUS:
 		return 0;
 	case OP_CREATE_TABLE:
-	case OP_OS_ATTACH:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;
 	default:
 		return r->key_len == 0 || r->key_len > 128 ? LOTUS_EPROTO : 0;
