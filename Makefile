@@ -32,7 +32,7 @@ BUILD   ?= build
 CC      ?= cc
 LD      ?= ld
 OBJCOPY ?= objcopy
-PKGS    := ucx liburing
+PKGS    := ucx liburing libsodium
 OPTFLAGS ?= -O2 -g
 CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Wno-unused-parameter \
            -Wno-missing-field-initializers -fno-strict-aliasing -pthread \
@@ -44,7 +44,7 @@ CFLAGS  += -std=gnu11 -D_GNU_SOURCE $(OPTFLAGS) -Wall -Wextra -Wno-unused-parame
 ifneq ($(CI)$(WERROR),)
 WERRFLAGS := -Werror
 endif
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lucp -lucs -luring) \
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lucp -lucs -luring -lsodium) \
            -laio -lm -lpthread
 
 ifeq ($(V),1)

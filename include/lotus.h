@@ -143,6 +143,13 @@ struct lotus_options {
 	const char *data_dir;     /* base directory (local): server i keeps its redo log and
 				     checkpoints in DATA_DIR/ms<i> and recovers from it at
 				     start; created if missing */
+	/* Every connection proves knowledge of the cluster's shared secret (an
+	 * HMAC handshake; docs/net.md).  NULL: the config's [cluster] secret_file,
+	 * else none (only servers on loopback without a secret admit that); a
+	 * local cluster makes a random one.  Errors from lotus_connect:
+	 * LOTUS_ECONFIG (unreadable or empty file), -EACCES (a server refused
+	 * the secret), -EUSERS (a server is at its max_clients). */
+	const char *secret_file;
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);

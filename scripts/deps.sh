@@ -4,7 +4,7 @@
 set -euo pipefail
 # fio, jq: scripts/compare-fio; gnuplot-nox, jq: scripts/plot-iobench and the
 # plots of scripts/bench-ycsb; python3 (/usr/bin/python3): the tests' JSON checks.
-need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev fio gnuplot-nox jq python3
+need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev libsodium-dev fio gnuplot-nox jq python3
       iproute2 procps util-linux coreutils
       redis-tools python3-redis redis-server  # the lotus serve tests and bench-resp
       e2fsprogs mount)  # mkfs.ext4 and loop mounts: the disk_full test

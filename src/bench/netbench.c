@@ -34,10 +34,14 @@ static void srv_on_msg(void *arg, net_conn_t *c, const void *data, size_t len)
 }
 
 int netbench_serve(const char *transport, const char *host, uint16_t port, unsigned spin_us,
-		   volatile int *stop, void (*ready)(uint16_t port))
+		   const char *secret_file, int insecure, volatile int *stop,
+		   void (*ready)(uint16_t port))
 {
 	static const struct net_handlers h = { .on_msg = srv_on_msg };
-	struct net_opts no = { .transport = transport, .spin_us = spin_us };
+	const char *hosts[] = { host };
+	struct net_opts no = { .transport = transport, .spin_us = spin_us,
+			       .secret_file = secret_file, .insecure = insecure,
+			       .hosts = hosts, .nhosts = 1 };
 	net_ctx_t *ctx = NULL;
 	net_worker_t *w = NULL;
 	net_listener_t *l = NULL;
@@ -116,7 +120,9 @@ static void cl_on_close(void *arg, net_conn_t *c, int reason)
 int netbench_run(const struct netbench_opts *o, struct netbench_result *r)
 {
 	static const struct net_handlers h = { .on_msg = cl_on_msg, .on_close = cl_on_close };
-	struct net_opts no = { .transport = o->transport, .spin_us = o->spin_us };
+	const char *hosts[] = { o->host };
+	struct net_opts no = { .transport = o->transport, .spin_us = o->spin_us,
+			       .secret_file = o->secret_file, .hosts = hosts, .nhosts = 1 };
 	struct nb_client cl = { .o = o };
 	net_ctx_t *ctx = NULL;
 	net_worker_t *w = NULL;

@@ -20,6 +20,7 @@ struct netbench_opts {
 	double seconds, warmup;
 	unsigned spin_us;        /* busy-poll budget before sleeping (net_opts) */
 	volatile int *stop;      /* optional: nonzero ends the run early */
+	const char *secret_file; /* the server's secret (NULL: none) */
 };
 
 struct netbench_result {
@@ -37,5 +38,6 @@ int netbench_run(const struct netbench_opts *o, struct netbench_result *r);
 /* Echo server on host:port until *stop becomes nonzero (e.g. from a signal
  * handler).  Calls ready(port) once listening.  0 or an error. */
 int netbench_serve(const char *transport, const char *host, uint16_t port, unsigned spin_us,
-		   volatile int *stop, void (*ready)(uint16_t port));
+		   const char *secret_file, int insecure, volatile int *stop,
+		   void (*ready)(uint16_t port));
 #endif

@@ -121,6 +121,7 @@ int cmd_bank(int argc, char **argv)
 		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON document: the run or the verify object, or {\"run\":{..},\"verify\":{..}} for both" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
+		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
 		{ 0 },
 	};
 	int rc = cli_parse("bank", "Run concurrent transfers between accounts, appending every acknowledged\n"

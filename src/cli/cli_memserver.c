@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -104,7 +105,9 @@ static int listen_probe(const char *host, uint16_t port, const char *config, uns
 
 int cmd_memserver(int argc, char **argv)
 {
-	const char *listen = NULL, *config = NULL, *peers = NULL;
+	const char *listen = NULL, *config = NULL, *peers = NULL, *secret = NULL;
+	uint64_t max_clients = 0;
+	bool insecure = false;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
 	const char *data_dir = NULL;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
@@ -118,6 +121,9 @@ int cmd_memserver(int argc, char **argv)
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
 		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
+		{ "secret-file", OPT_STR, &secret, "FILE", "the cluster secret every client and peer must prove (default: the config's secret_file); required off loopback" },
+		{ "insecure", OPT_FLAG, &insecure, NULL, "listen off loopback without a secret (anyone who reaches the port can read and write everything)" },
+		{ "max-clients", OPT_U64, &max_clients, "N", "most connections served at once (default: the config's max_clients, else 0: no limit)", .min = 0, .max = 1000000 },
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start" },
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
@@ -172,8 +178,21 @@ int cmd_memserver(int argc, char **argv)
 	o.config_path = config;
 	o.peers_path = peers;
 	o.recovery_mode = recovery_mode;
+	o.secret_file = secret ? secret : config && cfg.secret_file[0] ? cfg.secret_file : NULL;
+	o.insecure = insecure;
+	o.max_clients = cli_find(opts, "max-clients")->seen ? (unsigned)max_clients
+			: config ? cfg.max_clients : 0;
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
 		return 2;
+	/* Before any bind: off loopback, the port must not be open to anyone. */
+	struct in_addr la;
+	int loopback = strcmp(host, "localhost") == 0 ||
+		       (inet_pton(AF_INET, host, &la) == 1 && (ntohl(la.s_addr) >> 24) == 127);
+	if (!o.secret_file && !loopback && !insecure)
+		return cli_fail("memserver", "refusing to listen on %s:%u without a cluster secret "
+				"(anyone reaching the port could read and write everything): set "
+				"secret_file in [cluster] or --secret-file FILE, or give --insecure "
+				"on a trusted network", host, port);
 	if (listen_probe(host, port, config, o.id))
 		return 1;
 	char tag[32];

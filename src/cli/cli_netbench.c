@@ -13,6 +13,7 @@
  * --json prints one JSON document: {"runs":[{...},...]}, one object per run.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -28,6 +29,7 @@
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
+#include "net/door.h"
 
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static volatile int stop_flag;
@@ -55,7 +57,10 @@ static void serve_ready(uint16_t port)
 }
 
 /* Fork/exec the server side; returns its pid and port, or -1. */
-static pid_t spawn_server(const char *transport, unsigned spin_us, uint16_t *port)
+static int secret_fd = -1;   /* our own secret for the spawned server */
+
+static pid_t spawn_server(const char *transport, unsigned spin_us, const char *secret,
+			  uint16_t *port)
 {
 	int pfd[2];
 	if (pipe(pfd))
@@ -71,8 +76,10 @@ static pid_t spawn_server(const char *transport, unsigned spin_us, uint16_t *por
 		close(pfd[1]);
 		char spin[16];
 		snprintf(spin, sizeof(spin), "%u", spin_us);
+		fcntl(secret_fd, F_SETFD, 0);   /* the server inherits the secret */
 		execl("/proc/self/exe", "lotus", "netbench", "--serve", "127.0.0.1:0",
-		      "--transport", transport, "--spin-us", spin, (char *)NULL);
+		      "--transport", transport, "--spin-us", spin, "--secret-file", secret,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(pfd[1]);
@@ -145,7 +152,8 @@ int cmd_netbench(int argc, char **argv)
 	uint64_t outstanding = 0, size = 64;
 	double seconds = 3, warmup = 0.2;
 	uint64_t spin_us = 1000;
-	const char *connect = NULL, *serve = NULL;
+	const char *connect = NULL, *serve = NULL, *secret = NULL;
+	bool insecure = false;
 	struct cli_opt opts[] = {
 		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp)", transports },
 		{ "outstanding", OPT_U64, &outstanding, "N",
@@ -161,6 +169,8 @@ int cmd_netbench(int argc, char **argv)
 		  .max = 10000000 },
 		{ "connect", OPT_STR, &connect, "HOST:PORT", "use a running `netbench --serve` server" },
 		{ "serve", OPT_STR, &serve, "HOST:PORT", "be the server: echo messages until SIGINT/TERM" },
+		{ "secret-file", OPT_STR, &secret, "FILE", "the shared secret the connection proves (with --serve/--connect; without both, a random one)" },
+		{ "insecure", OPT_FLAG, &insecure, NULL, "--serve off loopback without a secret" },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON document {\"runs\":[{..},..]} (one object per run) instead of the table" },
 		{ 0 },
 	};
@@ -185,17 +195,25 @@ int cmd_netbench(int argc, char **argv)
 
 	if (serve) {
 		snprintf(serve_host, sizeof(serve_host), "%s", host);
-		rc = netbench_serve(transports[tr], host, port, (unsigned)spin_us, &stop_flag,
-				    serve_ready);
+		rc = netbench_serve(transports[tr], host, port, (unsigned)spin_us, secret, insecure,
+				    &stop_flag, serve_ready);
 		if (rc)
 			fprintf(stderr, "lotus netbench: serve on %s: %s\n", hp, lotus_strerror(rc));
 		return rc ? 1 : 0;
 	}
 
 	pid_t child = -1;
+	char own_secret[32];
+	if (!connect && !secret) {
+		int fd = door_secret_memfd(own_secret, sizeof(own_secret));
+		if (fd < 0)
+			return 1;
+		secret_fd = fd;
+		secret = own_secret;
+	}
 	if (!connect) {
 		signal(SIGPIPE, SIG_IGN);
-		child = spawn_server(transports[tr], (unsigned)spin_us, &port);
+		child = spawn_server(transports[tr], (unsigned)spin_us, secret, &port);
 		if (child < 0) {
 			fprintf(stderr, "lotus netbench: could not start the server process\n");
 			return 1;
@@ -213,7 +231,7 @@ int cmd_netbench(int argc, char **argv)
 		struct netbench_opts o = { .transport = transports[tr], .host = host, .port = port,
 					   .outstanding = runs[i], .size = size, .seconds = seconds,
 					   .warmup = warmup, .spin_us = (unsigned)spin_us,
-					   .stop = &stop_flag };
+					   .stop = &stop_flag, .secret_file = secret };
 		struct netbench_result r;
 		rc = netbench_run(&o, &r);
 		if (rc) {

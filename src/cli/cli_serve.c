@@ -45,6 +45,7 @@ int cmd_serve(int argc, char **argv)
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 1G, mapped lazily)" },
 		{ "cache", OPT_SIZE, &cache, "SIZE", "lotus record cache (locations sent as hints), e.g. 64M (default 0: off)" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
+		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
 		{ 0 },
 	};
 	int rc = cli_parse("serve", "Serve the Redis protocol (RESP2) on --listen, so redis-cli, redis-benchmark\n"

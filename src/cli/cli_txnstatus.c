@@ -61,7 +61,7 @@ static int ask_batch(lotus_session_t *s, unsigned sv, unsigned n, uint64_t *rnd)
 
 int cmd_txn_status(int argc, char **argv)
 {
-	const char *config = NULL, *txn = NULL;
+	const char *config = NULL, *txn = NULL, *secret = NULL;
 	uint64_t server = 0, random_n = 0, compute_id = 4000;
 	bool json = false;
 	struct cli_opt opts[] = {
@@ -71,6 +71,7 @@ int cmd_txn_status(int argc, char **argv)
 		{ "random", OPT_U64, &random_n, "N", "instead, ask about N random ids (a load test; each makes the server log a refusal)", .min = 1, .max = 100000000 },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this client's compute id (default 4000)", .min = 0, .max = 4095 },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON object" },
+		{ "secret-file", OPT_STR, &secret, "FILE", "the cluster secret file (default: the config's secret_file)" },
 		{ 0 },
 	};
 	int rc = cli_parse("txn-status", "Ask a memory server what it knows about a transaction "
@@ -91,6 +92,7 @@ int cmd_txn_status(int argc, char **argv)
 	struct lotus_options o;
 	lotus_options_init(&o);
 	o.config_path = config;
+	o.secret_file = secret;
 	o.compute_id = (unsigned)compute_id;
 	lotus_cluster_t *cl = NULL;
 	lotus_session_t *s = NULL;

@@ -86,6 +86,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "trace-keys", OPT_STR, &trace, "FILE", "write every generated key id, one per line" },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON object instead of the table" },
 		{ "quiet", OPT_FLAG, &quiet, NULL, "no progress lines on stderr" },
+		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
 		{ 0 },
 	};
 	int rc = cli_parse("ycsb", "Run YCSB transactions: load the table, run the workload, report\n"

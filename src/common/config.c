@@ -159,6 +159,27 @@ static int set_timeout_ms(struct lotus_config *c, const char *v, const char **wh
 	return 0;
 }
 
+static int set_secret_file(struct lotus_config *c, const char *v, const char **why)
+{
+	if (!*v || strlen(v) >= sizeof(c->secret_file) || strchr(v, '\n')) {
+		*why = "expected a path (the file holding the cluster secret)";
+		return -EINVAL;
+	}
+	memset(c->secret_file, 0, sizeof(c->secret_file));
+	strcpy(c->secret_file, v);
+	return 0;
+}
+
+static int set_max_clients(struct lotus_config *c, const char *v, const char **why)
+{
+	uint64_t n;
+	*why = "expected a number of connections from 0 (no limit) to 1000000";
+	if (parse_u64(v, &n) || n > 1000000)
+		return -EINVAL;
+	c->max_clients = (unsigned)n;
+	return 0;
+}
+
 static int set_listen(struct lotus_server_config *s, const char *v, const char **why)
 {
 	char host[sizeof(s->host)];
@@ -216,6 +237,8 @@ static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "commit", set_commit },
 	{ "compute_servers", set_compute_servers },
 	{ "timeout_ms", set_timeout_ms },
+	{ "secret_file", set_secret_file },
+	{ "max_clients", set_max_clients },
 };
 
 static const struct { const char *name; server_set_fn set; } server_keys[] = {
@@ -455,6 +478,17 @@ int config_load(const char *path, struct lotus_config *out)
 		goto out;
 	}
 	rc = check_servers(&ps, out);
+	/* A relative secret_file is relative to the config file's directory. */
+	const char *slash = strrchr(path, '/');
+	if (rc == 0 && out->secret_file[0] && out->secret_file[0] != '/' && slash) {
+		char full[sizeof(out->secret_file)] = "";   /* zeroed: configs compare whole */
+		int n = snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - path), path,
+				 out->secret_file);
+		if (n < 0 || (size_t)n >= sizeof(full))
+			rc = fail(path, 0, "secret_file: path too long");
+		else
+			memcpy(out->secret_file, full, sizeof(full));
+	}
 out:
 	free(buf);
 	fclose(f);
@@ -486,6 +520,10 @@ int config_write(FILE *f, const struct lotus_config *c)
 		config_commit_name(c->commit), c->compute_servers);
 	if (c->timeout_ms)
 		fprintf(f, "timeout_ms = %u\n", c->timeout_ms);
+	if (c->secret_file[0])
+		fprintf(f, "secret_file = %s\n", c->secret_file);
+	if (c->max_clients)
+		fprintf(f, "max_clients = %u\n", c->max_clients);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		const struct lotus_server_config *s = &c->servers[i];
 		format_size(s->memory, mem, sizeof(mem));

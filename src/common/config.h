@@ -9,6 +9,9 @@
  *   commit = two_phase             ; two_phase|one_phase (multi-server writes)
  *   compute_servers = 1
  *   timeout_ms = 10000             ; clients: deadline of every wait (ms)
+ *   secret_file = cluster.key      ; the shared secret every connection proves
+ *                                  ; (relative: to this file's directory)
+ *   max_clients = 0                ; connections per memory server; 0: no limit
  *
  *   [memserver 0]                  ; ids are 0..N-1, each exactly once
  *   listen = 10.0.0.1:7000         ; required
@@ -53,6 +56,8 @@ struct lotus_config {
 	int commit;              /* enum lotus_commit: TWO_PHASE (default) or ONE_PHASE */
 	unsigned compute_servers;
 	unsigned timeout_ms;     /* compute side: deadline of every wait; 0: default */
+	char secret_file[4096];  /* "" if none */
+	unsigned max_clients;    /* per memory server; 0: no limit */
 	unsigned nservers;
 	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
 };

@@ -132,6 +132,12 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 		argv[n++] = "--peers";
 		argv[n++] = c->peers_path;
 	}
+	if (c->secret_path[0]) {
+		if (c->secret_fd >= 0)
+			fcntl(c->secret_fd, F_SETFD, 0);   /* this child inherits it */
+		argv[n++] = "--secret-file";
+		argv[n++] = c->secret_path;
+	}
 	argv[n] = NULL;
 	execv(bin, (char *const *)argv);
 	fprintf(stderr, "lotus: cannot run %s: %s\n", bin, strerror(errno));
@@ -206,6 +212,7 @@ static int peers_write(lotus_cluster_t *c)
 	else if (c->opts.data_dir)
 		cfg->durability = LOTUS_DUR_SYNC;
 	cfg->nservers = c->nservers;
+	snprintf(cfg->secret_file, sizeof(cfg->secret_file), "%s", c->secret_path);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		struct lotus_server_config *s = &cfg->servers[i];
 		s->id = i;
@@ -304,6 +311,9 @@ void cluster_stop_local(lotus_cluster_t *c)
 		c->servers[i].pid = 0;
 	}
 	peers_remove(c);
+	if (c->secret_fd >= 0)
+		close(c->secret_fd);
+	c->secret_fd = -1;
 }
 
 static int cluster_from_config(lotus_cluster_t *c, const char *path)
@@ -335,6 +345,19 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 		c->durable |= cfg.servers[i].data_dir[0] != 0;
 	if (c->opts.commit == LOTUS_COMMIT_DEFAULT)
 		c->opts.commit = (enum lotus_commit)cfg.commit;
+	if (!c->opts.secret_file && cfg.secret_file[0])
+		snprintf(c->secret_path, sizeof(c->secret_path), "%s", cfg.secret_file);
+	return 0;
+}
+
+/* A local cluster's secret: random, in a sealed memfd that only the server
+ * children inherit (child_exec clears its close-on-exec flag). */
+static int secret_make_local(lotus_cluster_t *c)
+{
+	int fd = door_secret_memfd(c->secret_path, sizeof(c->secret_path));
+	if (fd < 0)
+		return fd;
+	c->secret_fd = fd;
 	return 0;
 }
 
@@ -348,6 +371,9 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	c->timeout_ns = (uint64_t)(o->timeout_ms ? o->timeout_ms : LOTUS_DEFAULT_TIMEOUT_MS) *
 			1000000ULL;
 	c->peers_fd = -1;
+	c->secret_fd = -1;
+	if (o->secret_file)
+		snprintf(c->secret_path, sizeof(c->secret_path), "%s", o->secret_file);
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
@@ -376,8 +402,16 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	}
 	/* durable servers always prepare (a logged tear would outlive restarts) */
 	c->two_phase = c->durable || c->opts.commit != LOTUS_COMMIT_ONE_PHASE;
+	if (rc == 0 && !o->config_path && !o->secret_file)
+		rc = secret_make_local(c);
 	if (rc == 0) {
-		struct net_opts no = { .transport = c->transport };
+		/* UCX's network transports only on the interfaces that reach the servers */
+		const char *hosts[LOTUS_MAX_SERVERS];
+		for (unsigned i = 0; i < c->nservers; i++)
+			hosts[i] = o->config_path ? c->servers[i].host : "127.0.0.1";
+		struct net_opts no = { .transport = c->transport,
+				       .secret_file = c->secret_path[0] ? c->secret_path : NULL,
+				       .hosts = hosts, .nhosts = c->nservers };
 		rc = net_ctx_create(&no, &c->net);
 	}
 	if (rc == 0 && !o->config_path)

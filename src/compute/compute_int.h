@@ -97,6 +97,8 @@ struct lotus_cluster {
 	int peers_fd;                   /* local: the memfd the servers read to find
 					   each other (-1 if none) */
 	char peers_path[32];            /* "/proc/self/fd/N" in the children */
+	char secret_path[4096];         /* the cluster secret ("" if none) */
+	int secret_fd;                  /* local: the memfd holding a random one */
 	uint64_t timeout_ns;            /* deadline of every wait (opts.timeout_ms) */
 };
 

@@ -710,6 +710,25 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		}
 		n = MIN(n, (int)sizeof(buf) - 1);
 	}
+	if (srv->listener && n > 0 && (size_t)n < sizeof(buf)) {   /* the door's counters */
+		struct door_stats ds;
+		unsigned clients;
+		net_listener_stats(srv->listener, &ds, &clients);
+		int k = snprintf(buf + n - 1, sizeof(buf) - (size_t)n + 1,
+			",\"door\":{\"clients\":%u,\"max_clients\":%u,\"accepted\":%llu,"
+			"\"welcomed\":%llu,\"auth_failed\":%llu,\"bad_frames\":%llu,"
+			"\"timed_out\":%llu,\"refused_full\":%llu,\"dropped\":%llu}}",
+			clients, srv->max_clients, (unsigned long long)ds.accepted,
+			(unsigned long long)ds.welcomed, (unsigned long long)ds.auth_failed,
+			(unsigned long long)ds.bad_frames, (unsigned long long)ds.timed_out,
+			(unsigned long long)ds.refused_full, (unsigned long long)ds.dropped);
+		if (k > 0 && (size_t)k < sizeof(buf) - (size_t)n + 1) {
+			n += k - 1;
+		} else {   /* did not fit: leave the object as it was */
+			buf[n - 1] = '}';
+			buf[n] = 0;
+		}
+	}
 	struct wire_rep rep = { .op = OP_STATS, .tag = r->tag, .txn_id = r->txn_id,
 				.value_len = (uint32_t)(n > 0 ? n : 0) };
 	ms_rep_add(wk, &wk->rep, &rep, buf);

@@ -68,7 +68,10 @@ static void *ms_worker_main(void *arg)
 
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
-	struct net_opts no = { .transport = o->transport, .rma = 1 };
+	const char *hosts[] = { o->host };
+	struct net_opts no = { .transport = o->transport, .secret_file = o->secret_file,
+			       .insecure = o->insecure, .max_clients = o->max_clients,
+			       .hosts = hosts, .nhosts = 1 };
 	/* the upward calls of the layers below (ms_int.h), before anything runs */
 	ms_handlers_register(srv);
 	ms_durable_register(srv);
@@ -180,6 +183,8 @@ int memserver_run(const struct memserver_opts *o)
 	}
 	pthread_mutex_init(&srv.tables_mu, NULL);
 	srv.config_path = o->config_path ? o->config_path : o->peers_path;
+	srv.secret_file = o->secret_file;
+	srv.max_clients = o->max_clients;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

@@ -35,6 +35,12 @@ struct memserver_opts {
 	/* What recovery does with damage in the middle of the redo log (enum
 	 * redo_recovery: 0 strict refuses; see redo_replay_mode). */
 	int recovery_mode;
+	/* The front door (docs/net.md): the cluster secret every connection must
+	 * prove (NULL: none, loopback only unless insecure), and the most
+	 * connections served at once (0: no limit). */
+	const char *secret_file;
+	int insecure;
+	unsigned max_clients;
 };
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */

@@ -240,6 +240,8 @@ struct ms_server {
 	const char *config_path;    /* the cluster (--config, else --peers), to ask
 				       the other participants about undecided txns;
 				       a --peers file may appear after the start */
+	const char *secret_file;    /* the cluster secret (NULL: the file's, or none) */
+	unsigned max_clients;       /* the door's limit (0: none), for the stats */
 	pthread_t resolver;
 	int resolver_running;
 	_Atomic int resolver_stop;

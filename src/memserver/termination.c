@@ -159,6 +159,7 @@ static void resolve_pass(struct ms_server *srv, const struct resolve_item *items
 	}
 	lotus_options_init(&o);
 	o.config_path = srv->config_path;
+	o.secret_file = srv->secret_file;   /* the server's own, whatever the file says */
 	o.compute_id = 4095 - (srv->id % 1024);
 	if (lotus_connect(&o, &cl) != 0 || lotus_session_open(cl, &s) != 0) {
 		lotus_disconnect(cl);

@@ -32,6 +32,18 @@
  *
  * UCX callbacks never call lotus handlers and never progress the worker: the
  * error callback only marks the connection, the AM callback only queues.
+ *
+ * Connecting (door.h): net_connect passes the door's handshake, gets the
+ * address of the server worker chosen for it, and creates its endpoint by
+ * worker address; the door mails the client's address to that worker, which
+ * creates the other endpoint (net_accept).  UCX pairs the two by the order in
+ * which each worker creates endpoints to the other (its connection sequence
+ * numbers), which holds because one client worker connects to one server
+ * at a time.  The client's first PING may arrive before the server's endpoint
+ * exists; UCX then reports it on an endpoint lotus does not know, which is
+ * dropped, so net_connect pings again (after 1, 2, 4 .. 20 ms) until it
+ * hears back.  A message on
+ * an endpoint that no handshake produced is always dropped.
  */
 #include <errno.h>
 #include <poll.h>
@@ -39,13 +51,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ifaddrs.h>
+#include <unistd.h>
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
 #include "net/net_int.h"
 #include <ucs/debug/log_def.h>
+#include <sodium.h>
 
 /* ---- the fd guard (UCX 1.13's missed-event abort) -------------------------------
  *
@@ -227,6 +244,74 @@ static int net_check_resources(net_ctx_t *ctx, const struct net_tl *tl)
 	return LOTUS_EUNSUPPORTED;
 }
 
+/* The interface that reaches host (the one a packet to it leaves by), or ""
+ * for a wildcard or unknown address.  Loopback addresses map to lo. */
+static void net_host_ifname(const char *host, char *out, size_t len)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(9) };
+	out[0] = 0;
+	if (!host || !*host || strcmp(host, "*") == 0)
+		return;
+	if (strcmp(host, "localhost") == 0)
+		host = "127.0.0.1";
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 || sa.sin_addr.s_addr == htonl(INADDR_ANY))
+		return;
+	if ((ntohl(sa.sin_addr.s_addr) >> 24) == 127) {
+		snprintf(out, len, "lo");
+		return;
+	}
+	/* The source address the kernel picks for host, then its interface. */
+	struct sockaddr_in src;
+	socklen_t sl = sizeof(src);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	int ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		 getsockname(fd, (struct sockaddr *)&src, &sl) == 0;
+	close(fd);
+	struct ifaddrs *ifs = NULL;
+	if (!ok || getifaddrs(&ifs) != 0)
+		return;
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == src.sin_addr.s_addr) {
+			snprintf(out, len, "%s", i->ifa_name);
+			break;
+		}
+	freeifaddrs(ifs);
+}
+
+/* UCX_NET_DEVICES for opts->hosts: the interfaces that reach them, or NULL
+ * (every interface) if any host is a wildcard or maps to none. */
+static int net_devices(const struct net_opts *opts, char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = 0;
+	if (!opts || !opts->nhosts)
+		return 0;
+	for (unsigned i = 0; i < opts->nhosts; i++) {
+		char ifn[IF_NAMESIZE + 1];
+		net_host_ifname(opts->hosts[i], ifn, sizeof(ifn));
+		if (!ifn[0]) {
+			out[0] = 0;
+			return 0;
+		}
+		char pat[IF_NAMESIZE + 3];
+		snprintf(pat, sizeof(pat), ",%s,", ifn);
+		char have[1024];
+		snprintf(have, sizeof(have), ",%s,", out);
+		if (strstr(have, pat))
+			continue;
+		int w = snprintf(out + n, len - n, "%s%s", n ? "," : "", ifn);
+		if (w < 0 || (size_t)w >= len - n) {
+			out[0] = 0;
+			return 0;
+		}
+		n += (size_t)w;
+	}
+	return n > 0;
+}
+
 int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 {
 	const char *env = getenv("UCX_TLS");
@@ -264,6 +349,13 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 		ctx->spin_us = (unsigned)strtoul(spin, NULL, 10);
 	ctx->lease_ms = opts && opts->lease_ms ? opts->lease_ms : 3000;
 	net_fault_init(&ctx->fault);
+	ctx->insecure = opts && opts->insecure;
+	ctx->max_clients = opts ? opts->max_clients : 0;
+	atomic_init(&ctx->nclients, 0);
+	if (opts && opts->secret_file && (rc = door_key_load(opts->secret_file, &ctx->key))) {
+		free(ctx);
+		return rc;
+	}
 
 	net_ucx_log_to_stderr();
 	if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
@@ -272,13 +364,19 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 	}
 	/* lotus's defaults go into its own UCX config object, never into the
 	 * process environment, and only where the user set nothing. */
-	/* A restarted server must be able to listen on its port at once. */
-	net_ucx_default(cfg, "UCX_TCP_CM_REUSEADDR", "CM_REUSEADDR", "y");
 	/* A batched reply (e.g. 8 records of 1 KiB) is well above UCX's default
 	 * rendezvous threshold, and rendezvous costs an extra round trip per
 	 * message: measured 1.9x fewer YCSB-C transactions per second over tcp.
 	 * Send messages up to 256 KiB eagerly unless the user chose otherwise. */
 	net_ucx_default(cfg, "UCX_RNDV_THRESH", "RNDV_THRESH", "256k");
+	/* UCX's network transports listen on every device they use (the tcp
+	 * transport: one data port per interface).  Keep them to the interfaces
+	 * lotus talks on.  RDMA device names are not interface names: left alone. */
+	char devs[512];
+	if (!tl->needs && net_devices(opts, devs, sizeof(devs))) {
+		net_ucx_default(cfg, "UCX_NET_DEVICES", "NET_DEVICES", devs);
+		log_debug("net: UCX network devices %s", devs);
+	}
 	if (tls && ucp_config_modify(cfg, "TLS", tls) != UCS_OK) {
 		rc = LOTUS_ECONFIG;
 		goto out;
@@ -288,8 +386,11 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 		.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
 		.mt_workers_shared = 1,
 	};
-	if (opts && opts->rma)
-		p.features |= UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
+	/* RMA and atomics for the one-sided engine (src/onesided/), in every
+	 * context: endpoints made from worker addresses must agree on their
+	 * lanes, and UCX 1.13 aborts the peer whose features differ ("endpoint
+	 * reconfiguration not supported yet", seen on sm). */
+	p.features |= UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
 	ucs_status_t st = ucp_init(&p, cfg, &ctx->ucp);
 	if (st != UCS_OK) {
 		log_error("net: UCX init for transport %s (UCX_TLS=%s) failed: %s", tl->name,
@@ -317,6 +418,7 @@ void net_ctx_destroy(net_ctx_t *ctx)
 		return;
 	if (ctx->ucp)
 		ucp_cleanup(ctx->ucp);
+	sodium_memzero(&ctx->key, sizeof(ctx->key));
 	free(ctx);
 }
 
@@ -534,6 +636,13 @@ static int net_worker_create_mode(net_ctx_t *ctx, const struct net_handlers *h, 
 		rc = LOTUS_EUNSUPPORTED;
 		goto out;
 	}
+	st = ucp_worker_get_address(w->ucp, &w->addr, &w->addr_len);
+	if (st != UCS_OK) {
+		log_error("net: ucp_worker_get_address: %s", ucs_status_string(st));
+		w->addr = NULL;
+		rc = LOTUS_EUNSUPPORTED;
+		goto out;
+	}
 	st = ucp_worker_get_efd(w->ucp, &w->efd);
 	if (st != UCS_OK) {
 		log_error("net: ucp_worker_get_efd: %s", ucs_status_string(st));
@@ -590,6 +699,10 @@ static void net_conn_close_ep(net_conn_t *c, int force)
 	if (c->state == CONN_LOST)
 		w->nlost--;
 	c->state = CONN_CLOSED;
+	if (c->door_slot) {
+		c->door_slot = 0;
+		atomic_fetch_sub(&w->ctx->nclients, 1);
+	}
 	net_conn_unlink(w, c);
 	ucp_request_param_t p = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -651,6 +764,8 @@ void net_worker_destroy(net_worker_t *w)
 				continue;   /* still owned by UCX; leak rather than crash */
 			net_rx_release(w, rx);
 		}
+		if (w->addr)
+			ucp_worker_release_address(w->ucp, w->addr);
 		net_fd_exclusive();
 		ucp_worker_destroy(w->ucp);
 		net_fd_unlock();
@@ -658,6 +773,10 @@ void net_worker_destroy(net_worker_t *w)
 	while (w->mail_head) {
 		struct net_mail *m = w->mail_head;
 		w->mail_head = m->next;
+		if (m->kind == MAIL_CONN_REQ) {   /* admitted, never connected */
+			atomic_fetch_sub(&w->ctx->nclients, 1);
+			free(m->item);
+		}
 		free(m);
 	}
 	pthread_mutex_destroy(&w->mail_lock);
@@ -708,30 +827,35 @@ static ucp_err_handling_mode_t net_err_mode(const net_worker_t *w)
 	return w->ctx->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
 }
 
-/* A listener handed us a connection request: create the endpoint here. */
+/* The door admitted a client to this worker: connect to its worker address
+ * (UCX pairs this endpoint with the one the client creates to ours). */
 static void net_accept(net_worker_t *w, struct net_mail *m)
 {
-	ucp_conn_request_h req = m->item;
 	net_conn_t *c = net_conn_new(w, m->peer);
 	if (!c) {
 		log_warn("net: out of memory accepting %s", m->peer);
+		atomic_fetch_sub(&w->ctx->nclients, 1);
+		free(m->item);
 		return;
 	}
 	ucp_ep_params_t ep = {
-		.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+		.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
 			      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-		.conn_request = req,
+		.address = m->item,
 		.err_mode = net_err_mode(w),
 		.err_handler = { .cb = net_err_cb, .arg = w },
 	};
 	net_fd_exclusive();
 	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
 	net_fd_unlock();
+	free(m->item);
 	if (st != UCS_OK) {
 		log_warn("net: accepting %s: %s", m->peer, ucs_status_string(st));
+		atomic_fetch_sub(&w->ctx->nclients, 1);
 		free(c);
 		return;
 	}
+	c->door_slot = 1;
 	c->state = CONN_OPEN;
 	net_conn_link(w, c);
 	if (w->h.on_accept)
@@ -881,20 +1005,32 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 	if (net_sockaddr(host, port, &sa) || sa.sin_addr.s_addr == htonl(INADDR_ANY))
 		return -EINVAL;
 	snprintf(peer, sizeof(peer), "%s:%u", host, port);
+	/* The door first: prove the secret, swap worker addresses. */
+	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
+	void *raddr = NULL;
+	size_t rlen = 0;
+	int rc = door_dial(host, port, timeout_ms < 0 ? 3600 * 1000 : timeout_ms, &w->ctx->key,
+			   w->addr, w->addr_len, &raddr, &rlen);
+	if (rc) {
+		log_debug("net: connect %s: %s", peer, lotus_strerror(rc));
+		return rc;
+	}
 	net_conn_t *c = net_conn_new(w, peer);
-	if (!c)
+	if (!c) {
+		free(raddr);
 		return -ENOMEM;
+	}
 	ucp_ep_params_t ep = {
-		.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-			      UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-		.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-		.sockaddr = { .addr = (const struct sockaddr *)&sa, .addrlen = sizeof(sa) },
+		.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+			      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+		.address = raddr,
 		.err_mode = net_err_mode(w),
 		.err_handler = { .cb = net_err_cb, .arg = w },
 	};
 	net_fd_exclusive();
 	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
 	net_fd_unlock();
+	free(raddr);
 	if (st != UCS_OK) {
 		log_debug("net: connect %s: %s", peer, ucs_status_string(st));
 		free(c);
@@ -903,16 +1039,24 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 	c->state = CONN_CONNECTING;
 	net_conn_link(w, c);
 
-	/* The peer answers a PING with a PONG; any message proves the path works. */
-	int rc = net_send_ping(c, WIRE_PING, 0);
-	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
+	/* The peer answers a PING with a PONG; any message proves the path works.
+	 * The server's endpoint may not exist yet when the first PING lands (its
+	 * worker creates it when the door's mail arrives), and a message on an
+	 * endpoint the server does not know is dropped: ping again until heard. */
+	rc = net_send_ping(c, WIRE_PING, 0);
+	uint64_t gap = 1000000ULL, next_ping = clock_now_ns() + gap;   /* 1, 2, 4 .. 20 ms */
 	while (rc == 0 && c->state == CONN_CONNECTING) {
 		uint64_t now = clock_now_ns();
 		if (timeout_ms >= 0 && now >= deadline) {
 			rc = LOTUS_ETIMEOUT;
 			break;
 		}
-		int ms = timeout_ms < 0 ? 10 : (int)MIN((deadline - now) / 1000000 + 1, 10);
+		if (now >= next_ping) {
+			rc = net_send_ping(c, WIRE_PING, 0);
+			gap = MIN(gap * 2, 20000000ULL);
+			next_ping = now + gap;
+		}
+		int ms = timeout_ms < 0 ? 1 : (int)MIN((deadline - now) / 1000000 + 1, 1);
 		net_ucx_wait(w, ms);
 	}
 	if (rc == 0 && c->state != CONN_OPEN)
@@ -964,67 +1108,85 @@ net_worker_t *net_conn_worker(const net_conn_t *c)
 
 /* ---- listening ---------------------------------------------------------------------- */
 
-static void net_listen_cb(ucp_conn_request_h req, void *arg)
+/* door thread: an authenticated client for target t. */
+static void net_door_client(void *arg, unsigned t, void *addr, size_t len, const char *peer)
 {
 	net_listener_t *l = arg;
 	struct net_mail *m = calloc(1, sizeof(*m));
 	if (!m) {
-		ucp_listener_reject(l->ucp, req);
+		atomic_fetch_sub(&l->w->ctx->nclients, 1);
+		free(addr);
 		return;
 	}
 	m->kind = MAIL_CONN_REQ;
-	m->item = req;
-	snprintf(m->peer, sizeof(m->peer), "?");
-	ucp_conn_request_attr_t a = { .field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR };
-	if (ucp_conn_request_query(req, &a) == UCS_OK && a.client_address.ss_family == AF_INET) {
-		const struct sockaddr_in *sa = (const struct sockaddr_in *)&a.client_address;
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
-		snprintf(m->peer, sizeof(m->peer), "%s:%u", ip, ntohs(sa->sin_port));
-	}
-	net_worker_t *t = l->targets[l->rr++ % l->ntargets];
-	net_mail_push(t, m);
+	m->item = addr;
+	m->len = len;
+	snprintf(m->peer, sizeof(m->peer), "%s", peer);
+	net_mail_push(l->targets[t], m);
+}
+
+static int net_host_loopback(const char *host)
+{
+	struct in_addr a;
+	if (host && strcmp(host, "localhost") == 0)
+		return 1;
+	return host && inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **targets,
 	       unsigned ntargets, net_listener_t **out)
 {
 	struct sockaddr_in sa;
+	net_ctx_t *ctx = w->ctx;
 	*out = NULL;
 	if (net_sockaddr(host, port, &sa))
 		return -EINVAL;
+	if (!ctx->key.set && !net_host_loopback(host)) {
+		if (!ctx->insecure) {
+			log_error("refusing to listen on %s:%u without a cluster secret: anyone who "
+				  "reaches the port could read and write everything; set secret_file "
+				  "in [cluster] or --secret-file (or --insecure on a trusted network)",
+				  host && *host ? host : "*", port);
+			return LOTUS_ECONFIG;
+		}
+		log_warn("listening on %s:%u WITHOUT authentication (--insecure): anyone who "
+			 "reaches the port can read and write everything", host && *host ? host : "*",
+			 port);
+	}
 	net_listener_t *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	l->w = w;
 	l->ntargets = ntargets ? ntargets : 1;
 	l->targets = calloc(l->ntargets, sizeof(*l->targets));
-	if (!l->targets) {
+	const void **ta = calloc(l->ntargets, sizeof(*ta));
+	size_t *tl = calloc(l->ntargets, sizeof(*tl));
+	if (!l->targets || !ta || !tl) {
+		free(ta);
+		free(tl);
+		free(l->targets);
 		free(l);
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < l->ntargets; i++)
+	for (unsigned i = 0; i < l->ntargets; i++) {
 		l->targets[i] = ntargets ? targets[i] : w;
-	ucp_listener_params_t lp = {
-		.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-		.sockaddr = { .addr = (const struct sockaddr *)&sa, .addrlen = sizeof(sa) },
-		.conn_handler = { .cb = net_listen_cb, .arg = l },
+		ta[i] = l->targets[i]->addr;
+		tl[i] = l->targets[i]->addr_len;
+	}
+	struct door_opts d = {
+		.host = host, .port = port, .key = &ctx->key, .max_clients = ctx->max_clients,
+		.nclients = &ctx->nclients, .ntargets = l->ntargets, .taddr = ta, .tlen = tl,
+		.on_client = net_door_client, .arg = l,
 	};
-	net_fd_exclusive();
-	ucs_status_t st = ucp_listener_create(w->ucp, &lp, &l->ucp);
-	net_fd_unlock();
-	if (st != UCS_OK) {
-		log_error("net: listen on %s:%u: %s", host ? host : "*", port,
-			  ucs_status_string(st));
+	int rc = door_open(&d, &l->door);
+	free(ta);
+	free(tl);
+	if (rc) {
 		free(l->targets);
 		free(l);
-		return st == UCS_ERR_BUSY ? -EADDRINUSE : LOTUS_EUNAVAIL;
+		return rc;
 	}
-	ucp_listener_attr_t la = { .field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR };
-	if (ucp_listener_query(l->ucp, &la) == UCS_OK && la.sockaddr.ss_family == AF_INET)
-		l->port = ntohs(((const struct sockaddr_in *)&la.sockaddr)->sin_port);
-	else
-		l->port = port;
+	l->port = door_port(l->door);
 	*out = l;
 	return 0;
 }
@@ -1034,13 +1196,18 @@ uint16_t net_listener_port(const net_listener_t *l)
 	return l->port;
 }
 
+void net_listener_stats(const net_listener_t *l, struct door_stats *out, unsigned *clients)
+{
+	door_stats(l->door, out);
+	if (clients)
+		*clients = atomic_load(&l->w->ctx->nclients);
+}
+
 void net_listener_destroy(net_listener_t *l)
 {
 	if (!l)
 		return;
-	net_fd_exclusive();
-	ucp_listener_destroy(l->ucp);
-	net_fd_unlock();
+	door_close(l->door);
 	free(l->targets);
 	free(l);
 }

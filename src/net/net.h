@@ -19,6 +19,11 @@
  * detached data of a wire_buf, which is malloc'd) and frees it when UCX is done
  * with it, so no header or payload dies before its send completes.
  *
+ * Connecting: a server listens on a TCP socket of lotus's own (door.h); a
+ * client proves the cluster secret there, the two swap UCX worker addresses,
+ * and both create endpoints by address.  Nothing reaches UCX's connection
+ * manager, and a message on an endpoint no handshake made is dropped.
+ *
  * Liveness: over tcp/rc/ud/dc the endpoint uses peer error handling, and a lost
  * peer reaches on_close().  Shared memory only works with error mode NONE, so
  * there each side pings an idle connection and declares it lost after
@@ -35,6 +40,7 @@
 #define LOTUS_NET_H
 #include <stddef.h>
 #include <stdint.h>
+#include "net/door.h"
 #include "net/wire.h"
 
 typedef struct net_ctx net_ctx_t;
@@ -46,8 +52,15 @@ struct net_opts {
 	const char *transport;   /* "tcp", "sm", "rc", "ud", "dc"; NULL: $UCX_TLS, else tcp */
 	unsigned spin_us;        /* busy-poll budget before sleeping (default 100) */
 	unsigned lease_ms;       /* shared-memory liveness lease (default 3000) */
-	int rma;                 /* also enable UCX RMA and 64-bit atomics (the
-				    one-sided engine, src/onesided/) */
+	/* The front door (door.h, docs/net.md "Who may connect"). */
+	const char *secret_file; /* the cluster secret; NULL: none (loopback only) */
+	int insecure;            /* allow net_listen off loopback without a secret */
+	unsigned max_clients;    /* connections a listener of this ctx admits; 0: any */
+	/* Where the peers are: UCX's network transports are restricted to the
+	 * interfaces that reach these addresses (a server: its listen address;
+	 * a client: its servers).  NULL/0 or a wildcard: every interface. */
+	const char *const *hosts;
+	unsigned nhosts;
 };
 
 struct net_handlers {
@@ -80,16 +93,21 @@ void net_worker_destroy(net_worker_t *w);   /* closes its conns (no on_close) */
 int net_worker_create_shared(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
 			     net_worker_t **out);
 
-/* Listen on host:port on worker w.  Accepted connections are spread round-robin
- * over targets[0..ntargets) (w itself may be one); the target creates the
- * endpoint in its own thread.  port 0 picks a free port. */
+/* Listen on host:port (a TCP socket of lotus's own, door.h).  Each client
+ * that passes the handshake is handed round-robin to one of
+ * targets[0..ntargets) (w itself may be one), which creates the endpoint in its
+ * own thread.  port 0 picks a free port.  Call before the targets' threads
+ * run.  Off loopback without a secret: LOTUS_ECONFIG unless opts->insecure. */
 int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **targets,
 	       unsigned ntargets, net_listener_t **out);
 uint16_t net_listener_port(const net_listener_t *l);
+/* The door's counters; *clients: connections admitted and still open. */
+void net_listener_stats(const net_listener_t *l, struct door_stats *out, unsigned *clients);
 void net_listener_destroy(net_listener_t *l);
 
 /* Connect from worker w; returns when the connection is usable or after
- * timeout_ms (LOTUS_ETIMEOUT / LOTUS_EUNAVAIL).  "Usable" means the peer's net
+ * timeout_ms (LOTUS_ETIMEOUT / LOTUS_EUNAVAIL; -EACCES: the handshake failed,
+ * -EUSERS: the server is full, both logged).  "Usable" means the peer's net
  * answered a PING, so its on_accept has run.  Progresses only UCX (no handlers
  * run; messages for other connections stay queued), so it may be called from
  * a handler, though it blocks that worker meanwhile. */
@@ -104,7 +122,8 @@ const char *net_conn_peer(const net_conn_t *c);
 net_worker_t *net_conn_worker(const net_conn_t *c);
 
 /* The UCX handles under lotus's objects (ucp_context_h, ucp_worker_h,
- * ucp_ep_h), for the one-sided engine's RMA on a context made with rma set.
+ * ucp_ep_h), for the one-sided engine's RMA (every context has RMA and
+ * 64-bit atomics).
  * Same thread rules as the objects themselves. */
 void *net_ctx_ucp(net_ctx_t *ctx);
 void *net_worker_ucp(net_worker_t *w);

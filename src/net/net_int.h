@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <ucp/api/ucp.h>
+#include "net/door.h"
 #include "net/net.h"
 
 #define NET_AM_ID        0x1c     /* the one AM id lotus uses */
@@ -30,6 +31,10 @@ struct net_ctx {
 	unsigned spin_us, lease_ms;
 	struct net_fault fault;
 	atomic_uint_fast64_t fault_seq;
+	struct door_key key;      /* the cluster secret (door.h) */
+	int insecure;             /* may listen off loopback without a secret */
+	unsigned max_clients;     /* per listener's server; 0: no limit */
+	atomic_uint nclients;     /* connections the doors let in, still open */
 };
 
 enum conn_state {
@@ -46,6 +51,7 @@ struct net_conn {
 	enum conn_state state;
 	int lost_reason;
 	unsigned refs;              /* 1 while listed + queued rx + closing ep */
+	int door_slot;              /* counts in ctx->nclients until closed */
 	uint64_t last_rx_ns, last_ping_ns;
 	struct net_conn *next, *prev;   /* w->conns */
 	struct net_conn *hnext;         /* hash chain */
@@ -68,21 +74,24 @@ enum mail_kind { MAIL_USER, MAIL_CONN_REQ };
 struct net_mail {
 	struct net_mail *next;
 	enum mail_kind kind;
-	void *item;
+	void *item;                 /* MAIL_CONN_REQ: the client's worker address */
+	size_t len;
 	char peer[64];
 };
 
 struct net_listener {
 	net_worker_t *w;
-	ucp_listener_h ucp;
+	struct door *door;
 	net_worker_t **targets;
-	unsigned ntargets, rr;
+	unsigned ntargets;
 	uint16_t port;
 };
 
 struct net_worker {
 	net_ctx_t *ctx;
 	ucp_worker_h ucp;
+	ucp_address_t *addr;                     /* its worker address (door handshake) */
+	size_t addr_len;
 	int efd;
 	struct net_handlers h;
 	void *arg;

@@ -502,9 +502,15 @@ int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
 		snprintf(e->hosts[i], sizeof(e->hosts[i]), "%s", o->hosts[i]);
 		e->ports[i] = o->ports[i];
 	}
+	const char *hosts[OS_MAX_SERVERS];
+	for (unsigned i = 0; i < o->nservers; i++)
+		hosts[i] = e->hosts[i];
 	e->o.hosts = NULL;
 	e->o.ports = NULL;
-	struct net_opts no = { .transport = o->transport, .rma = 1 };
+	e->o.secret_file = NULL;
+	struct net_opts no = { .transport = o->transport,
+			       .secret_file = o->secret_file, .hosts = hosts,
+			       .nhosts = o->nservers };
 	int rc = net_ctx_create(&no, &e->net);
 	if (rc) {
 		free(e);

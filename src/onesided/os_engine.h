@@ -40,6 +40,7 @@ struct os_engine_opts {
 	unsigned nservers;
 	const char *const *hosts; /* nservers entries */
 	const uint16_t *ports;
+	const char *secret_file;  /* the cluster secret for the front door; NULL: none */
 	int cc;                   /* LOTUS_NO_WAIT or LOTUS_WAIT_DIE */
 	uint64_t cache_bytes;     /* cache of upper index pages; 0: 16 MiB */
 	unsigned timeout_ms;      /* any wait for a server; 0: 10000 */

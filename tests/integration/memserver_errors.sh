@@ -34,7 +34,7 @@ listen = 192.0.2.1:7000
 memory = 16M
 INI
 if unshare -rn true 2>/dev/null; then
-  out=$(unshare -rn sh -c "ip link set lo up 2>/dev/null; exec '$L' memserver --config '$dir/c.ini' --id 1 --threads 1" 2>&1); rc=$?
+  out=$(unshare -rn sh -c "ip link set lo up 2>/dev/null; exec '$L' memserver --config '$dir/c.ini' --id 1 --threads 1 --insecure" 2>&1); rc=$?
   [ $rc -eq 1 ] || fail "wrong --id: exit $rc, want 1"
   echo "$out" | grep -q "not an address of this host: is --id 1" || fail "wrong --id not named: $out"
   echo "$out" | grep -q "UCX" && fail "raw UCX error for a wrong --id: $out"

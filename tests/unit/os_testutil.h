@@ -45,6 +45,7 @@ static inline os_engine_t *os_test_engine(lotus_cluster_t *cl, int cc)
 	struct os_engine_opts o = {
 		.transport = lotus_cluster_transport(cl), .nservers = cl->nservers,
 		.hosts = hosts, .ports = ports, .cc = cc,
+		.secret_file = cl->secret_path[0] ? cl->secret_path : NULL,
 	};
 	os_engine_t *e;
 	CHECK_RC(os_engine_create(&o, &e));

@@ -81,8 +81,8 @@ int main(void)
 	lotus_cluster_t *host = test_cluster(2, "tcp", LOTUS_NO_WAIT, LOTUS_BATCH_INTRA);
 	int fd = mkstemp(config);
 	CHECK(fd >= 0);
-	dprintf(fd, "[cluster]\ntransport = tcp\n[memserver 0]\nlisten = %s:%u\n[memserver 1]\nlisten = %s:%u\n",
-		host->servers[0].host, host->servers[0].port, host->servers[1].host,
+	dprintf(fd, "[cluster]\ntransport = tcp\n%s[memserver 0]\nlisten = %s:%u\n[memserver 1]\nlisten = %s:%u\n",
+		test_secret_line(host), host->servers[0].host, host->servers[0].port, host->servers[1].host,
 		host->servers[1].port);
 	close(fd);
 	lotus_cluster_t *a = connect_to(config), *b = connect_to(config);

@@ -101,8 +101,8 @@ static void run(const char *transport, const char *mode)
 	uint64_t v = 0;
 	int fd = mkstemp(config);
 	CHECK(fd >= 0);
-	dprintf(fd, "[cluster]\ntransport = %s\n\n[memserver 0]\nlisten = %s:%u\n", transport,
-		cl->servers[0].host, cl->servers[0].port);
+	dprintf(fd, "[cluster]\ntransport = %s\n%s\n[memserver 0]\nlisten = %s:%u\n", transport,
+		test_secret_line(cl), cl->servers[0].host, cl->servers[0].port);
 	close(fd);
 	key_from_u64(1, k);
 	CHECK_RC(lotus_session_open(cl, &s));

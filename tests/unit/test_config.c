@@ -57,6 +57,8 @@ static const char good[] =
 	"cc = wound_wait\n"
 	"durability = sync\n"
 	"compute_servers = 3\n"
+	"secret_file = cluster.key   ; relative to the file\n"
+	"max_clients = 100\n"
 	"\n"
 	"  [memserver 1]   # order does not matter\n"
 	"listen = 10.0.0.2:7001\n"
@@ -90,6 +92,10 @@ static void test_good(void)
 	      "server 1");
 	CHECK(config_find_server(&c, 1) == 1 && config_find_server(&c, 2) == -ENOENT,
 	      "find_server");
+	char key[512];
+	snprintf(key, sizeof(key), "%s/cluster.key", dir);
+	CHECK(strcmp(c.secret_file, key) == 0, "secret_file '%s', want '%s'", c.secret_file, key);
+	CHECK(c.max_clients == 100, "max_clients %u", c.max_clients);
 
 	/* Flags override the file. */
 	const char *why = NULL;
@@ -144,6 +150,8 @@ static void test_errors(void)
 		     3, "unknown key 'colour'");
 	expect_error("[cluster]\n\n\ncc = sometimes\n", 4, "bad value 'sometimes' for 'cc'");
 	expect_error("[cluster]\ntransport = carrier-pigeon\n", 2, "bad value");
+	expect_error("[cluster]\nmax_clients = -1\n", 2, "bad value");
+	expect_error("[cluster]\nmax_clients = lots\n", 2, "bad value");
 	expect_error("[memserver 0]\nlisten = a:1\nmemory = lots\n", 3, "for 'memory'");
 	expect_error("[memserver 0]\nlisten = a:1\nthreads = -1\n", 3, "for 'threads'");
 	expect_error("[memserver 0]\nlisten = nohost\n", 2, "for 'listen'");

@@ -10,6 +10,24 @@
 #include <string.h>
 #include "lotus.h"
 
+#ifdef LOTUS_COMPUTE_INT_H
+#include <unistd.h>
+/* A "secret_file = ..." line naming local cluster c's secret, for a config
+ * file that other processes (or handles) use to reach c's servers. */
+static inline const char *test_secret_line(const lotus_cluster_t *c)
+{
+	static char buf[sizeof(c->secret_path) + 64];
+	const char *p = c->secret_path;
+	if (!strncmp(p, "/proc/self/fd/", 14))
+		snprintf(buf, sizeof(buf), "secret_file = /proc/%d/fd/%s\n", (int)getpid(), p + 14);
+	else if (*p)
+		snprintf(buf, sizeof(buf), "secret_file = %s\n", p);
+	else
+		buf[0] = 0;
+	return buf;
+}
+#endif
+
 #define CHECK(cond)                                                                  \
 	do {                                                                         \
 		if (!(cond)) {                                                       \
