@@ -18,15 +18,17 @@
  * answers the servers' liveness pings on both the two-sided session's
  * connections and the engine's own.
  */
-#if __has_include("compute/engine.h")
+#if __has_include("compute/session.h") && __has_include("compute/engine.h")
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include <pthread.h>
+#include "compute/cluster.h"
 #include "compute/engine.h"
+#include "compute/session.h"
 #include "onesided/os_engine.h"
 
 #define OSL_QUEUE 1024
@@ -57,7 +59,38 @@ struct osl_txn {
 
 static struct osl_session *osl_of(const lotus_session_t *s)
 {
-	return s->engine_priv;
+	return s->eng;
+}
+
+/* The os_engine of each connected cluster (the cluster has no slot for an
+ * engine's state; the sessions do). */
+#define OSL_CLUSTERS 64
+static pthread_mutex_t osl_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { const lotus_cluster_t *c; os_engine_t *e; } osl_clusters[OSL_CLUSTERS];
+
+static os_engine_t *osl_engine(const lotus_cluster_t *c)
+{
+	os_engine_t *e = NULL;
+	pthread_mutex_lock(&osl_mu);
+	for (unsigned i = 0; i < OSL_CLUSTERS && !e; i++)
+		if (osl_clusters[i].c == c)
+			e = osl_clusters[i].e;
+	pthread_mutex_unlock(&osl_mu);
+	return e;
+}
+
+static int osl_engine_set(const lotus_cluster_t *c, os_engine_t *e)
+{
+	int rc = -ENOMEM;
+	pthread_mutex_lock(&osl_mu);
+	for (unsigned i = 0; i < OSL_CLUSTERS && rc; i++)
+		if (osl_clusters[i].c == (e ? NULL : c)) {
+			osl_clusters[i].c = e ? c : NULL;
+			osl_clusters[i].e = e;
+			rc = 0;
+		}
+	pthread_mutex_unlock(&osl_mu);
+	return rc;
 }
 
 static struct osl_txn *ot_of(lotus_txn_t *t)
@@ -81,15 +114,16 @@ static int osl_cluster_open(lotus_cluster_t *c)
 	};
 	os_engine_t *e;
 	int rc = os_engine_create(&o, &e);
-	if (rc == 0)
-		c->engine_priv = e;
+	if (rc == 0 && (rc = osl_engine_set(c, e)) != 0)
+		os_engine_destroy(e);
 	return rc;
 }
 
 static void osl_cluster_close(lotus_cluster_t *c)
 {
-	os_engine_destroy(c->engine_priv);
-	c->engine_priv = NULL;
+	os_engine_t *e = osl_engine(c);
+	osl_engine_set(c, NULL);
+	os_engine_destroy(e);
 }
 
 static int osl_session_open(lotus_session_t *s)
@@ -97,12 +131,13 @@ static int osl_session_open(lotus_session_t *s)
 	struct osl_session *ss = calloc(1, sizeof(*ss));
 	if (!ss)
 		return -ENOMEM;
-	int rc = os_session_open(s->cl->engine_priv, &ss->os);
+	os_engine_t *e = osl_engine(s->cl);
+	int rc = e ? os_session_open(e, &ss->os) : LOTUS_ESTATE;
 	if (rc) {
 		free(ss);
 		return rc;
 	}
-	s->engine_priv = ss;
+	s->eng = ss;
 	return 0;
 }
 
@@ -113,7 +148,7 @@ static void osl_session_close(lotus_session_t *s)
 		return;
 	os_session_close(ss->os);
 	free(ss);
-	s->engine_priv = NULL;
+	s->eng = NULL;
 }
 
 /* Queue a finished step's callback for the next poll. */
@@ -136,7 +171,11 @@ static int osl_poll(lotus_session_t *s, int timeout_ms)
 	if (now - ss->last_poll_ns > OSL_POLL_NS || (!ss->qlen && !os_session_active(ss->os))) {
 		ss->last_poll_ns = now;
 		os_session_poll(ss->os);
-		n += session_poll(s, ss->qlen ? 0 : MIN(timeout_ms, 1));
+		int busy = ss->qlen || os_session_active(ss->os);
+		session_lock(s);
+		n += session_progress(s, busy ? 0 : MIN(timeout_ms, 1), busy);
+		session_unlock(s);
+		session_yield(s);
 	}
 	for (unsigned todo = ss->qlen; todo > 0 && ss->qlen > 0; todo--) {
 		struct osl_done d = ss->q[ss->qhead];
