@@ -117,6 +117,13 @@ enum lotus_commit {
 	LOTUS_COMMIT_ONE_PHASE = 2,
 };
 
+/* How transactions reach the memory servers.  TWOSIDED: lotus's requests
+ * to the servers' lock managers (the Lotus paper).  ONESIDED: the
+ * Sherman/Deft-style baseline over RMA (reads, writes, CAS, FAA on the
+ * servers' memory); LOTUS_EUNSUPPORTED from lotus_connect() in a build
+ * without it. */
+enum lotus_engine { LOTUS_ENGINE_TWOSIDED = 0, LOTUS_ENGINE_ONESIDED = 1 };
+
 struct lotus_options {
 	const char *config_path;  /* cluster INI file; NULL with local_servers > 0 */
 	int local_servers;        /* start N memory servers on loopback (children) */
@@ -150,6 +157,7 @@ struct lotus_options {
 	 * LOTUS_ECONFIG (unreadable or empty file), -EACCES (a server refused
 	 * the secret), -EUSERS (a server is at its max_clients). */
 	const char *secret_file;
+	enum lotus_engine engine; /* transaction engine (default LOTUS_ENGINE_TWOSIDED) */
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);
@@ -273,6 +281,30 @@ struct lotus_net_counters {
 	uint64_t local_hits;      /* operations served by the co-partitioned cache */
 };
 void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out);
+
+/* The engine's work per transaction attempt, by how the attempt ended
+ * (committed, or aborted: an abort or a failed commit).  round_trips: waits
+ * for a network completion; ops: operations on the wire (two-sided:
+ * requests; one-sided: reads, writes, CAS, FAA), with the bytes each sent
+ * and the bytes of its answer (two-sided: each message's header is charged
+ * to the first request or reply in it, so the sums are every byte on the
+ * wire); type[i] splits them by the engine's type_names[i].  The session's
+ * thread. */
+#define LOTUS_OP_TYPES 16
+struct lotus_op_counters {
+	uint64_t ops, bytes_sent, bytes_recv;
+};
+struct lotus_attempt_counters {
+	uint64_t attempts, round_trips, ops, bytes_sent, bytes_recv;
+	struct lotus_op_counters type[LOTUS_OP_TYPES];
+};
+struct lotus_txn_counters {
+	const char *engine;                         /* "twosided", "onesided" */
+	unsigned ntypes;
+	const char *type_names[LOTUS_OP_TYPES];
+	struct lotus_attempt_counters committed, aborted;
+};
+void lotus_session_txn_counters(const lotus_session_t *s, struct lotus_txn_counters *out);
 
 /* Counters of memory server sv (locks, store, requests) as one JSON object;
  * the text is owned by the session and valid until the next call.  NULL if

@@ -101,6 +101,7 @@ struct ycsb_thread {
 	int stop_issuing;
 	struct ycsb_result res;
 	struct lotus_net_counters net_warm;
+	struct lotus_txn_counters eng_warm;
 	unsigned char *value;
 	char *trace_buf;
 	size_t trace_len;
@@ -407,6 +408,27 @@ static void slot_start(struct slot *sl)
 	th->active++;
 }
 
+/* a -= b, or a += b (sign -1 / 1) */
+static void eng_add(struct lotus_attempt_counters *a, const struct lotus_attempt_counters *b,
+		    int sign)
+{
+	a->attempts += (uint64_t)sign * b->attempts;
+	a->round_trips += (uint64_t)sign * b->round_trips;
+	a->ops += (uint64_t)sign * b->ops;
+	a->bytes_sent += (uint64_t)sign * b->bytes_sent;
+	a->bytes_recv += (uint64_t)sign * b->bytes_recv;
+	for (unsigned i = 0; i < LOTUS_OP_TYPES; i++) {
+		a->type[i].ops += (uint64_t)sign * b->type[i].ops;
+		a->type[i].bytes_sent += (uint64_t)sign * b->type[i].bytes_sent;
+		a->type[i].bytes_recv += (uint64_t)sign * b->type[i].bytes_recv;
+	}
+}
+
+static void eng_sub(struct lotus_attempt_counters *a, const struct lotus_attempt_counters *b)
+{
+	eng_add(a, b, -1);
+}
+
 static int run_txns(struct ycsb_thread *th)
 {
 	struct ycsb_shared *sh = th->sh;
@@ -425,6 +447,7 @@ static int run_txns(struct ycsb_thread *th)
 		uint64_t now = clock_now_ns();
 		if (!warm_taken && now >= sh->t_warm) {
 			lotus_session_counters(th->s, &th->net_warm);
+			lotus_session_txn_counters(th->s, &th->eng_warm);
 			warm_taken = 1;
 		}
 		if (now >= sh->t_end || atomic_load(&ycsb_stopping) || txns_done(th))
@@ -440,6 +463,9 @@ static int run_txns(struct ycsb_thread *th)
 	th->res.net.bytes_recv -= th->net_warm.bytes_recv;
 	th->res.net.reqs_sent -= th->net_warm.reqs_sent;
 	th->res.net.local_hits -= th->net_warm.local_hits;
+	lotus_session_txn_counters(th->s, &th->res.eng);
+	eng_sub(&th->res.eng.committed, &th->eng_warm.committed);
+	eng_sub(&th->res.eng.aborted, &th->eng_warm.aborted);
 	for (unsigned i = 0; i < k; i++)
 		if (th->slots[i].t && !th->slots[i].busy)
 			lotus_txn_free(th->slots[i].t);
@@ -695,6 +721,13 @@ static void merge_results(struct ycsb_result *res, struct ycsb_thread *ths, unsi
 		res->net.reqs_sent += r->net.reqs_sent;
 		res->net.hint_stale += r->net.hint_stale;
 		res->net.local_hits += r->net.local_hits;
+		eng_add(&res->eng.committed, &r->eng.committed, 1);
+		eng_add(&res->eng.aborted, &r->eng.aborted, 1);
+		if (!res->eng.engine) {  /* names: every session of a run has the same */
+			res->eng.engine = r->eng.engine;
+			res->eng.ntypes = r->eng.ntypes;
+			memcpy(res->eng.type_names, r->eng.type_names, sizeof(res->eng.type_names));
+		}
 		res->retries_max = MAX(res->retries_max, r->retries_max);
 		hist_merge(&res->lat, &r->lat);
 		if (ths[i].error && !res->error)
@@ -856,6 +889,11 @@ static const char *cc_name(enum lotus_cc cc)
 	return cc == LOTUS_WAIT_DIE ? "wait_die" : cc == LOTUS_WOUND_WAIT ? "wound_wait" : "no_wait";
 }
 
+static const char *engine_name(enum lotus_engine e)
+{
+	return e == LOTUS_ENGINE_ONESIDED ? "onesided" : "twosided";
+}
+
 static const char *batch_name(enum lotus_batch b)
 {
 	return b == LOTUS_BATCH_NONE ? "none" : b == LOTUS_BATCH_INTER ? "inter" : "intra";
@@ -925,6 +963,82 @@ static void print_no_run(FILE *f, const struct ycsb_opts *o, const struct ycsb_r
 			(unsigned long long)r->digest_rows);
 }
 
+static double per(uint64_t x, uint64_t n)
+{
+	return n ? (double)x / (double)n : 0;
+}
+
+/* "by_type":{"read":{"ops":..,"bytes_sent":..,"bytes_recv":..},...} per attempt */
+static void json_by_type(FILE *f, const struct lotus_txn_counters *e,
+			 const struct lotus_attempt_counters *a, const char *suffix)
+{
+	fprintf(f, "\"by_type\":{");
+	for (unsigned i = 0; i < e->ntypes && i < LOTUS_OP_TYPES; i++)
+		fprintf(f, "%s\"%s\":{\"ops%s\":%.3f,\"bytes_sent%s\":%.1f,\"bytes_recv%s\":%.1f}",
+			i ? "," : "", e->type_names[i], suffix, per(a->type[i].ops, a->attempts),
+			suffix, per(a->type[i].bytes_sent, a->attempts),
+			suffix, per(a->type[i].bytes_recv, a->attempts));
+	fprintf(f, "}");
+}
+
+/* The engine's counts, inside "net": per committed transaction (its own
+ * attempt), per aborted attempt, and everything per committed transaction. */
+static void json_engine(FILE *f, const struct ycsb_result *r)
+{
+	const struct lotus_txn_counters *e = &r->eng;
+	const struct lotus_attempt_counters *c = &e->committed, *a = &e->aborted;
+	uint64_t n = c->attempts;
+	fprintf(f, ",\"engine\":\"%s\",\"round_trips_per_txn\":%.3f,\"ops_per_txn\":%.3f,"
+		"\"bytes_sent_per_txn\":%.1f,\"bytes_recv_per_txn\":%.1f,",
+		e->engine ? e->engine : "", per(c->round_trips, n), per(c->ops, n),
+		per(c->bytes_sent, n), per(c->bytes_recv, n));
+	json_by_type(f, e, c, "_per_txn");
+	fprintf(f, ",\"committed\":{\"attempts\":%llu,\"round_trips\":%llu,\"ops\":%llu,"
+		"\"bytes_sent\":%llu,\"bytes_recv\":%llu}",
+		(unsigned long long)n, (unsigned long long)c->round_trips,
+		(unsigned long long)c->ops, (unsigned long long)c->bytes_sent,
+		(unsigned long long)c->bytes_recv);
+	fprintf(f, ",\"aborted\":{\"attempts\":%llu,\"round_trips\":%llu,\"ops\":%llu,"
+		"\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"round_trips_per_attempt\":%.3f,"
+		"\"ops_per_attempt\":%.3f,\"bytes_sent_per_attempt\":%.1f,"
+		"\"bytes_recv_per_attempt\":%.1f,",
+		(unsigned long long)a->attempts, (unsigned long long)a->round_trips,
+		(unsigned long long)a->ops, (unsigned long long)a->bytes_sent,
+		(unsigned long long)a->bytes_recv, per(a->round_trips, a->attempts),
+		per(a->ops, a->attempts), per(a->bytes_sent, a->attempts),
+		per(a->bytes_recv, a->attempts));
+	json_by_type(f, e, a, "_per_attempt");
+	fprintf(f, "},\"all_per_committed_txn\":{\"round_trips\":%.3f,\"ops\":%.3f,"
+		"\"bytes_sent\":%.1f,\"bytes_recv\":%.1f}",
+		per(c->round_trips + a->round_trips, n), per(c->ops + a->ops, n),
+		per(c->bytes_sent + a->bytes_sent, n), per(c->bytes_recv + a->bytes_recv, n));
+}
+
+/* The same for people: three lines and the types of a committed one. */
+static void print_engine(FILE *f, const struct ycsb_result *r)
+{
+	const struct lotus_txn_counters *e = &r->eng;
+	const struct lotus_attempt_counters *c = &e->committed, *a = &e->aborted;
+	uint64_t n = c->attempts;
+	fprintf(f, "  %-12s %.2f round trips  %.2f ops  %.0f B sent  %.0f B received"
+		"   (%s engine, %llu committed)\n", "per txn", per(c->round_trips, n), per(c->ops, n),
+		per(c->bytes_sent, n), per(c->bytes_recv, n), e->engine ? e->engine : "?",
+		(unsigned long long)n);
+	fprintf(f, "  %-12s", "  by type");
+	for (unsigned i = 0, k = 0; i < e->ntypes && i < LOTUS_OP_TYPES; i++) {
+		if (!c->type[i].ops)
+			continue;
+		fprintf(f, "%s %s %.2f ops %.0f/%.0f B", k++ ? "," : "", e->type_names[i],
+			per(c->type[i].ops, n), per(c->type[i].bytes_sent, n),
+			per(c->type[i].bytes_recv, n));
+	}
+	fprintf(f, "\n");
+	fprintf(f, "  %-12s %.2f round trips  %.2f ops  %.0f B sent  %.0f B received"
+		"   (each of %llu aborted attempts)\n", "per abort", per(a->round_trips, a->attempts),
+		per(a->ops, a->attempts), per(a->bytes_sent, a->attempts),
+		per(a->bytes_recv, a->attempts), (unsigned long long)a->attempts);
+}
+
 void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r, bool json,
 		const char *transport, unsigned servers_unused)
 {
@@ -943,7 +1057,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	uint64_t lookups = r->cache.hits + r->cache.misses;
 	double hit_rate = lookups ? (double)r->cache.hits / (double)lookups : 0;
 	if (json) {
-		fprintf(f, "{\"workload\":\"%c\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
+		fprintf(f, "{\"workload\":\"%c\",\"engine\":\"%s\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
 			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"partitioning\":\"%s\","
 			"\"compute_id\":%u,\"compute_count\":%u,\"seconds\":%.3f,"
@@ -953,11 +1067,9 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"lat_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f},"
 			"\"net\":{\"msgs_sent\":%llu,\"bytes_sent\":%llu,\"msgs_recv\":%llu,"
 			"\"bytes_recv\":%llu,\"msgs_per_txn\":%.2f,\"bytes_per_txn\":%.1f,"
-			"\"reqs_per_msg\":%.2f},\"cc_stats\":%s,"
-			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
-			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
-			"\"local_hits\":%llu}",
-			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
+			"\"reqs_per_msg\":%.2f",
+			o->workload, engine_name(o->lo.engine), cc_name(o->lo.cc), threads,
+			o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
 			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
 			o->lo.compute_id, o->lo.compute_count, r->seconds, (unsigned long long)r->committed,
@@ -970,7 +1082,12 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			(unsigned long long)r->net.bytes_sent, (unsigned long long)r->net.msgs_recv,
 			(unsigned long long)r->net.bytes_recv,
 			(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
-			(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg,
+			(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
+		json_engine(f, r);
+		fprintf(f, "},\"cc_stats\":%s,"
+			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
+			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
+			"\"local_hits\":%llu}",
 			r->cc_stats[0] ? r->cc_stats : "{}", (unsigned long long)r->cache.hits,
 			(unsigned long long)r->cache.misses, hit_rate,
 			(unsigned long long)r->cache.stale_hints, (unsigned long long)r->cache.evictions,
@@ -981,9 +1098,9 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 		fprintf(f, "}\n");
 		return;
 	}
-	fprintf(f, "lotus ycsb: workload %c, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
+	fprintf(f, "lotus ycsb: workload %c, %s, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
 		   "            %u ops/txn, %llu records of %u B, zipf %.2f\n",
-		o->workload, cc_name(o->lo.cc), batch_name(o->lo.batch), transport, servers, threads,
+		o->workload, engine_name(o->lo.engine), cc_name(o->lo.cc), batch_name(o->lo.batch), transport, servers, threads,
 		o->inflight, o->ops_per_txn, (unsigned long long)o->records, o->record_size, o->zipf);
 	fprintf(f, "  %-12s %12.1f txn/s %12.1f ops/s   (%llu committed in %.1f s)\n", "throughput",
 		(double)r->committed / secs, (double)r->ops / secs,
@@ -998,6 +1115,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	fprintf(f, "  %-12s %.2f msgs/txn  %.0f bytes/txn  %.2f requests/msg\n", "network",
 		(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
 		(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
+	print_engine(f, r);
 	if (o->lo.cache_bytes)
 		fprintf(f, "  %-12s %.1f %% hits (%llu of %llu), %llu stale hints, %llu evictions, %llu write-backs\n",
 			"cache", 100 * hit_rate, (unsigned long long)r->cache.hits,

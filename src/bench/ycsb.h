@@ -37,6 +37,9 @@ struct ycsb_result {
 	double seconds;
 	struct hist lat;          /* committed transactions, first attempt to commit */
 	struct lotus_net_counters net;
+	/* The engine's work per attempt over the run (warm-up excluded; attempts
+	 * that end while the run drains are in) */
+	struct lotus_txn_counters eng;
 	uint64_t retries_max;     /* most attempts one transaction needed */
 	/* The memory servers' counters over this run (from the end of the warm-up
 	 * to the end: after-minus-before, so the load and earlier runs are not in

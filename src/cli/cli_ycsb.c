@@ -19,6 +19,8 @@ static const char *const batches[] = { "none", "intra", "inter", NULL };
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
 static const char *const parts[] = { "none", "co", NULL };
+/* index == enum lotus_engine */
+static const char *const engines[] = { "twosided", "onesided", NULL };
 static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
@@ -35,7 +37,7 @@ int cmd_ycsb(int argc, char **argv)
 	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
 	uint64_t smem = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
 	uint64_t group = 8, spin = 0;
-	int commit = 0, wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0;
+	int commit = 0, wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0, engine = 0;
 	double admit = 1.0;
 	bool digest = false;
 	const char *config = NULL, *trace = NULL, *data_dir = NULL;
@@ -56,6 +58,9 @@ int cmd_ycsb(int argc, char **argv)
 		  "so that messages carry requests of several transactions)", .min = 1, .max = 1024 },
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "measured run time (default 10)", .min = 0.1, .max = 86400 },
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
+		{ "engine", OPT_CHOICE, &engine, "E", "transaction engine: twosided = lotus (requests to the memory "
+		  "servers' lock managers), onesided = the Sherman/Deft-style baseline over RMA (reads, writes, "
+		  "CAS, FAA on the servers' memory; not built yet) (default twosided)", engines },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
 		{ "batch", OPT_CHOICE, &batch, "B", "request batching: none = one request per message, intra = one message "
@@ -118,6 +123,7 @@ int cmd_ycsb(int argc, char **argv)
 	if (cli_find(opts, "dist")->seen)
 		o.dist = dist;
 	o.lo.cc = (enum lotus_cc)cc;
+	o.lo.engine = (enum lotus_engine)engine;
 	if (cli_find(opts, "commit")->seen)
 		o.lo.commit = (enum lotus_commit)(commit + 1);
 	o.lo.batch = (enum lotus_batch)batch;

@@ -1,7 +1,7 @@
 /*
- * cluster.c - lotus_connect(): the cluster handle, routing, the table
- * registry, and local clusters (memory servers started as child processes on
- * loopback).
+ * cluster.c - the cluster handle (cluster.h): options, routing, and local
+ * clusters (memory servers started as child processes on loopback).
+ * lotus_connect() (api.c) creates it first and destroys it last.
  *
  * A local server is `lotus memserver --listen 127.0.0.1:0 --ready-json`: it
  * picks a free port itself and reports it on a pipe, so there is no race for
@@ -37,7 +37,7 @@
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include "compute/cluster.h"
 #include "lotus_prefix.h"   /* generated: LOTUS_INSTALLED_BIN */
 
 void lotus_options_init(struct lotus_options *o)
@@ -53,6 +53,20 @@ void lotus_options_init(struct lotus_options *o)
 unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen)
 {
 	return (unsigned)(fnv1a64(key, klen) % c->nservers);
+}
+
+int cluster_owns(const lotus_cluster_t *c, const void *key, size_t klen)
+{
+	unsigned n = c->opts.compute_count ? c->opts.compute_count : 1;
+	return (unsigned)((fnv1a64(key, klen) >> 32) % n) == c->opts.compute_id;
+}
+
+int cluster_table_find(const lotus_cluster_t *c, const char *name)
+{
+	for (unsigned i = 0; i < c->ntables; i++)
+		if (!strcmp(c->tables[i].name, name))
+			return (int)i;
+	return -1;
 }
 
 unsigned lotus_cluster_servers(const lotus_cluster_t *c)
@@ -253,7 +267,7 @@ static void peers_remove(lotus_cluster_t *c)
 	c->peers_path[0] = 0;
 }
 
-int cluster_start_local(lotus_cluster_t *c)
+static int cluster_start_local(lotus_cluster_t *c)
 {
 	char buf[PATH_MAX];
 	const char *bin = lotus_binary(c, buf, sizeof(buf));
@@ -290,7 +304,7 @@ int cluster_start_local(lotus_cluster_t *c)
 	return peers_write(c);
 }
 
-void cluster_stop_local(lotus_cluster_t *c)
+static void cluster_stop_local(lotus_cluster_t *c)
 {
 	for (unsigned i = 0; i < c->nservers; i++)
 		if (c->servers[i].pid > 0)
@@ -361,7 +375,7 @@ static int secret_make_local(lotus_cluster_t *c)
 	return 0;
 }
 
-int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
+int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 {
 	lotus_cluster_t *c = calloc(1, sizeof(*c));
 	int rc;
@@ -416,98 +430,22 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	}
 	if (rc == 0 && !o->config_path)
 		rc = cluster_start_local(c);
-	if (rc == 0)
-		rc = cluster_cache_create(c);
 	if (rc) {
-		lotus_disconnect(c);
+		cluster_destroy(c);
 		return rc;
 	}
 	*out = c;
 	return 0;
 }
 
-void lotus_disconnect(lotus_cluster_t *c)
+void cluster_destroy(lotus_cluster_t *c)
 {
 	if (!c)
 		return;
-	cluster_cache_destroy(c);
 	cluster_stop_local(c);
 	if (c->net)
 		net_ctx_destroy(c->net);
 	pthread_mutex_destroy(&c->tables_mu);
 	pthread_mutex_destroy(&c->groups_mu);
 	free(c);
-}
-
-/* Create (flags 0) or open (WIRE_REQ_F_TABLE_OPEN) the table on every
- * server; each server returns its own id for it, and its size. */
-static int table_register(lotus_session_t *s, const char *name, uint32_t max_value,
-			  uint16_t flags, lotus_table_t *out)
-{
-	lotus_cluster_t *c = s->cl;
-	int rc = 0;
-	if (!name || !*name || !out)
-		return -EINVAL;
-	size_t nlen = strnlen(name, 65);
-	if (nlen > 64)
-		return LOTUS_ETOOBIG;
-	pthread_mutex_lock(&c->tables_mu);
-	unsigned i;
-	for (i = 0; i < c->ntables; i++)
-		if (!strcmp(c->tables[i].name, name))
-			break;
-	if (i == LOTUS_MAX_TABLES) {
-		rc = -ENOSPC;
-		goto out;
-	}
-	struct table_ent te = { .max_value = max_value };
-	memcpy(te.name, name, nlen + 1);
-	for (unsigned sv = 0; sv < c->nservers && rc == 0; sv++) {
-		struct wire_req r = { .op = OP_CREATE_TABLE, .flags = flags,
-				      .key_len = (uint16_t)nlen, .arg = max_value };
-		rc = session_admin(s, sv, &r, name, NULL, 0);
-		uint64_t arg = s->g->admin_arg[sv];
-		te.ids[sv] = (uint16_t)arg;
-		if (rc == 0 && flags) {  /* open: every server must know it, at one size */
-			if (sv == 0)
-				te.max_value = (uint32_t)(arg >> 32);
-			else if (te.max_value != (uint32_t)(arg >> 32))
-				rc = LOTUS_ECONFIG;
-		}
-	}
-	if (rc == LOTUS_ECONFIG)
-		log_error("table %s has different sizes on different memory servers", name);
-	if (rc == 0) {
-		c->tables[i] = te;
-		if (i == c->ntables)
-			c->ntables++;
-		*out = i;
-	}
-out:
-	pthread_mutex_unlock(&c->tables_mu);
-	return rc;
-}
-
-int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
-		       lotus_table_t *out)
-{
-	if (max_value == 0)
-		max_value = 1024;
-	if (max_value > 64 * 1024)
-		return LOTUS_ETOOBIG;
-	return table_register(s, name, max_value, 0, out);
-}
-
-int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out)
-{
-	return table_register(s, name, 0, WIRE_REQ_F_TABLE_OPEN, out);
-}
-
-uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb)
-{
-	lotus_cluster_t *c = s->cl;
-	pthread_mutex_lock(&c->tables_mu);
-	uint32_t v = tb < c->ntables ? c->tables[tb].max_value : 0;
-	pthread_mutex_unlock(&c->tables_mu);
-	return v;
 }
