@@ -5,11 +5,7 @@
 #ifndef LOTUS_OS_TESTUTIL_H
 #define LOTUS_OS_TESTUTIL_H
 #include "common/common.h"
-#if __has_include("compute/cluster.h")
 #include "compute/cluster.h"
-#else
-#include "compute/compute_int.h"
-#endif
 #include "onesided/os_engine.h"
 #include "onesided/os_layout.h"
 #include "testutil.h"
