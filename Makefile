@@ -56,7 +56,7 @@ say = @printf '  %-7s %s\n'
 endif
 
 LIB_SRC   := $(sort $(wildcard src/common/*.c src/net/*.c src/io/*.c src/store/*.c \
-             src/lock/*.c src/memserver/*.c src/compute/*.c))
+             src/lock/*.c src/memserver/*.c src/compute/*.c src/onesided/*.c))
 # Benchmarks and lotus serve: in the lotus binary only, not in liblotus.
 BENCH_SRC := $(sort $(wildcard src/bench/*.c src/serve/*.c))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))

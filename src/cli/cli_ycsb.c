@@ -55,7 +55,8 @@ int cmd_ycsb(int argc, char **argv)
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
 		{ "engine", OPT_CHOICE, &engine, "E", "transaction engine: twosided = lotus (requests to the memory "
 		  "servers' lock managers), onesided = the Sherman/Deft-style baseline over RMA (reads, writes, "
-		  "CAS, FAA on the servers' memory; not built yet) (default twosided)", engines },
+		  "CAS, FAA on the servers' memory; no_wait or wait_die; no scans or deletes; docs/onesided.md) "
+		  "(default twosided)", engines },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
 		{ "batch", OPT_CHOICE, &batch, "B", "request batching: none = one request per message, intra = one message "

@@ -27,7 +27,7 @@ const struct engine *engine_find(enum lotus_engine kind)
 	case LOTUS_ENGINE_TWOSIDED:
 		return &engine_twosided;
 	case LOTUS_ENGINE_ONESIDED:
-		return NULL;   /* not built yet (issue 13) */
+		return &engine_onesided;
 	}
 	return NULL;
 }

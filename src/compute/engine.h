@@ -107,6 +107,7 @@ const struct engine *engine_find(enum lotus_engine kind);
 const char *engine_kind_name(enum lotus_engine kind);
 
 extern const struct engine engine_twosided;
+extern const struct engine engine_onesided;   /* src/onesided/os_lotus.c */
 
 /* ---- counting helpers (any engine) ----------------------------------------- */
 

@@ -85,6 +85,7 @@
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
+#include "onesided/os_region.h"
 
 /* One SCAN reply holds at most this many rows and (after its first row) this
  * many bytes; a capped reply says where it stopped and the client continues
@@ -766,7 +767,8 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 	name[r->key_len] = 0;
 	if (r->flags & WIRE_REQ_F_TABLE_OPEN) {   /* a client that does not know its size */
 		uint32_t maxv = 0;
-		int rc = store_table_find(wk->srv->store, name, &id, &maxv);
+		int rc = r->key_len > 64 ? LOTUS_ENOTABLE   /* no table has so long a name */
+				 : store_table_find(wk->srv->store, name, &id, &maxv);
 		rep_status(wk, &wk->rep, r, rc, rc ? 0 : id | (uint64_t)maxv << 32);
 		return;
 	}
@@ -894,12 +896,33 @@ static void h_txn_status(struct ms_worker *wk, struct ms_conn *c, uint32_t sende
 		rep_status(wk, &wk->rep, r, rc, (uint64_t)answer);
 }
 
+/* The one-sided baseline: where the table's region is (os_region.c). */
+static void h_os_attach(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
+			uint64_t seq, const struct wire_req *r, const unsigned char *key,
+			const unsigned char *val)
+{
+	void *info = NULL;
+	size_t len = 0;
+	char name[65];
+	uint16_t id = 0;
+	uint32_t maxv;
+	snprintf(name, sizeof(name), "%.*s", (int)r->key_len, (const char *)key);
+	int rc = r->key_len > 64 ? LOTUS_ENOTABLE   /* no table has so long a name */
+				 : store_table_find(wk->srv->store, name, &id, &maxv);
+	if (rc == 0)
+		rc = os_regions_attach(wk->srv->onesided, id, &info, &len);
+	struct wire_rep rep = { .op = r->op, .status = rc, .tag = r->tag, .txn_id = r->txn_id,
+				.value_len = (uint32_t)len };
+	ms_rep_add(wk, &wk->rep, &rep, info);
+	free(info);
+}
+
 static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_READ] = h_lockop,   [OP_READ_X] = h_lockop, [OP_LOCK_X] = h_lockop,
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
 	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
 	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback, [OP_TXN_STATUS] = h_txn_status,
-	[OP_PREPARE] = h_prepare,
+	[OP_PREPARE] = h_prepare, [OP_OS_ATTACH] = h_os_attach,
 };
 
 /* Ops that bring data back or may park.  While the connection has more than

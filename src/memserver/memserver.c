@@ -32,6 +32,7 @@
 #include "memserver/handlers.h"
 #include "memserver/durable.h"
 #include "memserver/termination.h"
+#include "onesided/os_region.h"
 
 static _Atomic int ms_stop_flag;
 
@@ -90,6 +91,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		ms_term_start(srv);
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
+	if (rc == 0)
+		rc = os_regions_create(srv->net, srv->store, &srv->onesided);
 	if (rc)
 		return rc;
 	srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));
@@ -137,6 +140,7 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		}
 	}
 	free(srv->workers);
+	os_regions_free(srv->onesided);   /* before its UCX context goes */
 	if (srv->net)
 		net_ctx_destroy(srv->net);
 	if (srv->locks)

@@ -274,6 +274,7 @@ struct ms_server {
 	int resolver_running;
 	_Atomic int resolver_stop;
 	struct ms_hooks hooks;      /* upward calls (see struct ms_hooks) */
+	struct os_regions *onesided;  /* the one-sided baseline's regions (src/onesided/) */
 };
 #define MS_DEP_SLOTS (1u << 16)
 #define MS_PREP_BUCKETS 1024

@@ -386,6 +386,11 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 		.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
 		.mt_workers_shared = 1,
 	};
+	/* RMA and atomics for the one-sided engine (src/onesided/), in every
+	 * context: endpoints made from worker addresses must agree on their
+	 * lanes, and UCX 1.13 aborts the peer whose features differ ("endpoint
+	 * reconfiguration not supported yet", seen on sm). */
+	p.features |= UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
 	ucs_status_t st = ucp_init(&p, cfg, &ctx->ucp);
 	if (st != UCS_OK) {
 		log_error("net: UCX init for transport %s (UCX_TLS=%s) failed: %s", tl->name,
@@ -420,6 +425,21 @@ void net_ctx_destroy(net_ctx_t *ctx)
 		ucp_cleanup(ctx->ucp);
 	sodium_memzero(&ctx->key, sizeof(ctx->key));
 	free(ctx);
+}
+
+void *net_ctx_ucp(net_ctx_t *ctx)
+{
+	return ctx->ucp;
+}
+
+void *net_worker_ucp(net_worker_t *w)
+{
+	return w->ucp;
+}
+
+void *net_conn_ep(net_conn_t *c)
+{
+	return c->ep;
 }
 
 const char *net_ctx_transport(const net_ctx_t *ctx)

@@ -126,6 +126,14 @@ void *net_conn_user(const net_conn_t *c);
 const char *net_conn_peer(const net_conn_t *c);
 net_worker_t *net_conn_worker(const net_conn_t *c);
 
+/* The UCX handles under lotus's objects (ucp_context_h, ucp_worker_h,
+ * ucp_ep_h), for the one-sided engine's RMA (every context has RMA and
+ * 64-bit atomics).
+ * Same thread rules as the objects themselves. */
+void *net_ctx_ucp(net_ctx_t *ctx);
+void *net_worker_ucp(net_worker_t *w);
+void *net_conn_ep(net_conn_t *c);
+
 void *net_buf_alloc(size_t len);
 void net_buf_free(void *buf);
 /* Send len bytes of buf (ownership passes to the transport, even on error). */

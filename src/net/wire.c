@@ -337,6 +337,6 @@ const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
 				       "scan", "commit", "abort", "create_table", "stats",
-				       "writeback", "txn_status", "prepare" };
+				       "writeback", "txn_status", "prepare", "os_attach" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }

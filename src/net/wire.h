@@ -76,6 +76,10 @@ enum wire_op {
 			     the writes are held (logged first on a durable
 			     server), not applied, until the COMMIT without
 			     writes that follows, an ABORT, or the resolver */
+	OP_OS_ATTACH,     /* the one-sided baseline: key = table name; reply
+			     value = struct os_attach_info and the packed rkey
+			     of the table's region (src/onesided/os_layout.h),
+			     built from the table's records at the first call */
 	OP_MAX
 };
 
