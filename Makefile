@@ -56,7 +56,7 @@ say = @printf '  %-7s %s\n'
 endif
 
 LIB_SRC   := $(sort $(wildcard src/common/*.c src/net/*.c src/io/*.c src/store/*.c \
-             src/lock/*.c src/memserver/*.c src/compute/*.c))
+             src/lock/*.c src/memserver/*.c src/compute/*.c src/onesided/*.c))
 # Benchmarks and lotus serve: in the lotus binary only, not in liblotus.
 BENCH_SRC := $(sort $(wildcard src/bench/*.c src/serve/*.c))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
@@ -78,12 +78,14 @@ PREFIX_H  := $(BUILD)/gen/lotus_prefix.h
 # The serializability checker's workload client (tests/checker/, docs/checker.md),
 # linked against the public liblotus.a like any user program.
 LA_CLIENT := $(BUILD)/bin/la-client
+# The lease tests' client (tests/integration/lease_*.sh), also public-API only.
+LEASE_CLIENT := $(BUILD)/bin/lease-client
 
 .PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -172,6 +174,11 @@ $(LA_CLIENT): $(BUILD)/tests/checker/la_client.o $(LIB_A)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
+$(LEASE_CLIENT): $(BUILD)/tests/integration/lease_client.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -194,7 +201,10 @@ tsan:
 	  OPTFLAGS="-O1 -g -fsanitize=thread" progs
 
 # The unit tests whose threads share data: what TSan can check in CI time.
-TSAN_TESTS ?= concurrent ckpt_writer ckpt_recover lock_stress io_clone_threads redo_basic redo_fault durable_async
+# test_net_basic and test_net_fault connect through the front door (its thread
+# admits each client to a worker's mailbox).
+TSAN_TESTS ?= concurrent group_shared ckpt_writer ckpt_recover lock_stress io_clone_threads redo_basic redo_fault durable_async \
+	test_net_basic test_net_fault
 test-tsan: deps tsan
 	@LOTUS_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  tests/run $(TSAN_TESTS)
@@ -202,4 +212,5 @@ test-tsan: deps tsan
 clean:
 	rm -rf build build-asan build-tsan
 
--include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d
+-include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d \
+  $(BUILD)/tests/integration/lease_client.d

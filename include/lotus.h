@@ -47,6 +47,13 @@
  *                 OUTCOME IS UNKNOWN; the writes may have landed on every,
  *                 some or no server (with a one-phase commit), so read the
  *                 keys back before deciding.  Late replies are dropped.
+ *   Leases        every connection keeps a lease (lotus_options.lease_ms):
+ *                 a memory server that hears nothing from this process for
+ *                 a lease (killed, cut off, paused) releases its unprepared
+ *                 transactions there; this process then gets LOTUS_ELEASE
+ *                 from its next request to that server, whose connection is
+ *                 gone for the session (open a new session to use it).  A
+ *                 server silent for a lease is lost (LOTUS_ETIMEOUT).
  * Co-partitioning: every write is also applied on its memory server at
  * commit (the owner's cache is a clean copy), so scans see committed writes.
  * Only a key's owner may write it (the owner's cache and local locks would
@@ -85,10 +92,18 @@ extern "C" {
 #define LOTUS_EUNSUPPORTED (-5014) /* feature or transport not available here */
 #define LOTUS_EREADONLY    (-5015) /* server refuses writes (e.g. after log I/O error) */
 #define LOTUS_EDURABLE     (-5016) /* commit could not be made durable */
-#define LOTUS_ELAST        (-5017)
+#define LOTUS_ELIMIT       (-5017) /* a per-connection limit of the memory server
+				      (parked requests, bytes in flight) was hit:
+				      abort and retry */
+#define LOTUS_ELEASE       (-5018) /* this process's lease with a memory server
+				      expired (it was paused or cut off for
+				      lease_ms): the server released its
+				      transactions there and the connection is gone */
+#define LOTUS_ELAST        (-5018)
 
 const char *lotus_strerror(int err);
-/* 1 if err means "abort and retry the transaction" (conflicts, preemption). */
+/* 1 if err means "abort and retry the transaction" (conflicts, preemption, a
+ * memory server's per-connection limit). */
 int lotus_err_retryable(int err);
 
 typedef struct lotus_cluster lotus_cluster_t;
@@ -117,6 +132,13 @@ enum lotus_commit {
 	LOTUS_COMMIT_ONE_PHASE = 2,
 };
 
+/* How transactions reach the memory servers.  TWOSIDED: lotus's requests
+ * to the servers' lock managers (the Lotus paper).  ONESIDED: the
+ * Sherman/Deft-style baseline over RMA (reads, writes, CAS, FAA on the
+ * servers' memory); LOTUS_EUNSUPPORTED from lotus_connect() in a build
+ * without it. */
+enum lotus_engine { LOTUS_ENGINE_TWOSIDED = 0, LOTUS_ENGINE_ONESIDED = 1 };
+
 struct lotus_options {
 	const char *config_path;  /* cluster INI file; NULL with local_servers > 0 */
 	int local_servers;        /* start N memory servers on loopback (children) */
@@ -143,6 +165,12 @@ struct lotus_options {
 	const char *data_dir;     /* base directory (local): server i keeps its redo log and
 				     checkpoints in DATA_DIR/ms<i> and recovers from it at
 				     start; created if missing */
+	unsigned lease_ms;        /* liveness lease of every connection, ms; 0: the
+				     config's [cluster] lease_ms, else 3000.  A memory
+				     server that hears nothing from this process for a
+				     lease releases its transactions (LOTUS_ELEASE here);
+				     local servers get the same lease (a keeper thread
+				     renews it for idle sessions). */
 	/* Every connection proves knowledge of the cluster's shared secret (an
 	 * HMAC handshake; docs/net.md).  NULL: the config's [cluster] secret_file,
 	 * else none (only servers on loopback without a secret admit that); a
@@ -150,6 +178,7 @@ struct lotus_options {
 	 * LOTUS_ECONFIG (unreadable or empty file), -EACCES (a server refused
 	 * the secret), -EUSERS (a server is at its max_clients). */
 	const char *secret_file;
+	enum lotus_engine engine; /* transaction engine (default LOTUS_ENGINE_TWOSIDED) */
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);
@@ -230,7 +259,7 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 
 /* Send every staged operation (one message per memory server) and wait for the
  * replies.  0, or the first error, which is sticky: LOTUS_EABORTED,
- * LOTUS_EPREEMPTED (abort and retry), LOTUS_ETIMEOUT, LOTUS_EUNAVAIL,
+ * LOTUS_EPREEMPTED, LOTUS_ELIMIT (abort and retry), LOTUS_ETIMEOUT, LOTUS_EUNAVAIL,
  * LOTUS_EREADONLY, -ENOMEM.  LOTUS_ENOTFOUND / LOTUS_EEXISTS are reported per
  * op and do not fail execute. */
 int lotus_txn_execute(lotus_txn_t *t);
@@ -244,10 +273,12 @@ int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **ke
 		       size_t *klen, const void **value, size_t *vlen);
 
 /* Commit: execute what is still staged, apply the writes, release the locks.
- * 0: every write landed.  LOTUS_ETIMEOUT or LOTUS_EUNAVAIL (a server lost
- * during the commit round): the outcome is unknown, see "Deadlines".  Any
- * other error: nothing landed and the transaction is aborted (the sticky
- * error of an earlier failure is returned as is). */
+ * 0: every write landed.  LOTUS_ETIMEOUT, LOTUS_EUNAVAIL or LOTUS_ELEASE (a
+ * server lost during the commit round): the outcome is unknown, see
+ * "Deadlines" (a transaction whose locks a server released for an expired
+ * lease never lands; one that had PREPAREd everywhere is settled by the
+ * servers).  Any other error: nothing landed and the transaction is aborted
+ * (the sticky error of an earlier failure is returned as is). */
 int lotus_txn_commit(lotus_txn_t *t);
 /* Abort: release the locks.  Always leaves the txn ready to restart or free;
  * returns 0 or the error that ended the transaction.  LOTUS_ESTATE while an
@@ -273,6 +304,30 @@ struct lotus_net_counters {
 	uint64_t local_hits;      /* operations served by the co-partitioned cache */
 };
 void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out);
+
+/* The engine's work per transaction attempt, by how the attempt ended
+ * (committed, or aborted: an abort or a failed commit).  round_trips: waits
+ * for a network completion; ops: operations on the wire (two-sided:
+ * requests; one-sided: reads, writes, CAS, FAA), with the bytes each sent
+ * and the bytes of its answer (two-sided: each message's header is charged
+ * to the first request or reply in it, so the sums are every byte on the
+ * wire); type[i] splits them by the engine's type_names[i].  The session's
+ * thread. */
+#define LOTUS_OP_TYPES 16
+struct lotus_op_counters {
+	uint64_t ops, bytes_sent, bytes_recv;
+};
+struct lotus_attempt_counters {
+	uint64_t attempts, round_trips, ops, bytes_sent, bytes_recv;
+	struct lotus_op_counters type[LOTUS_OP_TYPES];
+};
+struct lotus_txn_counters {
+	const char *engine;                         /* "twosided", "onesided" */
+	unsigned ntypes;
+	const char *type_names[LOTUS_OP_TYPES];
+	struct lotus_attempt_counters committed, aborted;
+};
+void lotus_session_txn_counters(const lotus_session_t *s, struct lotus_txn_counters *out);
 
 /* Counters of memory server sv (locks, store, requests) as one JSON object;
  * the text is owned by the session and valid until the next call.  NULL if

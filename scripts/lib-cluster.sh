@@ -6,6 +6,8 @@
 #   cluster_restart ID                            start server ID again on its port, with
 #                                                 --config (so it can reach the others)
 # TRANSPORT (default tcp) and CLUSTER_CC (optional) go into the config file.
+# CLUSTER_LEASE_MS (optional) goes into [cluster] lease_ms and to every server
+# as --lease-ms.
 # CLUSTER_DATA=DIR gives server i --data-dir DIR/ms<i>; CLUSTER_DURABILITY
 # (sync or async) goes into the config's [cluster] section.  With CLUSTER_DATA
 # the servers are restarted once with --config after the ports are known.
@@ -24,6 +26,7 @@ _cluster_spawn() {
   shift 2
   local data=()
   [ -z "${CLUSTER_DATA:-}" ] || data=(--data-dir "$CLUSTER_DATA/ms$id")
+  [ -z "${CLUSTER_LEASE_MS:-}" ] || data+=(--lease-ms "$CLUSTER_LEASE_MS")
   "$L" memserver --listen "$listen" --id "$id" --transport "${TRANSPORT:-tcp}" \
       --ready-json "${data[@]}" "$@" "${CLUSTER_ARGS[@]}" \
       >"$CLUSTER_DIR/ms$id.out" 2>>"$CLUSTER_DIR/ms$id.err" &
@@ -65,6 +68,7 @@ cluster_start() {
   {
     printf '[cluster]\ntransport = %s\n' "${TRANSPORT:-tcp}"
     [ -z "${CLUSTER_CC:-}" ] || printf 'cc = %s\n' "$CLUSTER_CC"
+    [ -z "${CLUSTER_LEASE_MS:-}" ] || printf 'lease_ms = %s\n' "$CLUSTER_LEASE_MS"
     [ -z "${CLUSTER_DURABILITY:-}" ] || printf 'durability = %s\n' "$CLUSTER_DURABILITY"
     for ((id = 0; id < n; id++)); do
       printf '[memserver %d]\nlisten = 127.0.0.1:%s\n' "$id" "${CLUSTER_PORTS[$id]}"

@@ -689,6 +689,15 @@ static void on_exec(lotus_txn_t *t, int rc, void *arg);
 static void on_commit(lotus_txn_t *t, int rc, void *arg);
 static void on_abort(lotus_txn_t *t, int rc, void *arg);
 
+/* A memory server is gone for this client: its connection failed
+ * (EUNAVAIL), it stopped answering for a lease or a deadline (ETIMEOUT),
+ * or this process's own lease with it expired (ELEASE).  The run stops and
+ * reports "memory server lost" (exit 3) in every case. */
+static bool server_lost(int rc)
+{
+	return rc == LOTUS_EUNAVAIL || rc == LOTUS_ETIMEOUT || rc == LOTUS_ELEASE;
+}
+
 static void th_fail(struct bank_thread *th, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void th_fail(struct bank_thread *th, int rc, const char *fmt, ...)
@@ -810,8 +819,8 @@ static void on_abort(lotus_txn_t *t, int rc, void *arg)
 			xfer_retry(x);
 		return;
 	}
-	if (x->why == LOTUS_EUNAVAIL)
-		th_fail(th, x->why, "memory server lost");
+	if (server_lost(x->why))
+		th_fail(th, LOTUS_EUNAVAIL, "memory server lost: %s", lotus_strerror(x->why));
 	else
 		th_fail(th, x->why, "transfer 0x%016" PRIx64 " failed: %s", x->id,
 			lotus_strerror(x->why));
@@ -894,8 +903,8 @@ static void on_commit(lotus_txn_t *t, int rc, void *arg)
 		return;
 	}
 	th_ledger(th, true, x->id);
-	if (rc == LOTUS_EUNAVAIL)
-		th_fail(th, rc, "memory server lost");
+	if (server_lost(rc))
+		th_fail(th, LOTUS_EUNAVAIL, "memory server lost: %s", lotus_strerror(rc));
 	else
 		th_fail(th, rc, "commit of transfer 0x%016" PRIx64 " failed: %s", x->id,
 			lotus_strerror(rc));

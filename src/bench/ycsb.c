@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,6 +45,8 @@ _Static_assert(YCSB_MAX_SERVERS == LOTUS_MAX_SERVERS, "one server limit");
 const char *const ycsb_srv_keys[YCSB_SRV_KEYS] = {
 	"acquires", "waits", "wait_ns", "grants_after_wait", "rejects", "preemptions",
 	"preempted_aborts", "hint_hits", "hint_stale", "bad_msgs",
+	"parked_refused", "bytes_refused",   /* LOTUS_ELIMIT answers (docs/net.md) */
+	"requests", "cpu_ns",
 };
 
 static _Atomic int ycsb_stopping;
@@ -101,6 +104,8 @@ struct ycsb_thread {
 	int stop_issuing;
 	struct ycsb_result res;
 	struct lotus_net_counters net_warm;
+	struct lotus_txn_counters eng_warm;
+	uint64_t cpu_warm_ns, cpu_ns;  /* this thread's CPU time at the warm-up's end; over the run */
 	unsigned char *value;
 	char *trace_buf;
 	size_t trace_len;
@@ -308,15 +313,22 @@ static void on_abort(lotus_txn_t *t, int rc, void *arg)
 	slot_retry(sl, sl->why);
 }
 
+/* The connection to a memory server failed (EUNAVAIL), it stopped answering
+ * (ETIMEOUT) or this process's lease with it expired (ELEASE): stop the run. */
+static int server_lost(int rc)
+{
+	return rc == LOTUS_EUNAVAIL || rc == LOTUS_ETIMEOUT || rc == LOTUS_ELEASE;
+}
+
 static void slot_fail(struct slot *sl, int rc)
 {
 	struct ycsb_thread *th = sl->th;
-	if (!lotus_err_retryable(rc) && rc != LOTUS_EUNAVAIL) {
+	if (!lotus_err_retryable(rc) && !server_lost(rc)) {
 		log_error("transaction failed: %s", lotus_strerror(rc));
 		th->error = rc;
 	}
-	if (rc == LOTUS_EUNAVAIL) {
-		th->error = rc;
+	if (server_lost(rc)) {
+		th->error = LOTUS_EUNAVAIL;
 		th->stop_issuing = 1;
 	}
 	sl->why = rc;
@@ -330,7 +342,8 @@ static void on_commit(lotus_txn_t *t, int rc, void *arg)
 	struct ycsb_thread *th = sl->th;
 	if (rc && !lotus_err_retryable(rc)) {
 		log_error("commit failed: %s", lotus_strerror(rc));
-		th->error = rc;
+		th->error = server_lost(rc) ? LOTUS_EUNAVAIL : rc;
+		th->stop_issuing |= server_lost(rc);
 		sl->busy = 0;
 		th->active--;
 		return;
@@ -407,6 +420,35 @@ static void slot_start(struct slot *sl)
 	th->active++;
 }
 
+/* a -= b, or a += b (sign -1 / 1) */
+static void eng_add(struct lotus_attempt_counters *a, const struct lotus_attempt_counters *b,
+		    int sign)
+{
+	a->attempts += (uint64_t)sign * b->attempts;
+	a->round_trips += (uint64_t)sign * b->round_trips;
+	a->ops += (uint64_t)sign * b->ops;
+	a->bytes_sent += (uint64_t)sign * b->bytes_sent;
+	a->bytes_recv += (uint64_t)sign * b->bytes_recv;
+	for (unsigned i = 0; i < LOTUS_OP_TYPES; i++) {
+		a->type[i].ops += (uint64_t)sign * b->type[i].ops;
+		a->type[i].bytes_sent += (uint64_t)sign * b->type[i].bytes_sent;
+		a->type[i].bytes_recv += (uint64_t)sign * b->type[i].bytes_recv;
+	}
+}
+
+static void eng_sub(struct lotus_attempt_counters *a, const struct lotus_attempt_counters *b)
+{
+	eng_add(a, b, -1);
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int run_txns(struct ycsb_thread *th)
 {
 	struct ycsb_shared *sh = th->sh;
@@ -419,12 +461,19 @@ static int run_txns(struct ycsb_thread *th)
 		th->slots[i].th = th;
 		rc = lotus_txn_begin(th->s, &th->slots[i].t);
 	}
+	if (rc == 0 && clock_now_ns() >= sh->t_warm) {  /* no warm-up: count from the first */
+		lotus_session_counters(th->s, &th->net_warm);
+		th->cpu_warm_ns = thread_cpu_ns();
+		warm_taken = 1;
+	}
 	for (unsigned i = 0; i < k && rc == 0 && !txns_done(th); i++)
 		slot_start(&th->slots[i]);
 	while (rc == 0 && !th->error) {
 		uint64_t now = clock_now_ns();
 		if (!warm_taken && now >= sh->t_warm) {
 			lotus_session_counters(th->s, &th->net_warm);
+			lotus_session_txn_counters(th->s, &th->eng_warm);
+			th->cpu_warm_ns = thread_cpu_ns();
 			warm_taken = 1;
 		}
 		if (now >= sh->t_end || atomic_load(&ycsb_stopping) || txns_done(th))
@@ -434,12 +483,16 @@ static int run_txns(struct ycsb_thread *th)
 		lotus_session_poll(th->s, 1);
 	}
 	lotus_session_counters(th->s, &th->res.net);
+	th->cpu_ns = warm_taken ? thread_cpu_ns() - th->cpu_warm_ns : 0;
 	th->res.net.msgs_sent -= th->net_warm.msgs_sent;
 	th->res.net.bytes_sent -= th->net_warm.bytes_sent;
 	th->res.net.msgs_recv -= th->net_warm.msgs_recv;
 	th->res.net.bytes_recv -= th->net_warm.bytes_recv;
 	th->res.net.reqs_sent -= th->net_warm.reqs_sent;
 	th->res.net.local_hits -= th->net_warm.local_hits;
+	lotus_session_txn_counters(th->s, &th->res.eng);
+	eng_sub(&th->res.eng.committed, &th->eng_warm.committed);
+	eng_sub(&th->res.eng.aborted, &th->eng_warm.aborted);
 	for (unsigned i = 0; i < k; i++)
 		if (th->slots[i].t && !th->slots[i].busy)
 			lotus_txn_free(th->slots[i].t);
@@ -695,6 +748,15 @@ static void merge_results(struct ycsb_result *res, struct ycsb_thread *ths, unsi
 		res->net.reqs_sent += r->net.reqs_sent;
 		res->net.hint_stale += r->net.hint_stale;
 		res->net.local_hits += r->net.local_hits;
+		eng_add(&res->eng.committed, &r->eng.committed, 1);
+		eng_add(&res->eng.aborted, &r->eng.aborted, 1);
+		if (!res->eng.engine) {  /* names: every session of a run has the same */
+			res->eng.engine = r->eng.engine;
+			res->eng.ntypes = r->eng.ntypes;
+			memcpy(res->eng.type_names, r->eng.type_names, sizeof(res->eng.type_names));
+		}
+		res->client_cpu_ns += ths[i].cpu_ns;
+		res->client_reqs += r->net.reqs_sent;
 		res->retries_max = MAX(res->retries_max, r->retries_max);
 		hist_merge(&res->lat, &r->lat);
 		if (ths[i].error && !res->error)
@@ -833,18 +895,24 @@ static void srv_delta(lotus_session_t *s, const struct srv_snap *before, struct 
 	uint64_t sum[YCSB_SRV_KEYS] = { 0 };
 	unsigned nsv = MIN(before->nservers, (unsigned)YCSB_MAX_SERVERS);
 	srv_read(s, nsv, res->srv, res->srv_ok);
+	res->srv_cpu_ok = nsv > 0;
 	for (unsigned sv = 0; sv < nsv; sv++) {
 		res->srv_ok[sv] = res->srv_ok[sv] && before->ok[sv];
+		/* a server too old to report its CPU time says 0 */
+		if (!res->srv_ok[sv] || !res->srv[sv][YCSB_SRV_CPU])
+			res->srv_cpu_ok = false;
 		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++) {
 			uint64_t a = res->srv[sv][k], b = before->v[sv][k];
 			res->srv[sv][k] = res->srv_ok[sv] && a >= b ? a - b : 0;
 			sum[k] += res->srv[sv][k];
 		}
 	}
+	res->srv_reqs = sum[YCSB_SRV_REQS];
+	res->srv_cpu_ns = sum[YCSB_SRV_CPU];
 	char *out = res->cc_stats;
 	size_t len = sizeof(res->cc_stats);
 	size_t n = (size_t)snprintf(out, len, "{");
-	for (unsigned k = 0; k < YCSB_SRV_KEYS && n < len; k++)
+	for (unsigned k = 0; k < YCSB_SRV_CC_KEYS && n < len; k++)
 		n += (size_t)snprintf(out + n, len - n, "%s\"%s\":%llu", k ? "," : "",
 				      ycsb_srv_keys[k], (unsigned long long)sum[k]);
 	if (n < len)
@@ -856,6 +924,11 @@ static const char *cc_name(enum lotus_cc cc)
 	return cc == LOTUS_WAIT_DIE ? "wait_die" : cc == LOTUS_WOUND_WAIT ? "wound_wait" : "no_wait";
 }
 
+static const char *engine_name(enum lotus_engine e)
+{
+	return e == LOTUS_ENGINE_ONESIDED ? "onesided" : "twosided";
+}
+
 static const char *batch_name(enum lotus_batch b)
 {
 	return b == LOTUS_BATCH_NONE ? "none" : b == LOTUS_BATCH_INTER ? "inter" : "intra";
@@ -864,15 +937,15 @@ static const char *batch_name(enum lotus_batch b)
 /* The memory servers' counters over the run: one row per server, and a total. */
 static void print_srv_table(FILE *f, const struct ycsb_result *r)
 {
-	static const char *const head[YCSB_SRV_KEYS] = {
+	static const char *const head[YCSB_SRV_CC_KEYS] = {
 		"acquires", "waits", "wait ms", "granted", "rejects", "preempts", "pre-abort",
-		"hint hit", "stale", "bad msgs",
+		"hint hit", "stale", "bad msgs", "park lim", "byte lim",
 	};
-	uint64_t sum[YCSB_SRV_KEYS] = { 0 };
+	uint64_t sum[YCSB_SRV_CC_KEYS] = { 0 };
 	unsigned nsv = MIN(r->servers, (unsigned)YCSB_MAX_SERVERS);
 	fprintf(f, "  %-12s over the run (all clients), per memory server:\n", "servers");
 	fprintf(f, "  %12s", "server");
-	for (unsigned k = 0; k < YCSB_SRV_KEYS; k++)
+	for (unsigned k = 0; k < YCSB_SRV_CC_KEYS; k++)
 		fprintf(f, " %9s", head[k]);
 	fprintf(f, "\n");
 	for (unsigned sv = 0; sv <= nsv; sv++) {
@@ -887,7 +960,7 @@ static void print_srv_table(FILE *f, const struct ycsb_result *r)
 			fprintf(f, "  %12s", "total");
 		else
 			break;
-		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++) {
+		for (unsigned k = 0; k < YCSB_SRV_CC_KEYS; k++) {
 			if (sv < nsv)
 				sum[k] += v[k];
 			if (!strcmp(ycsb_srv_keys[k], "wait_ns"))
@@ -925,6 +998,82 @@ static void print_no_run(FILE *f, const struct ycsb_opts *o, const struct ycsb_r
 			(unsigned long long)r->digest_rows);
 }
 
+static double per(uint64_t x, uint64_t n)
+{
+	return n ? (double)x / (double)n : 0;
+}
+
+/* "by_type":{"read":{"ops":..,"bytes_sent":..,"bytes_recv":..},...} per attempt */
+static void json_by_type(FILE *f, const struct lotus_txn_counters *e,
+			 const struct lotus_attempt_counters *a, const char *suffix)
+{
+	fprintf(f, "\"by_type\":{");
+	for (unsigned i = 0; i < e->ntypes && i < LOTUS_OP_TYPES; i++)
+		fprintf(f, "%s\"%s\":{\"ops%s\":%.3f,\"bytes_sent%s\":%.1f,\"bytes_recv%s\":%.1f}",
+			i ? "," : "", e->type_names[i], suffix, per(a->type[i].ops, a->attempts),
+			suffix, per(a->type[i].bytes_sent, a->attempts),
+			suffix, per(a->type[i].bytes_recv, a->attempts));
+	fprintf(f, "}");
+}
+
+/* The engine's counts, inside "net": per committed transaction (its own
+ * attempt), per aborted attempt, and everything per committed transaction. */
+static void json_engine(FILE *f, const struct ycsb_result *r)
+{
+	const struct lotus_txn_counters *e = &r->eng;
+	const struct lotus_attempt_counters *c = &e->committed, *a = &e->aborted;
+	uint64_t n = c->attempts;
+	fprintf(f, ",\"engine\":\"%s\",\"round_trips_per_txn\":%.3f,\"ops_per_txn\":%.3f,"
+		"\"bytes_sent_per_txn\":%.1f,\"bytes_recv_per_txn\":%.1f,",
+		e->engine ? e->engine : "", per(c->round_trips, n), per(c->ops, n),
+		per(c->bytes_sent, n), per(c->bytes_recv, n));
+	json_by_type(f, e, c, "_per_txn");
+	fprintf(f, ",\"committed\":{\"attempts\":%llu,\"round_trips\":%llu,\"ops\":%llu,"
+		"\"bytes_sent\":%llu,\"bytes_recv\":%llu}",
+		(unsigned long long)n, (unsigned long long)c->round_trips,
+		(unsigned long long)c->ops, (unsigned long long)c->bytes_sent,
+		(unsigned long long)c->bytes_recv);
+	fprintf(f, ",\"aborted\":{\"attempts\":%llu,\"round_trips\":%llu,\"ops\":%llu,"
+		"\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"round_trips_per_attempt\":%.3f,"
+		"\"ops_per_attempt\":%.3f,\"bytes_sent_per_attempt\":%.1f,"
+		"\"bytes_recv_per_attempt\":%.1f,",
+		(unsigned long long)a->attempts, (unsigned long long)a->round_trips,
+		(unsigned long long)a->ops, (unsigned long long)a->bytes_sent,
+		(unsigned long long)a->bytes_recv, per(a->round_trips, a->attempts),
+		per(a->ops, a->attempts), per(a->bytes_sent, a->attempts),
+		per(a->bytes_recv, a->attempts));
+	json_by_type(f, e, a, "_per_attempt");
+	fprintf(f, "},\"all_per_committed_txn\":{\"round_trips\":%.3f,\"ops\":%.3f,"
+		"\"bytes_sent\":%.1f,\"bytes_recv\":%.1f}",
+		per(c->round_trips + a->round_trips, n), per(c->ops + a->ops, n),
+		per(c->bytes_sent + a->bytes_sent, n), per(c->bytes_recv + a->bytes_recv, n));
+}
+
+/* The same for people: three lines and the types of a committed one. */
+static void print_engine(FILE *f, const struct ycsb_result *r)
+{
+	const struct lotus_txn_counters *e = &r->eng;
+	const struct lotus_attempt_counters *c = &e->committed, *a = &e->aborted;
+	uint64_t n = c->attempts;
+	fprintf(f, "  %-12s %.2f round trips  %.2f ops  %.0f B sent  %.0f B received"
+		"   (%s engine, %llu committed)\n", "per txn", per(c->round_trips, n), per(c->ops, n),
+		per(c->bytes_sent, n), per(c->bytes_recv, n), e->engine ? e->engine : "?",
+		(unsigned long long)n);
+	fprintf(f, "  %-12s", "  by type");
+	for (unsigned i = 0, k = 0; i < e->ntypes && i < LOTUS_OP_TYPES; i++) {
+		if (!c->type[i].ops)
+			continue;
+		fprintf(f, "%s %s %.2f ops %.0f/%.0f B", k++ ? "," : "", e->type_names[i],
+			per(c->type[i].ops, n), per(c->type[i].bytes_sent, n),
+			per(c->type[i].bytes_recv, n));
+	}
+	fprintf(f, "\n");
+	fprintf(f, "  %-12s %.2f round trips  %.2f ops  %.0f B sent  %.0f B received"
+		"   (each of %llu aborted attempts)\n", "per abort", per(a->round_trips, a->attempts),
+		per(a->ops, a->attempts), per(a->bytes_sent, a->attempts),
+		per(a->bytes_recv, a->attempts), (unsigned long long)a->attempts);
+}
+
 void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r, bool json,
 		const char *transport, unsigned servers_unused)
 {
@@ -942,10 +1091,20 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	unsigned threads = o->threads ? o->threads : (unsigned)cpu_count();
 	uint64_t lookups = r->cache.hits + r->cache.misses;
 	double hit_rate = lookups ? (double)r->cache.hits / (double)lookups : 0;
+	/* CPU per request: "null" when a figure is missing */
+	char srv_cpu[32] = "null", cli_cpu[32] = "null";
+	if (r->srv_cpu_ok && r->srv_reqs)
+		snprintf(srv_cpu, sizeof(srv_cpu), "%.3f", (double)r->srv_cpu_ns / 1e3 / (double)r->srv_reqs);
+	if (r->client_cpu_ns && r->client_reqs)
+		snprintf(cli_cpu, sizeof(cli_cpu), "%.3f",
+			 (double)r->client_cpu_ns / 1e3 / (double)r->client_reqs);
 	if (json) {
-		fprintf(f, "{\"workload\":\"%c\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
+		fprintf(f, "{\"workload\":\"%c\",\"engine\":\"%s\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
-			"\"transport\":\"%s\",\"servers\":%u,\"batch\":\"%s\",\"partitioning\":\"%s\","
+			"\"transport\":\"%s\",\"servers\":{\"count\":%u,\"requests\":%llu,"
+			"\"cpu_s\":%.6f,\"cpu_us_per_req\":%s},"
+			"\"client\":{\"threads\":%u,\"requests\":%llu,\"cpu_s\":%.6f,"
+			"\"cpu_us_per_req\":%s},\"batch\":\"%s\",\"partitioning\":\"%s\","
 			"\"compute_id\":%u,\"compute_count\":%u,\"seconds\":%.3f,"
 			"\"txns_committed\":%llu,\"txns_aborted\":%llu,\"abort_rate\":%.5f,"
 			"\"txn_per_s\":%.1f,\"ops_per_s\":%.1f,\"max_attempts\":%llu,"
@@ -953,13 +1112,13 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"\"lat_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f},"
 			"\"net\":{\"msgs_sent\":%llu,\"bytes_sent\":%llu,\"msgs_recv\":%llu,"
 			"\"bytes_recv\":%llu,\"msgs_per_txn\":%.2f,\"bytes_per_txn\":%.1f,"
-			"\"reqs_per_msg\":%.2f},\"cc_stats\":%s,"
-			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
-			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
-			"\"local_hits\":%llu}",
-			o->workload, cc_name(o->lo.cc), threads, o->inflight, o->ops_per_txn,
+			"\"reqs_per_msg\":%.2f",
+			o->workload, engine_name(o->lo.engine), cc_name(o->lo.cc), threads,
+			o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
-			batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
+			(unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, srv_cpu,
+			threads, (unsigned long long)r->client_reqs, (double)r->client_cpu_ns / 1e9,
+			cli_cpu, batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
 			o->lo.compute_id, o->lo.compute_count, r->seconds, (unsigned long long)r->committed,
 			(unsigned long long)r->aborted, abort_rate, (double)r->committed / secs,
 			(double)r->ops / secs, (unsigned long long)r->retries_max,
@@ -970,7 +1129,12 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			(unsigned long long)r->net.bytes_sent, (unsigned long long)r->net.msgs_recv,
 			(unsigned long long)r->net.bytes_recv,
 			(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
-			(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg,
+			(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
+		json_engine(f, r);
+		fprintf(f, "},\"cc_stats\":%s,"
+			"\"cache\":{\"hits\":%llu,\"misses\":%llu,\"hit_rate\":%.4f,"
+			"\"stale_hints\":%llu,\"evictions\":%llu,\"writebacks\":%llu,"
+			"\"local_hits\":%llu}",
 			r->cc_stats[0] ? r->cc_stats : "{}", (unsigned long long)r->cache.hits,
 			(unsigned long long)r->cache.misses, hit_rate,
 			(unsigned long long)r->cache.stale_hints, (unsigned long long)r->cache.evictions,
@@ -981,9 +1145,9 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 		fprintf(f, "}\n");
 		return;
 	}
-	fprintf(f, "lotus ycsb: workload %c, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
+	fprintf(f, "lotus ycsb: workload %c, %s, cc %s, batch %s, %s, %u servers, %u threads x %u in flight,\n"
 		   "            %u ops/txn, %llu records of %u B, zipf %.2f\n",
-		o->workload, cc_name(o->lo.cc), batch_name(o->lo.batch), transport, servers, threads,
+		o->workload, engine_name(o->lo.engine), cc_name(o->lo.cc), batch_name(o->lo.batch), transport, servers, threads,
 		o->inflight, o->ops_per_txn, (unsigned long long)o->records, o->record_size, o->zipf);
 	fprintf(f, "  %-12s %12.1f txn/s %12.1f ops/s   (%llu committed in %.1f s)\n", "throughput",
 		(double)r->committed / secs, (double)r->ops / secs,
@@ -998,6 +1162,11 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	fprintf(f, "  %-12s %.2f msgs/txn  %.0f bytes/txn  %.2f requests/msg\n", "network",
 		(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
 		(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
+	print_engine(f, r);
+	fprintf(f, "  %-12s memory servers %s us/request (%llu requests, %.2f s of their "
+		"workers), compute threads %s us/request (%llu requests)\n", "cpu",
+		srv_cpu, (unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, cli_cpu,
+		(unsigned long long)r->client_reqs);
 	if (o->lo.cache_bytes)
 		fprintf(f, "  %-12s %.1f %% hits (%llu of %llu), %llu stale hints, %llu evictions, %llu write-backs\n",
 			"cache", 100 * hit_rate, (unsigned long long)r->cache.hits,

@@ -13,7 +13,10 @@
 #include "common/ycsb_gen.h"
 
 #define YCSB_MAX_SERVERS 64       /* LOTUS_MAX_SERVERS */
-#define YCSB_SRV_KEYS    10       /* the memory server counters ycsb reports */
+#define YCSB_SRV_KEYS    14       /* the memory server counters ycsb reads */
+#define YCSB_SRV_CC_KEYS 12       /* the first ones: the cc_stats and the table */
+#define YCSB_SRV_REQS    12       /* index of "requests" (all ops served) */
+#define YCSB_SRV_CPU     13       /* index of "cpu_ns" (worker threads' CPU) */
 extern const char *const ycsb_srv_keys[YCSB_SRV_KEYS];
 
 struct ycsb_opts {
@@ -37,6 +40,9 @@ struct ycsb_result {
 	double seconds;
 	struct hist lat;          /* committed transactions, first attempt to commit */
 	struct lotus_net_counters net;
+	/* The engine's work per attempt over the run (warm-up excluded; attempts
+	 * that end while the run drains are in) */
+	struct lotus_txn_counters eng;
 	uint64_t retries_max;     /* most attempts one transaction needed */
 	/* The memory servers' counters over this run (from the end of the warm-up
 	 * to the end: after-minus-before, so the load and earlier runs are not in
@@ -45,6 +51,12 @@ struct ycsb_result {
 	uint64_t srv[YCSB_MAX_SERVERS][YCSB_SRV_KEYS];
 	bool srv_ok[YCSB_MAX_SERVERS];   /* both snapshots of server i were taken */
 	char cc_stats[512];       /* JSON object: srv summed over memory servers */
+	/* CPU per request over the run: the memory servers' worker threads (from
+	 * their STATS: cpu_ns over requests served; srv_cpu_ok: every server
+	 * reported it) and this process's compute threads (their thread CPU time
+	 * over the requests they sent). */
+	uint64_t srv_reqs, srv_cpu_ns, client_reqs, client_cpu_ns;
+	bool srv_cpu_ok;
 	struct lotus_cache_counters cache;
 	uint64_t digest, digest_rows;  /* FNV-1a over every (key, value) in key order */
 	unsigned servers;

@@ -26,12 +26,6 @@ static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	bank_stop();
-}
-
 /* Busy polling only pays when every polling thread has a core; a local
  * cluster's servers poll on this host too (as in `lotus ycsb`). */
 static void set_spin(unsigned threads, unsigned local, unsigned sthreads)
@@ -91,6 +85,7 @@ static int report(const struct bank_opts *o, int rc, unsigned logged, const stru
 int cmd_bank(int argc, char **argv)
 {
 	struct bank_opts o;
+	uint64_t lease_ms = 0;
 	uint64_t local = 2, sthreads = 0, smem = 256ULL << 20, compute_id = 0, accounts, opening;
 	uint64_t threads, inflight;
 	int commit = 0, cc = 0, tr = 0, dur = 0;
@@ -119,6 +114,7 @@ int cmd_bank(int argc, char **argv)
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start" },
 		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
+		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON document: the run or the verify object, or {\"run\":{..},\"verify\":{..}} for both" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
 		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
@@ -153,6 +149,7 @@ int cmd_bank(int argc, char **argv)
 	if (cli_find(opts, "commit")->seen)
 		o.lo.commit = (enum lotus_commit)(commit + 1);
 	o.lo.compute_id = (unsigned)compute_id;
+	o.lo.lease_ms = (unsigned)lease_ms;
 	o.lo.config_path = config;
 	o.lo.local_servers = config ? 0 : (int)local;
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
@@ -169,8 +166,7 @@ int cmd_bank(int argc, char **argv)
 	}
 	set_spin(o.threads, config ? 0 : (unsigned)local, (unsigned)sthreads);
 	log_set_tag("bank");
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	cli_stop_signals("bank", bank_stop);
 	struct bank_run_result run;
 	struct bank_verify_result ver;
 	unsigned logged = log_error_count();

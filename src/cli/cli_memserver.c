@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "memserver/memserver.h"
+#include "net/wire.h"
 
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 /* index == enum lotus_durability */
@@ -110,7 +111,8 @@ int cmd_memserver(int argc, char **argv)
 	bool insecure = false;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
 	const char *data_dir = NULL;
-	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0;
+	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
+	uint64_t max_parked = MS_DEFAULT_MAX_PARKED, max_conn_bytes = MS_DEFAULT_MAX_CONN_BYTES;
 	int transport = 0, durability = 0, si = -1, recovery_mode = 0;
 	bool ready_json = false;
 	struct cli_opt opts[] = {
@@ -121,6 +123,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
 		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
+		{ "lease-ms", OPT_U64, &lease_ms, "MS", "a client silent this long (partitioned, stopped, killed) is lost: its unprepared transactions abort and their locks are freed (default 3000, or the config's lease_ms)", .min = 100, .max = 3600000 },
 		{ "secret-file", OPT_STR, &secret, "FILE", "the cluster secret every client and peer must prove (default: the config's secret_file); required off loopback" },
 		{ "insecure", OPT_FLAG, &insecure, NULL, "listen off loopback without a secret (anyone who reaches the port can read and write everything)" },
 		{ "max-clients", OPT_U64, &max_clients, "N", "most connections served at once (default: the config's max_clients, else 0: no limit)", .min = 0, .max = 1000000 },
@@ -129,6 +132,8 @@ int cmd_memserver(int argc, char **argv)
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
 		{ "checkpoint-log", OPT_SIZE, &ckpt_log, "SIZE", "log growth that triggers a checkpoint (default 256M)" },
 		{ "checkpoint-interval", OPT_U64, &ckpt_ms, "MS", "also checkpoint at least this often (default 0: no timer)", .min = 0, .max = 86400000 },
+		{ "max-parked", OPT_U64, &max_parked, "N", "requests one connection may have waiting in lock queues; more are refused with a 'limit' error that aborts their transaction (default 1024)", .min = 1, .max = 1000000 },
+		{ "max-conn-bytes", OPT_SIZE, &max_conn_bytes, "SIZE", "bytes in flight per connection (messages held, replies queued): above it the server fetches no more large messages and refuses reads with a 'limit' error; a step whose replies exceed it gets 'limit' errors for the rest (default 256M, at least 32M)" },
 		{ "recovery-mode", OPT_CHOICE, &recovery_mode, "M", "damage in the middle of the redo log: strict (default) refuses to start; tolerate-tail cuts it if it lies in the last segment; point-in-time recovers up to it and drops the rest (a torn tail is always cut)", recovery_modes },
 		{ 0 },
 	};
@@ -174,10 +179,18 @@ int cmd_memserver(int argc, char **argv)
 	o.memory = memory;
 	o.transport = cli_find(opts, "transport")->seen ? transports[transport]
 		      : config ? cfg.transport : NULL;
+	o.lease_ms = cli_find(opts, "lease-ms")->seen ? (unsigned)lease_ms : cfg.lease_ms;
 	o.json_ready = ready_json;
 	o.config_path = config;
 	o.peers_path = peers;
 	o.recovery_mode = recovery_mode;
+	/* two messages of the largest size must fit, or a client could stall */
+	if (max_conn_bytes < 2ULL * WIRE_MAX_MSG)
+		return cli_fail("memserver", "--max-conn-bytes %llu is below %uM (two messages of "
+				"the largest size)", (unsigned long long)max_conn_bytes,
+				2 * WIRE_MAX_MSG >> 20);
+	o.max_parked = (unsigned)max_parked;
+	o.max_conn_bytes = max_conn_bytes;
 	o.secret_file = secret ? secret : config && cfg.secret_file[0] ? cfg.secret_file : NULL;
 	o.insecure = insecure;
 	o.max_clients = cli_find(opts, "max-clients")->seen ? (unsigned)max_clients

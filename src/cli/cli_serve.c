@@ -20,6 +20,7 @@ static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
+	uint64_t lease_ms = 0;
 	uint64_t local = 2, threads, maxv, sthreads = 1, smem = 1ULL << 30, pmax, retries;
 	uint64_t compute_id = 0, cache = 0;
 	int cc = LOTUS_WOUND_WAIT, tr = 0;
@@ -45,6 +46,7 @@ int cmd_serve(int argc, char **argv)
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 1G, mapped lazily)" },
 		{ "cache", OPT_SIZE, &cache, "SIZE", "lotus record cache (locations sent as hints), e.g. 64M (default 0: off)" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
+		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
 		{ 0 },
 	};
@@ -70,6 +72,7 @@ int cmd_serve(int argc, char **argv)
 	o.lo.batch = LOTUS_BATCH_INTER;   /* requests of every job of a thread share messages */
 	o.lo.group_size = 1;              /* ... of that thread only: no cross-thread lock */
 	o.lo.compute_id = (unsigned)compute_id;
+	o.lo.lease_ms = (unsigned)lease_ms;
 	o.lo.config_path = config;
 	o.lo.local_servers = config ? 0 : (int)local;
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];

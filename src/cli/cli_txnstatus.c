@@ -8,6 +8,7 @@
  * a load test of the outcome table; every answer is "unknown", and every one
  * makes the server log a refusal.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 #include "common/common.h"
 #include "common/config.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include "compute/session.h"
 
 static const char *answer_name(uint64_t a)
 {
@@ -34,28 +35,15 @@ static const char *answer_name(uint64_t a)
 /* Queue n status queries for random ids on server sv and wait for them all. */
 static int ask_batch(lotus_session_t *s, unsigned sv, unsigned n, uint64_t *rnd)
 {
-	struct sgroup *g = s->g;
-	int rc = 0;
-	group_lock(g);
-	g->admin_status = 0;
-	g->admin_due = (int)n;
-	for (unsigned i = 0; i < n && rc == 0; i++) {
+	struct wire_req *r = calloc(n ? n : 1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
 		*rnd ^= *rnd << 13, *rnd ^= *rnd >> 7, *rnd ^= *rnd << 17;
-		struct wire_req r = { .op = OP_TXN_STATUS, .txn_id = *rnd,
-				      .tag = TAG_ADMIN_SLOT << 16 };
-		rc = session_queue(s, sv, &r, NULL, NULL);
+		r[i] = (struct wire_req){ .op = OP_TXN_STATUS, .txn_id = *rnd };
 	}
-	session_flush_server(s, sv);
-	uint64_t deadline = clock_now_ns() + 10000000000ULL;
-	while (g->admin_due > 0 && clock_now_ns() < deadline)
-		if (net_progress(g->net) == 0)
-			net_wait(g->net, 50);
-	if (g->admin_due > 0)
-		rc = LOTUS_ETIMEOUT;
-	g->admin_due = 0;
-	if (!rc)
-		rc = g->admin_status;
-	group_unlock(g);
+	int rc = session_admin_many(s, sv, r, n, 10000);
+	free(r);
 	return rc;
 }
 
@@ -108,7 +96,7 @@ int cmd_txn_status(int argc, char **argv)
 	if (txn) {
 		struct wire_req r = { .op = OP_TXN_STATUS, .txn_id = id };
 		rc = session_admin(s, (unsigned)server, &r, NULL, NULL, 10000);
-		const char *a = rc ? "no answer" : answer_name(s->g->admin_arg[server]);
+		const char *a = rc ? "no answer" : answer_name(session_admin_arg(s, (unsigned)server));
 		if (json)
 			printf("{\"server\":%" PRIu64 ",\"txn\":\"%" PRIx64 "\",\"answer\":\"%s\"}\n",
 			       server, id, a);

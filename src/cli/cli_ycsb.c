@@ -19,23 +19,20 @@ static const char *const batches[] = { "none", "intra", "inter", NULL };
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
 static const char *const parts[] = { "none", "co", NULL };
+/* index == enum lotus_engine */
+static const char *const engines[] = { "twosided", "onesided", NULL };
 static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	ycsb_stop();
-}
-
 int cmd_ycsb(int argc, char **argv)
 {
 	struct ycsb_opts o;
+	uint64_t lease_ms = 0;
 	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
 	uint64_t smem = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
 	uint64_t group = 8, spin = 0;
-	int commit = 0, wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0;
+	int commit = 0, wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0, engine = 0;
 	double admit = 1.0;
 	bool digest = false;
 	const char *config = NULL, *trace = NULL, *data_dir = NULL;
@@ -56,6 +53,10 @@ int cmd_ycsb(int argc, char **argv)
 		  "so that messages carry requests of several transactions)", .min = 1, .max = 1024 },
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "measured run time (default 10)", .min = 0.1, .max = 86400 },
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
+		{ "engine", OPT_CHOICE, &engine, "E", "transaction engine: twosided = lotus (requests to the memory "
+		  "servers' lock managers), onesided = the Sherman/Deft-style baseline over RMA (reads, writes, "
+		  "CAS, FAA on the servers' memory; no_wait or wait_die; no scans or deletes; docs/onesided.md) "
+		  "(default twosided)", engines },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
 		{ "batch", OPT_CHOICE, &batch, "B", "request batching: none = one request per message, intra = one message "
@@ -70,6 +71,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i>" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
+		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default: "
 		  "the config's compute_servers, else 1)", .min = 1, .max = 4096 },
 		{ "partitioning", OPT_CHOICE, &part, "P", "compute partitioning (default none)", parts },
@@ -118,10 +120,12 @@ int cmd_ycsb(int argc, char **argv)
 	if (cli_find(opts, "dist")->seen)
 		o.dist = dist;
 	o.lo.cc = (enum lotus_cc)cc;
+	o.lo.engine = (enum lotus_engine)engine;
 	if (cli_find(opts, "commit")->seen)
 		o.lo.commit = (enum lotus_commit)(commit + 1);
 	o.lo.batch = (enum lotus_batch)batch;
 	o.lo.compute_id = (unsigned)compute_id;
+	o.lo.lease_ms = (unsigned)lease_ms;
 	o.lo.config_path = config;
 	o.lo.local_servers = config ? 0 : (int)local;
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
@@ -174,8 +178,7 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.server_memory = smem ? smem
 			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
 	log_set_tag("ycsb");
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	cli_stop_signals("ycsb", ycsb_stop);
 	struct ycsb_result res;
 	unsigned logged = log_error_count();
 	rc = ycsb_run(&o, &res);
@@ -186,7 +189,9 @@ int cmd_ycsb(int argc, char **argv)
 				: lotus_strerror(rc));
 		return 1;
 	}
-	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport : "tcp",
+	/* with --config and no --transport the cluster's transport is used */
+	ycsb_print(stdout, &o, &res, json, o.lo.transport ? o.lo.transport
+		   : config && cfg.transport[0] ? cfg.transport : "tcp",
 		   config ? 0 : (unsigned)local);
 	return res.error ? 1 : 0;
 }

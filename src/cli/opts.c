@@ -1,8 +1,11 @@
 /* opts.c - see opts.h. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include "cli/opts.h"
 #include "common/common.h"
 
@@ -149,4 +152,66 @@ int cli_parse(const char *cmd, const char *usage, struct cli_opt *opts, int argc
 	if (nrest)
 		*nrest = n;
 	return 0;
+}
+
+/* ---- stop signals ------------------------------------------------------------ */
+
+static void (*stop_fn)(void);
+static char stop_msg[160];
+static size_t stop_msg_len;
+static volatile sig_atomic_t stop_sig;
+
+static void stop_exit(int sig)
+{
+	if (write(STDERR_FILENO, stop_msg, stop_msg_len) < 0) {
+		/* nothing to do: exiting anyway */
+	}
+	_exit(128 + sig);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	stop_exit(stop_sig);
+}
+
+static volatile sig_atomic_t stop_ms;   /* monotonic ms of the first signal */
+
+static long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);   /* async-signal-safe */
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_stop_signal(int sig)
+{
+	if (stop_sig) {
+		/* a second signal: now; but `timeout` and a terminal's Ctrl-C may
+		 * deliver one signal twice (to the process and to its group) */
+		if (mono_ms() - stop_ms >= 500)
+			stop_exit(sig);
+		return;
+	}
+	stop_sig = sig;
+	stop_ms = mono_ms();
+	signal(SIGALRM, on_alarm);
+	alarm(CLI_STOP_GRACE_S);
+	if (stop_fn)
+		stop_fn();
+}
+
+void cli_stop_signals(const char *cmd, void (*stop)(void))
+{
+	stop_fn = stop;
+	int n = snprintf(stop_msg, sizeof(stop_msg), "lotus %s: still busy %d s after the stop "
+			 "signal (waiting for a memory server?); exiting\n", cmd, CLI_STOP_GRACE_S);
+	stop_msg_len = n > 0 ? MIN((size_t)n, sizeof(stop_msg) - 1) : 0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 }

@@ -40,4 +40,13 @@ struct cli_opt *cli_find(struct cli_opt *opts, const char *name);
 /* Print a one-line usage error and return 2. */
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* SIGINT/SIGTERM for a client subcommand: the first signal calls stop()
+ * (finish what is in flight, report) and arms a CLI_STOP_GRACE_S watchdog; a
+ * client still running then (a wait for a stopped server, a lock that is not
+ * freed) prints one line and exits 128+signal at once, as does a second
+ * signal 0.5 s or more after the first.  Local memory servers die with their
+ * parent. */
+#define CLI_STOP_GRACE_S 2
+void cli_stop_signals(const char *cmd, void (*stop)(void));
+
 #endif

@@ -159,6 +159,16 @@ static int set_timeout_ms(struct lotus_config *c, const char *v, const char **wh
 	return 0;
 }
 
+static int set_lease_ms(struct lotus_config *c, const char *v, const char **why)
+{
+	uint64_t n;
+	*why = "expected milliseconds from 100 to 3600000";
+	if (parse_u64(v, &n) || n < 100 || n > 3600000)
+		return -EINVAL;
+	c->lease_ms = (unsigned)n;
+	return 0;
+}
+
 static int set_secret_file(struct lotus_config *c, const char *v, const char **why)
 {
 	if (!*v || strlen(v) >= sizeof(c->secret_file) || strchr(v, '\n')) {
@@ -237,6 +247,7 @@ static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "commit", set_commit },
 	{ "compute_servers", set_compute_servers },
 	{ "timeout_ms", set_timeout_ms },
+	{ "lease_ms", set_lease_ms },
 	{ "secret_file", set_secret_file },
 	{ "max_clients", set_max_clients },
 };
@@ -520,6 +531,8 @@ int config_write(FILE *f, const struct lotus_config *c)
 		config_commit_name(c->commit), c->compute_servers);
 	if (c->timeout_ms)
 		fprintf(f, "timeout_ms = %u\n", c->timeout_ms);
+	if (c->lease_ms)
+		fprintf(f, "lease_ms = %u\n", c->lease_ms);
 	if (c->secret_file[0])
 		fprintf(f, "secret_file = %s\n", c->secret_file);
 	if (c->max_clients)

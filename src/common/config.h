@@ -9,6 +9,8 @@
  *   commit = two_phase             ; two_phase|one_phase (multi-server writes)
  *   compute_servers = 1
  *   timeout_ms = 10000             ; clients: deadline of every wait (ms)
+ *   lease_ms = 3000                ; every process: a peer silent this long is
+ *                                  ; lost, and so are its transactions (ms)
  *   secret_file = cluster.key      ; the shared secret every connection proves
  *                                  ; (relative: to this file's directory)
  *   max_clients = 0                ; connections per memory server; 0: no limit
@@ -56,6 +58,7 @@ struct lotus_config {
 	int commit;              /* enum lotus_commit: TWO_PHASE (default) or ONE_PHASE */
 	unsigned compute_servers;
 	unsigned timeout_ms;     /* compute side: deadline of every wait; 0: default */
+	unsigned lease_ms;       /* every connection's lease; 0: default (3000) */
 	char secret_file[4096];  /* "" if none */
 	unsigned max_clients;    /* per memory server; 0: no limit */
 	unsigned nservers;

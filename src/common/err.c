@@ -19,6 +19,9 @@ static const char *const lotus_errs[] = {
 	[-(LOTUS_EUNSUPPORTED - LOTUS_EBASE)] = "not supported here",
 	[-(LOTUS_EREADONLY - LOTUS_EBASE)] = "server refuses writes",
 	[-(LOTUS_EDURABLE - LOTUS_EBASE)] = "commit could not be made durable",
+	[-(LOTUS_ELIMIT - LOTUS_EBASE)] = "memory server limit per connection hit (parked requests or bytes in flight)",
+	[-(LOTUS_ELEASE - LOTUS_EBASE)] = "lease with the memory server expired; its "
+					   "transactions there were released",
 };
 
 const char *lotus_strerror(int err)
@@ -36,5 +39,5 @@ const char *lotus_strerror(int err)
 
 int lotus_err_retryable(int err)
 {
-	return err == LOTUS_EABORTED || err == LOTUS_EPREEMPTED;
+	return err == LOTUS_EABORTED || err == LOTUS_EPREEMPTED || err == LOTUS_ELIMIT;
 }

@@ -1,7 +1,7 @@
 /*
- * cluster.c - lotus_connect(): the cluster handle, routing, the table
- * registry, and local clusters (memory servers started as child processes on
- * loopback).
+ * cluster.c - the cluster handle (cluster.h): options, routing, and local
+ * clusters (memory servers started as child processes on loopback).
+ * lotus_connect() (api.c) creates it first and destroys it last.
  *
  * A local server is `lotus memserver --listen 127.0.0.1:0 --ready-json`: it
  * picks a free port itself and reports it on a pipe, so there is no race for
@@ -37,7 +37,7 @@
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include "compute/cluster.h"
 #include "lotus_prefix.h"   /* generated: LOTUS_INSTALLED_BIN */
 
 void lotus_options_init(struct lotus_options *o)
@@ -53,6 +53,20 @@ void lotus_options_init(struct lotus_options *o)
 unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen)
 {
 	return (unsigned)(fnv1a64(key, klen) % c->nservers);
+}
+
+int cluster_owns(const lotus_cluster_t *c, const void *key, size_t klen)
+{
+	unsigned n = c->opts.compute_count ? c->opts.compute_count : 1;
+	return (unsigned)((fnv1a64(key, klen) >> 32) % n) == c->opts.compute_id;
+}
+
+int cluster_table_find(const lotus_cluster_t *c, const char *name)
+{
+	for (unsigned i = 0; i < c->ntables; i++)
+		if (!strcmp(c->tables[i].name, name))
+			return (int)i;
+	return -1;
 }
 
 unsigned lotus_cluster_servers(const lotus_cluster_t *c)
@@ -99,7 +113,7 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
-	char ids[16], threads[16], mem[32], dir[PATH_MAX];
+	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16];
 	const char *argv[26];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -128,6 +142,9 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 		argv[n++] = "--durability";
 		argv[n++] = c->opts.durability;
 	}
+	snprintf(lease, sizeof(lease), "%u", c->lease_ms);
+	argv[n++] = "--lease-ms";
+	argv[n++] = lease;
 	if (c->peers_path[0]) {
 		argv[n++] = "--peers";
 		argv[n++] = c->peers_path;
@@ -211,6 +228,7 @@ static int peers_write(lotus_cluster_t *c)
 		config_parse_durability(c->opts.durability, &cfg->durability);
 	else if (c->opts.data_dir)
 		cfg->durability = LOTUS_DUR_SYNC;
+	cfg->lease_ms = c->lease_ms;
 	cfg->nservers = c->nservers;
 	snprintf(cfg->secret_file, sizeof(cfg->secret_file), "%s", c->secret_path);
 	for (unsigned i = 0; i < c->nservers; i++) {
@@ -253,7 +271,7 @@ static void peers_remove(lotus_cluster_t *c)
 	c->peers_path[0] = 0;
 }
 
-int cluster_start_local(lotus_cluster_t *c)
+static int cluster_start_local(lotus_cluster_t *c)
 {
 	char buf[PATH_MAX];
 	const char *bin = lotus_binary(c, buf, sizeof(buf));
@@ -290,7 +308,7 @@ int cluster_start_local(lotus_cluster_t *c)
 	return peers_write(c);
 }
 
-void cluster_stop_local(lotus_cluster_t *c)
+static void cluster_stop_local(lotus_cluster_t *c)
 {
 	for (unsigned i = 0; i < c->nservers; i++)
 		if (c->servers[i].pid > 0)
@@ -339,6 +357,8 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	}
 	if (!c->opts.timeout_ms && cfg.timeout_ms)
 		c->timeout_ns = cfg.timeout_ms * 1000000ULL;
+	if (!c->opts.lease_ms && cfg.lease_ms)
+		c->lease_ms = cfg.lease_ms;
 	/* as on the servers: a data directory without a durability means sync */
 	c->durable = cfg.durability != LOTUS_DUR_NONE;
 	for (unsigned i = 0; i < cfg.nservers; i++)
@@ -361,7 +381,7 @@ static int secret_make_local(lotus_cluster_t *c)
 	return 0;
 }
 
-int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
+int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 {
 	lotus_cluster_t *c = calloc(1, sizeof(*c));
 	int rc;
@@ -370,6 +390,7 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	c->opts = *o;
 	c->timeout_ns = (uint64_t)(o->timeout_ms ? o->timeout_ms : LOTUS_DEFAULT_TIMEOUT_MS) *
 			1000000ULL;
+	c->lease_ms = o->lease_ms ? o->lease_ms : LOTUS_DEFAULT_LEASE_MS;
 	c->peers_fd = -1;
 	c->secret_fd = -1;
 	if (o->secret_file)
@@ -409,105 +430,29 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 		const char *hosts[LOTUS_MAX_SERVERS];
 		for (unsigned i = 0; i < c->nservers; i++)
 			hosts[i] = o->config_path ? c->servers[i].host : "127.0.0.1";
-		struct net_opts no = { .transport = c->transport,
+		struct net_opts no = { .transport = c->transport, .lease_ms = c->lease_ms,
 				       .secret_file = c->secret_path[0] ? c->secret_path : NULL,
 				       .hosts = hosts, .nhosts = c->nservers };
 		rc = net_ctx_create(&no, &c->net);
 	}
 	if (rc == 0 && !o->config_path)
 		rc = cluster_start_local(c);
-	if (rc == 0)
-		rc = cluster_cache_create(c);
 	if (rc) {
-		lotus_disconnect(c);
+		cluster_destroy(c);
 		return rc;
 	}
 	*out = c;
 	return 0;
 }
 
-void lotus_disconnect(lotus_cluster_t *c)
+void cluster_destroy(lotus_cluster_t *c)
 {
 	if (!c)
 		return;
-	cluster_cache_destroy(c);
 	cluster_stop_local(c);
 	if (c->net)
 		net_ctx_destroy(c->net);
 	pthread_mutex_destroy(&c->tables_mu);
 	pthread_mutex_destroy(&c->groups_mu);
 	free(c);
-}
-
-/* Create (flags 0) or open (WIRE_REQ_F_TABLE_OPEN) the table on every
- * server; each server returns its own id for it, and its size. */
-static int table_register(lotus_session_t *s, const char *name, uint32_t max_value,
-			  uint16_t flags, lotus_table_t *out)
-{
-	lotus_cluster_t *c = s->cl;
-	int rc = 0;
-	if (!name || !*name || !out)
-		return -EINVAL;
-	size_t nlen = strnlen(name, 65);
-	if (nlen > 64)
-		return LOTUS_ETOOBIG;
-	pthread_mutex_lock(&c->tables_mu);
-	unsigned i;
-	for (i = 0; i < c->ntables; i++)
-		if (!strcmp(c->tables[i].name, name))
-			break;
-	if (i == LOTUS_MAX_TABLES) {
-		rc = -ENOSPC;
-		goto out;
-	}
-	struct table_ent te = { .max_value = max_value };
-	memcpy(te.name, name, nlen + 1);
-	for (unsigned sv = 0; sv < c->nservers && rc == 0; sv++) {
-		struct wire_req r = { .op = OP_CREATE_TABLE, .flags = flags,
-				      .key_len = (uint16_t)nlen, .arg = max_value };
-		rc = session_admin(s, sv, &r, name, NULL, 0);
-		uint64_t arg = s->g->admin_arg[sv];
-		te.ids[sv] = (uint16_t)arg;
-		if (rc == 0 && flags) {  /* open: every server must know it, at one size */
-			if (sv == 0)
-				te.max_value = (uint32_t)(arg >> 32);
-			else if (te.max_value != (uint32_t)(arg >> 32))
-				rc = LOTUS_ECONFIG;
-		}
-	}
-	if (rc == LOTUS_ECONFIG)
-		log_error("table %s has different sizes on different memory servers", name);
-	if (rc == 0) {
-		c->tables[i] = te;
-		if (i == c->ntables)
-			c->ntables++;
-		*out = i;
-	}
-out:
-	pthread_mutex_unlock(&c->tables_mu);
-	return rc;
-}
-
-int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
-		       lotus_table_t *out)
-{
-	if (max_value == 0)
-		max_value = 1024;
-	if (max_value > 64 * 1024)
-		return LOTUS_ETOOBIG;
-	return table_register(s, name, max_value, 0, out);
-}
-
-int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out)
-{
-	return table_register(s, name, 0, WIRE_REQ_F_TABLE_OPEN, out);
-}
-
-uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb)
-{
-	lotus_cluster_t *c = s->cl;
-	pthread_mutex_lock(&c->tables_mu);
-	uint32_t v = tb < c->ntables ? c->tables[tb].max_value : 0;
-	pthread_mutex_unlock(&c->tables_mu);
-	return v;
 }

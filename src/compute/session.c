@@ -1,54 +1,154 @@
 /*
- * session.c - a compute thread's session and its sending group: the UCX
- * worker with one connection per memory server, the per-server outgoing
- * message buffers (the batching point), and the dispatch of replies to
- * transactions.
+ * session.c - sessions and sending groups (the design is in session.h): the
+ * UCX worker with one connection per memory server, the per-server outgoing
+ * message buffers, reply delivery to tag slots, and the synchronous
+ * administrative calls (table creation and opening, server stats,
+ * write-backs).
  *
- * Groups (--batch inter, --group-size G): sessions idx/G share one struct
- * sgroup.  A member that enters lotus_session_poll() takes the group lock and
- * then flushes every member's buffered requests as one message per server,
- * progresses the worker and hands each reply to its transaction, whatever
- * member owns it; completions land on the owner's ready list, which only the
- * owner drains.  Outside inter batching every session is a group of one and
- * the lock is never contended.
- *
- * Reply matching: a request's tag is (txn slot << 16 | op index); the slot
- * indexes g->slots, and the reply's txn_id must match the slot's current
- * transaction (so a reply that outlives its transaction is dropped).
+ * A member that polls takes the group lock and then flushes every member's
+ * buffered requests as one message per server, progresses the worker and
+ * hands each reply to its slot's callbacks, whatever member owns the slot.
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
-
-__thread lotus_session_t *session_current;
+#include "compute/session.h"
 
 static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len);
 static void sess_on_close(void *arg, net_conn_t *nc, int reason);
 
 static void sess_on_post(void *arg, void *item)
 {
-	struct lock_waiter *w = item;
-	lotus_txn_t *t = w->owner;
-	txn_on_local_grant(t->s, w);
+	struct sess_post *p = item;
+	p->fn(p);
 }
 
 static const struct net_handlers sess_handlers = {
 	.on_msg = sess_on_msg, .on_close = sess_on_close, .on_post = sess_on_post,
 };
 
-void group_lock(struct sgroup *g)
+void session_lock(lotus_session_t *s)
 {
-	pthread_mutex_lock(&g->mu);
+	pthread_mutex_lock(&s->g->mu);
+	s->g->holder = s;
 }
 
-void group_unlock(struct sgroup *g)
+void session_unlock(lotus_session_t *s)
 {
-	pthread_mutex_unlock(&g->mu);
+	s->g->holder = NULL;
+	pthread_mutex_unlock(&s->g->mu);
+}
+
+uint64_t session_new_txn_id(lotus_session_t *s)
+{
+	return (uint64_t)(s->cl->opts.compute_id & 0xffff) << 48 |
+	       (uint64_t)(s->idx & 0xffff) << 32 | ++s->txn_seq;
+}
+
+uint64_t session_new_priority(lotus_session_t *s)
+{
+	uint64_t p = (clock_wall_ns() & ~0xfffULL) | (s->cl->opts.compute_id & 0xfff);
+	if (p <= s->last_prio)
+		p = s->last_prio + 0x1000;
+	s->last_prio = p;
+	return p;
+}
+
+/* ---- the lease keeper --------------------------------------------------------
+ *
+ * A memory server gives a connection up when it hears nothing on it for a
+ * lease (net_liveness.c), and only a progressed worker answers its PINGs.
+ * A session's worker is progressed by its own thread inside lotus calls, so
+ * a thread busy in its own code for a lease would lose its transactions and
+ * connections although the process is alive.  One thread per cluster
+ * therefore progresses, every lease/8, each group whose lock it can take at
+ * once (a group in use is progressed by its user anyway).  What it receives
+ * lands where the owner's own poll would put it (ready lists, under the
+ * group lock).  A paused process pauses this thread too, so its leases do
+ * expire, which is the point. */
+
+static void *keeper_main(void *arg)
+{
+	lotus_cluster_t *c = arg;
+	unsigned period_ms = MAX(c->lease_ms / 8, 10u);
+	pthread_mutex_lock(&c->live_mu);
+	while (!c->keeper_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)period_ms * 1000000ULL;
+		ts.tv_sec += (time_t)(ns / 1000000000ULL);
+		ts.tv_nsec = (long)(ns % 1000000000ULL);
+		pthread_cond_timedwait(&c->keeper_cv, &c->live_mu, &ts);
+		for (struct sgroup *g = c->live; g && !c->keeper_stop; g = g->live_next) {
+			if (pthread_mutex_trylock(&g->mu) != 0)
+				continue;
+			net_progress(g->net);
+			pthread_mutex_unlock(&g->mu);
+		}
+	}
+	pthread_mutex_unlock(&c->live_mu);
+	return NULL;
+}
+
+int keeper_init(lotus_cluster_t *c)
+{
+	pthread_condattr_t ca;
+	pthread_mutex_init(&c->live_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->keeper_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return 0;
+}
+
+void keeper_stop(lotus_cluster_t *c)
+{
+	pthread_mutex_lock(&c->live_mu);
+	c->keeper_stop = 1;
+	pthread_cond_broadcast(&c->keeper_cv);
+	int on = c->keeper_on;
+	c->keeper_on = 0;
+	pthread_mutex_unlock(&c->live_mu);
+	if (on)
+		pthread_join(c->keeper, NULL);
+	/* live_mu stays: sessions closed later (the cache policy's) still
+	 * unlink their groups; the cluster's free ends it */
+}
+
+static void keeper_add(lotus_cluster_t *c, struct sgroup *g)
+{
+	pthread_mutex_lock(&c->live_mu);
+	g->live_prev = NULL;
+	g->live_next = c->live;
+	if (c->live)
+		c->live->live_prev = g;
+	c->live = g;
+	if (!c->keeper_on && !c->keeper_stop) {
+		if (pthread_create(&c->keeper, NULL, keeper_main, c) == 0)
+			c->keeper_on = 1;
+		else
+			log_warn("no lease keeper thread: a session must be polled within "
+				 "every lease (%u ms)", c->lease_ms);
+	}
+	pthread_mutex_unlock(&c->live_mu);
+}
+
+static void keeper_remove(lotus_cluster_t *c, struct sgroup *g)
+{
+	pthread_mutex_lock(&c->live_mu);   /* waits for a keeper pass over g */
+	if (g->live_prev)
+		g->live_prev->live_next = g->live_next;
+	else if (c->live == g)
+		c->live = g->live_next;
+	if (g->live_next)
+		g->live_next->live_prev = g->live_prev;
+	g->live_next = g->live_prev = NULL;
+	pthread_mutex_unlock(&c->live_mu);
 }
 
 static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
@@ -66,11 +166,11 @@ static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
 
 static void group_destroy(lotus_cluster_t *c, struct sgroup *g)
 {
-	for (unsigned sv = 0; sv < c->nservers; sv++) {
-		if (g->conns[sv])
-			net_conn_close(g->conns[sv]);
+	keeper_remove(c, g);
+	/* net_worker_destroy closes the connections: a peer that does not answer
+	 * (a stopped server) gets a forced close, not a flush that never ends */
+	for (unsigned sv = 0; sv < c->nservers; sv++)
 		wire_buf_free(&g->out[sv]);
-	}
 	if (g->net)
 		net_worker_destroy(g->net);
 	pthread_mutex_destroy(&g->mu);
@@ -83,16 +183,13 @@ static void group_destroy(lotus_cluster_t *c, struct sgroup *g)
 static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 {
 	struct sgroup *g = calloc(1, sizeof(*g));
-	pthread_mutexattr_t ma;
 	int rc;
 	if (!g)
 		return -ENOMEM;
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-	pthread_mutex_init(&g->mu, &ma);
-	pthread_mutexattr_destroy(&ma);
-	rc = shared ? net_worker_create_shared(c->net, &sess_handlers, g, &g->net)
-		    : net_worker_create(c->net, &sess_handlers, g, &g->net);
+	pthread_mutex_init(&g->mu, NULL);
+	/* serialized, not single-threaded: the lease keeper progresses it too */
+	(void)shared;
+	rc = net_worker_create_shared(c->net, &sess_handlers, g, &g->net);
 	for (unsigned sv = 0; rc == 0 && sv < c->nservers; sv++) {
 		wire_buf_init(&g->out[sv]);
 		rc = net_connect(g->net, c->servers[sv].host, c->servers[sv].port,
@@ -109,15 +206,18 @@ static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 		group_destroy(c, g);
 		return rc;
 	}
+	keeper_add(c, g);
 	*out = g;
 	return 0;
 }
 
 /* The group of session idx: its own under intra/none batching, else shared
  * by group_size consecutive sessions. */
-static int group_attach(lotus_cluster_t *c, unsigned idx, struct sgroup **out)
+static int group_attach(lotus_cluster_t *c, unsigned idx, int own, struct sgroup **out)
 {
 	unsigned gs = c->opts.group_size ? c->opts.group_size : 8;
+	if (own)
+		return group_create(c, 1, out);
 	if (c->opts.batch != LOTUS_BATCH_INTER || gs == 1 || idx / gs >= ARRAY_SIZE(c->groups))
 		return group_create(c, 0, out);
 	int rc = 0;
@@ -148,7 +248,7 @@ static void group_detach(lotus_cluster_t *c, struct sgroup *g)
 		group_destroy(c, g);
 }
 
-int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
+int session_open(lotus_cluster_t *c, int own_group, lotus_session_t **out)
 {
 	lotus_session_t *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -159,7 +259,7 @@ int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
 	 * durable servers remember the outcomes of prepared transactions by id. */
 	uint64_t w = clock_wall_ns() * 0x9e3779b97f4a7c15ULL;
 	s->txn_seq = (uint32_t)(w >> 32);
-	int rc = group_attach(c, s->idx, &s->g);
+	int rc = group_attach(c, s->idx, own_group, &s->g);
 	if (rc) {
 		free(s);
 		return rc;
@@ -168,7 +268,7 @@ int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
 	return 0;
 }
 
-void lotus_session_close(lotus_session_t *s)
+void session_close(lotus_session_t *s)
 {
 	if (!s)
 		return;
@@ -176,9 +276,46 @@ void lotus_session_close(lotus_session_t *s)
 	free(s);
 }
 
-void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out)
+/* ---- slots ------------------------------------------------------------------ */
+
+int session_slot_add(lotus_session_t *s, struct sess_slot *sl)
 {
-	*out = s->ctr;
+	struct sgroup *g = s->g;
+	int rc = 0;
+	session_lock(s);
+	if (g->nfree) {
+		sl->idx = g->free_slots[--g->nfree];
+		g->slots[sl->idx] = sl;
+		goto out;
+	}
+	if (g->nslots == g->cap_slots) {
+		unsigned cap = g->cap_slots ? g->cap_slots * 2 : 16;
+		rc = -ENOMEM;
+		if (cap >= TAG_ADMIN_SLOT)
+			goto out;
+		struct sess_slot **sls = realloc(g->slots, cap * sizeof(*sls));
+		unsigned *fr = sls ? realloc(g->free_slots, cap * sizeof(*fr)) : NULL;
+		if (sls)
+			g->slots = sls;
+		if (!fr)
+			goto out;
+		g->free_slots = fr;
+		g->cap_slots = cap;
+		rc = 0;
+	}
+	sl->idx = g->nslots++;
+	g->slots[sl->idx] = sl;
+out:
+	session_unlock(s);
+	return rc;
+}
+
+void session_slot_remove(lotus_session_t *s, struct sess_slot *sl)
+{
+	session_lock(s);
+	s->g->slots[sl->idx] = NULL;
+	s->g->free_slots[s->g->nfree++] = sl->idx;
+	session_unlock(s);
 }
 
 /* ---- sending (group lock held) -------------------------------------------- */
@@ -207,50 +344,47 @@ static void group_flush_server(lotus_session_t *s, unsigned sv)
 
 void session_flush_server(lotus_session_t *s, unsigned sv)
 {
-	group_lock(s->g);
 	group_flush_server(s, sv);
-	group_unlock(s->g);
 }
 
 void session_flush(lotus_session_t *s)
 {
 	struct sgroup *g = s->g;
-	group_lock(g);
 	while (g->dirty)
 		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
-	group_unlock(g);
 }
 
 int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, const void *key,
-		  const void *value)
+		  const void *value, size_t *bytes)
 {
 	struct sgroup *g = s->g;
 	struct wire_buf *b = &g->out[sv];
-	int rc = 0;
-	group_lock(g);
-	if (!g->conns[sv]) {
-		rc = LOTUS_EUNAVAIL;
-		goto out;
+	int rc;
+	for (;;) {
+		size_t before = 0;
+		if (!g->conns[sv])
+			return g->lost_reason[sv] ? g->lost_reason[sv] : LOTUS_EUNAVAIL;
+		if (g->dirty & (1ULL << sv) && b->count == 0xffff)
+			group_flush_server(s, sv);
+		if (!(g->dirty & (1ULL << sv))) {
+			rc = wire_buf_begin(b, WIRE_REQ, s->cl->opts.compute_id, ++g->msg_seq);
+			if (rc)
+				return rc;
+			g->dirty |= 1ULL << sv;
+		} else {
+			before = b->len;   /* the header is another request's */
+		}
+		rc = wire_buf_add_req(b, r, key, value);
+		if (rc == -E2BIG && b->count > 0) { /* message full: send it, start another */
+			group_flush_server(s, sv);
+			continue;
+		}
+		if (rc == 0 && bytes)
+			*bytes = b->len - before;
+		if (rc == 0 && s->cl->opts.batch == LOTUS_BATCH_NONE)
+			group_flush_server(s, sv);
+		return rc;
 	}
-	if (g->dirty & (1ULL << sv) && b->count == 0xffff)
-		group_flush_server(s, sv);
-	if (!(g->dirty & (1ULL << sv))) {
-		rc = wire_buf_begin(b, WIRE_REQ, s->cl->opts.compute_id, ++g->msg_seq);
-		if (rc)
-			goto out;
-		g->dirty |= 1ULL << sv;
-	}
-	rc = wire_buf_add_req(b, r, key, value);
-	if (rc == -E2BIG && b->count > 0) { /* message full: send it, start another */
-		group_flush_server(s, sv);
-		group_unlock(g);
-		return session_queue(s, sv, r, key, value);
-	}
-	if (rc == 0 && s->cl->opts.batch == LOTUS_BATCH_NONE)
-		group_flush_server(s, sv);
-out:
-	group_unlock(g);
-	return rc;
 }
 
 /* ---- receiving (inside the worker's dispatch, group lock held) ------------- */
@@ -274,19 +408,19 @@ static void sess_on_admin_reply(struct sgroup *g, unsigned sv, const struct wire
 }
 
 static void sess_on_reply(struct sgroup *g, unsigned sv, const struct wire_rep *r,
-			  const unsigned char *key, const unsigned char *value)
+			  const unsigned char *key, const unsigned char *value, size_t bytes)
 {
 	unsigned slot = r->tag >> 16;
 	if (slot == TAG_ADMIN_SLOT) {
 		sess_on_admin_reply(g, sv, r, value);
 		return;
 	}
-	if (slot >= g->nslots || !g->slots[slot] || g->slots[slot]->id != r->txn_id) {
+	if (slot >= g->nslots || !g->slots[slot]) {
 		log_debug("dropping reply for an unknown transaction %llx",
 			  (unsigned long long)r->txn_id);
 		return;
 	}
-	txn_on_reply(g->slots[slot], sv, r, key, value);
+	g->slots[slot]->ops->on_reply(g->slots[slot], sv, r, key, value, bytes);
 }
 
 static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
@@ -297,10 +431,10 @@ static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 	struct wire_iter it;
 	const struct wire_rep *r;
 	const unsigned char *k, *v;
-	lotus_session_t *s = session_current;
-	if (s) {
-		s->ctr.msgs_recv++;
-		s->ctr.bytes_recv += len;
+	size_t hdr = sizeof(struct wire_hdr);
+	if (g->holder) {   /* the member progressing the group receives */
+		g->holder->ctr.msgs_recv++;
+		g->holder->ctr.bytes_recv += len;
 	}
 	int rc = wire_msg_check(data, len);
 	if (rc || h->type != WIRE_REP) {
@@ -310,28 +444,34 @@ static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 		return;
 	}
 	wire_iter_init(&it, data, len);
-	while (wire_next_rep(&it, &r, &k, &v) == 1)
-		sess_on_reply(g, sv, r, k, v);
+	while (wire_next_rep(&it, &r, &k, &v) == 1) {
+		size_t item = wire_pad8(sizeof(*r) + r->key_len + r->value_len);
+		sess_on_reply(g, sv, r, k, v, item + hdr);
+		hdr = 0;
+	}
 }
 
 static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 {
 	struct sgroup *g = arg;
 	unsigned sv = (unsigned)(uintptr_t)net_conn_user(nc);
-	log_error("lost memory server %u: %s", sv, lotus_strerror(reason ? reason : LOTUS_EUNAVAIL));
+	if (!reason)
+		reason = LOTUS_EUNAVAIL;   /* it closed the connection: as good as lost */
+	log_error("lost memory server %u: %s", sv, lotus_strerror(reason));
 	g->conns[sv] = NULL;
+	g->lost_reason[sv] = reason;
 	g->lost = 1;
 	if (g->admin_due) {
 		g->admin_due = 0;
-		g->admin_status = LOTUS_EUNAVAIL;
+		g->admin_status = reason;
 	}
 	for (unsigned i = 0; i < g->nslots; i++)
 		if (g->slots[i])
-			txn_on_server_lost(g->slots[i], sv);
+			g->slots[i]->ops->on_lost(g->slots[i], sv, reason);
 }
 
-/* Steps whose deadline passed end with LOTUS_ETIMEOUT (looked for once a
- * millisecond at most; group lock held). */
+/* Slots whose deadline passed are told (looked for once a millisecond at
+ * most; group lock held). */
 static void group_expire(struct sgroup *g)
 {
 	uint64_t now = clock_now_ns();
@@ -339,55 +479,88 @@ static void group_expire(struct sgroup *g)
 		return;
 	g->next_expiry_ns = now + 1000000;
 	for (unsigned i = 0; i < g->nslots; i++) {
-		lotus_txn_t *t = g->slots[i];
-		if (t && t->deadline_ns && now >= t->deadline_ns)
-			txn_on_timeout(t);
+		struct sess_slot *sl = g->slots[i];
+		if (sl && sl->deadline_ns && now >= sl->deadline_ns)
+			sl->ops->on_expire(sl);
 	}
 }
 
-int lotus_session_poll(lotus_session_t *s, int timeout_ms)
+int session_progress(lotus_session_t *s, int timeout_ms, int busy)
 {
 	struct sgroup *g = s->g;
-	lotus_session_t *outer = session_current;
 	int n;
-	session_current = s;
-	group_lock(g);
-	while (g->dirty)
-		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
+	session_flush(s);
 	n = net_progress(g->net);
 	/* a member of a shared group waits at most 1 ms holding the lock, so
 	 * the others get their turn at sending and draining */
-	if (n == 0 && timeout_ms != 0 && !s->ready_head && !s->grants)
+	if (n == 0 && timeout_ms != 0 && !busy)
 		n = net_wait(g->net, g->members > 1 && (timeout_ms < 0 || timeout_ms > 1)
 				       ? 1 : timeout_ms);
 	group_expire(g);
-	txn_drain_grants(s);
-	txn_drain_ready(s);
-	while (g->dirty)
-		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
-	group_unlock(g);
-	if (g->members > 1)
-		sched_yield();
-	session_current = outer;
 	return n;
+}
+
+void session_yield(lotus_session_t *s)
+{
+	if (s->g->members > 1)
+		sched_yield();
+}
+
+int session_connected(const lotus_session_t *s, unsigned sv)
+{
+	return s->g->conns[sv] != NULL;
+}
+
+int session_post(lotus_session_t *s, struct sess_post *p)
+{
+	return net_post(s->g->net, p);
+}
+
+int session_admin_many(lotus_session_t *s, unsigned sv, struct wire_req *r, unsigned n,
+		       int timeout_ms)
+{
+	struct sgroup *g = s->g;
+	int rc = 0;
+	session_lock(s);
+	g->admin_status = 0;
+	g->admin_due = 0;
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		r[i].tag = TAG_ADMIN_SLOT << 16;
+		rc = session_queue(s, sv, &r[i], NULL, NULL, NULL);
+		g->admin_due += rc == 0;
+	}
+	group_flush_server(s, sv);
+	uint64_t deadline = clock_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ULL
+							     : s->cl->timeout_ns);
+	while (g->admin_due > 0 && clock_now_ns() < deadline)
+		if (net_progress(g->net) == 0)
+			net_wait(g->net, 50);
+	if (g->admin_due > 0 && !rc)
+		rc = LOTUS_ETIMEOUT;
+	g->admin_due = 0;
+	if (!rc)
+		rc = g->admin_status;
+	session_unlock(s);
+	return rc;
 }
 
 /* A synchronous request outside any transaction (table creation, stats,
  * write-backs).  It progresses the network only: completed transactions wait
- * on their ready lists, so no callback runs inside this (possibly nested)
- * call. */
+ * on their ready lists, so no callback runs inside this call. */
 int session_admin(lotus_session_t *s, unsigned sv, struct wire_req *r, const void *key,
 		  const void *value, int timeout_ms)
 {
 	struct sgroup *g = s->g;
 	int rc;
-	group_lock(g);
+	session_lock(s);
 	r->tag = TAG_ADMIN_SLOT << 16;
 	g->admin_status = 0;
 	g->admin_due = 1;
-	rc = session_queue(s, sv, r, key, value);
-	if (rc)
+	rc = session_queue(s, sv, r, key, value, NULL);
+	if (rc) {
+		g->admin_due = 0;
 		goto out;
+	}
 	group_flush_server(s, sv);
 	uint64_t deadline = clock_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ULL
 							     : s->cl->timeout_ns);
@@ -401,8 +574,18 @@ int session_admin(lotus_session_t *s, unsigned sv, struct wire_req *r, const voi
 	}
 	rc = g->admin_status;
 out:
-	group_unlock(g);
+	session_unlock(s);
 	return rc;
+}
+
+uint64_t session_admin_arg(const lotus_session_t *s, unsigned sv)
+{
+	return s->g->admin_arg[sv];
+}
+
+const char *session_admin_value(const lotus_session_t *s)
+{
+	return s->g->admin_value;
 }
 
 int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const void *key,
@@ -413,6 +596,11 @@ int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const voi
 	return session_admin(s, sv, &r, key, value, 0);
 }
 
+void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out)
+{
+	*out = s->ctr;
+}
+
 /* Counters of one memory server as JSON text (OP_STATS); the string is owned by
  * the session's group and valid until the next call. */
 const char *lotus_server_stats(lotus_session_t *s, unsigned sv)
@@ -421,4 +609,77 @@ const char *lotus_server_stats(lotus_session_t *s, unsigned sv)
 	if (sv >= s->cl->nservers || session_admin(s, sv, &r, NULL, NULL, 0) != 0)
 		return NULL;
 	return s->g->admin_value;
+}
+
+/* Create (flags 0) or open (WIRE_REQ_F_TABLE_OPEN) the table on every
+ * server; each server returns its own id for it, and its size. */
+static int table_register(lotus_session_t *s, const char *name, uint32_t max_value,
+			  uint16_t flags, lotus_table_t *out)
+{
+	lotus_cluster_t *c = s->cl;
+	int rc = 0;
+	if (!name || !*name || !out)
+		return -EINVAL;
+	size_t nlen = strnlen(name, 65);
+	if (nlen > 64)
+		return LOTUS_ETOOBIG;
+	pthread_mutex_lock(&c->tables_mu);
+	unsigned i;
+	for (i = 0; i < c->ntables; i++)
+		if (!strcmp(c->tables[i].name, name))
+			break;
+	if (i == LOTUS_MAX_TABLES) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	struct table_ent te = { .max_value = max_value };
+	memcpy(te.name, name, nlen + 1);
+	for (unsigned sv = 0; sv < c->nservers && rc == 0; sv++) {
+		struct wire_req r = { .op = OP_CREATE_TABLE, .flags = flags,
+				      .key_len = (uint16_t)nlen, .arg = max_value };
+		rc = session_admin(s, sv, &r, name, NULL, 0);
+		uint64_t arg = session_admin_arg(s, sv);
+		te.ids[sv] = (uint16_t)arg;
+		if (rc == 0 && flags) {  /* open: every server must know it, at one size */
+			if (sv == 0)
+				te.max_value = (uint32_t)(arg >> 32);
+			else if (te.max_value != (uint32_t)(arg >> 32))
+				rc = LOTUS_ECONFIG;
+		}
+	}
+	if (rc == LOTUS_ECONFIG)
+		log_error("table %s has different sizes on different memory servers", name);
+	if (rc == 0) {
+		c->tables[i] = te;
+		if (i == c->ntables)
+			c->ntables++;
+		*out = i;
+	}
+out:
+	pthread_mutex_unlock(&c->tables_mu);
+	return rc;
+}
+
+int lotus_table_create(lotus_session_t *s, const char *name, uint32_t max_value,
+		       lotus_table_t *out)
+{
+	if (max_value == 0)
+		max_value = 1024;
+	if (max_value > 64 * 1024)
+		return LOTUS_ETOOBIG;
+	return table_register(s, name, max_value, 0, out);
+}
+
+int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out)
+{
+	return table_register(s, name, 0, WIRE_REQ_F_TABLE_OPEN, out);
+}
+
+uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb)
+{
+	lotus_cluster_t *c = s->cl;
+	pthread_mutex_lock(&c->tables_mu);
+	uint32_t v = tb < c->ntables ? c->tables[tb].max_value : 0;
+	pthread_mutex_unlock(&c->tables_mu);
+	return v;
 }

@@ -1,6 +1,6 @@
 /*
  * txn.c - transactions on the compute side: staging, execution steps, reply
- * collection, commit and abort (the state diagram is in compute_int.h).
+ * collection, commit and abort (the state diagram is in twosided.h).
  *
  * A transaction's priority is fixed at lotus_txn_begin() and kept by
  * lotus_txn_restart(), so a transaction that keeps losing conflicts becomes
@@ -12,7 +12,7 @@
  * lazy notification a parked request is answered only when granted, and the
  * abort that follows must not overtake it.  The one exception is the
  * deadline: a round of requests that is not answered within timeout_ms ends
- * with LOTUS_ETIMEOUT (txn_on_timeout, from lotus_session_poll); the servers
+ * with LOTUS_ETIMEOUT (ts_on_expire, from the poll); the servers
  * that missed it get the abort without being waited for, and their late
  * replies are dropped.
  *
@@ -28,71 +28,51 @@
 #include "common/common.h"
 #include "common/crash.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include "compute/twosided.h"
+
+/* ---- counting --------------------------------------------------------------- */
+
+/* by_type of the counters: the wire ops of transactions */
+static const uint8_t type_ops[] = { OP_READ, OP_READ_X, OP_LOCK_X, OP_INSERT, OP_DELETE,
+				    OP_SCAN, OP_PREPARE, OP_COMMIT, OP_ABORT };
+static const char *const type_names[] = { "read", "read_for_update", "write_lock", "insert",
+					  "delete", "scan", "prepare", "commit", "abort" };
+_Static_assert(ARRAY_SIZE(type_ops) == ARRAY_SIZE(type_names), "one name per type");
+_Static_assert(ARRAY_SIZE(type_ops) <= LOTUS_OP_TYPES, "types fit the counters");
+
+static unsigned op_type(uint8_t op)
+{
+	for (unsigned i = 0; i < ARRAY_SIZE(type_ops); i++)
+		if (type_ops[i] == op)
+			return i;
+	return LOTUS_OP_TYPES;   /* counted in the totals only */
+}
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-static int slot_alloc(struct sgroup *s, lotus_txn_t *t)
-{
-	if (s->nfree) {
-		t->slot = s->free_slots[--s->nfree];
-		s->slots[t->slot] = t;
-		return 0;
-	}
-	if (s->nslots == s->cap_slots) {
-		unsigned cap = s->cap_slots ? s->cap_slots * 2 : 16;
-		if (cap >= TAG_ADMIN_SLOT)
-			return -ENOSPC;
-		lotus_txn_t **sl = realloc(s->slots, cap * sizeof(*sl));
-		unsigned *fr = sl ? realloc(s->free_slots, cap * sizeof(*fr)) : NULL;
-		if (sl)
-			s->slots = sl;
-		if (!fr)
-			return -ENOMEM;
-		s->free_slots = fr;
-		s->cap_slots = cap;
-	}
-	t->slot = s->nslots++;
-	s->slots[t->slot] = t;
-	return 0;
-}
+static const struct sess_slot_ops ts_slot_ops;
 
-static uint64_t txn_new_id(lotus_session_t *s)
+static int ts_begin(lotus_session_t *s, lotus_txn_t **out)
 {
-	return (uint64_t)(s->cl->opts.compute_id & 0xffff) << 48 |
-	       (uint64_t)(s->idx & 0xffff) << 32 | ++s->txn_seq;
-}
-
-static uint64_t txn_new_priority(lotus_session_t *s)
-{
-	uint64_t p = (clock_wall_ns() & ~0xfffULL) | (s->cl->opts.compute_id & 0xfff);
-	if (p <= s->last_prio)
-		p = s->last_prio + 0x1000;
-	s->last_prio = p;
-	return p;
-}
-
-int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out)
-{
-	lotus_txn_t *t = calloc(1, sizeof(*t));
+	ts_txn_t *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	t->pub.eng = &engine_twosided;
+	t->pub.s = s;
 	t->s = s;
-	group_lock(s->g);
-	int rc = slot_alloc(s->g, t);
-	group_unlock(s->g);
-	if (rc) {
+	t->sl.ops = &ts_slot_ops;
+	if (session_slot_add(s, &t->sl)) {
 		free(t);
 		return -ENOMEM;
 	}
-	t->id = txn_new_id(s);
-	t->prio = txn_new_priority(s);
+	t->pub.id = session_new_txn_id(s);
+	t->pub.prio = session_new_priority(s);
 	t->state = TXN_IDLE;
-	*out = t;
+	*out = &t->pub;
 	return 0;
 }
 
-static void txn_clear_ops(lotus_txn_t *t)
+static void txn_clear_ops(ts_txn_t *t)
 {
 	for (unsigned i = 0; i < t->nops; i++) {
 		free(t->ops[i].row_ptrs);
@@ -101,39 +81,39 @@ static void txn_clear_ops(lotus_txn_t *t)
 	t->nops = 0;
 	t->next_unsent = 0;
 	t->participants = 0;
+	t->deps = t->ro_first = t->ro_done = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
 	t->err = t->sticky = 0;
 	t->commit_after_exec = 0;
-	t->deadline_ns = 0;
+	t->sl.deadline_ns = 0;
 	t->unresponsive = 0;
 }
 
-int lotus_txn_recycle(lotus_txn_t *t)
+static int ts_restart(lotus_txn_t *pt, bool new_priority)
 {
-	int rc = lotus_txn_restart(t);
-	if (rc == 0)
-		t->prio = txn_new_priority(t->s);
-	return rc;
-}
-
-int lotus_txn_restart(lotus_txn_t *t)
-{
+	ts_txn_t *t = ts_of(pt);
 	if (t->state != TXN_DONE && t->state != TXN_IDLE)
 		return LOTUS_ESTATE;
 	if (t->state == TXN_IDLE && t->participants)
 		return LOTUS_ESTATE; /* still holds locks: abort first */
+	/* under the lock: in a shared group another member's dispatch may be
+	 * looking at the slot (a late reply, the deadline) right now */
+	session_lock(t->s);
 	txn_clear_ops(t);
-	t->id = txn_new_id(t->s);
+	t->pub.id = session_new_txn_id(t->s);
+	if (new_priority)
+		t->pub.prio = session_new_priority(t->s);
 	t->state = TXN_IDLE;
+	session_unlock(t->s);
 	return 0;
 }
 
-void lotus_txn_free(lotus_txn_t *t)
+static void ts_free(lotus_txn_t *pt)
 {
-	if (!t)
-		return;
+	ts_txn_t *t = ts_of(pt);
 	lotus_session_t *s = t->s;
+	session_slot_remove(s, &t->sl);   /* no reply finds it from now on */
 	txn_local_release(t);
 	txn_clear_ops(t);
 	for (unsigned i = 0; i < t->cap; i++) {
@@ -142,19 +122,13 @@ void lotus_txn_free(lotus_txn_t *t)
 		free(t->ops[i].scan);
 	}
 	free(t->ops);
-	group_lock(s->g);
-	s->g->slots[t->slot] = NULL;
-	s->g->free_slots[s->g->nfree++] = t->slot;
-	group_unlock(s->g);
 	free(t);
 }
 
-uint64_t lotus_txn_id(const lotus_txn_t *t) { return t->id; }
-uint64_t lotus_txn_priority(const lotus_txn_t *t) { return t->prio; }
 
 /* ---- staging ------------------------------------------------------------- */
 
-static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key,
+static struct txn_op *op_add(ts_txn_t *t, uint8_t op, lotus_table_t tb, const void *key,
 			     size_t klen, int *err)
 {
 	lotus_cluster_t *c = t->s->cl;
@@ -205,7 +179,7 @@ static struct txn_op *op_add(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const
 	return o;
 }
 
-static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t vlen)
+static int op_set_value(ts_txn_t *t, struct txn_op *o, const void *v, size_t vlen)
 {
 	if (vlen > t->s->cl->tables[o->table].max_value)
 		return LOTUS_ETOOBIG;
@@ -228,14 +202,14 @@ static int op_set_value(lotus_txn_t *t, struct txn_op *o, const void *v, size_t 
 
 /* A staging call failed: the transaction is doomed (sticky errors), so a
  * commit can never apply the calls that did succeed. */
-static int stage_failed(lotus_txn_t *t, int err)
+static int stage_failed(ts_txn_t *t, int err)
 {
 	if (!t->sticky && t->state != TXN_DONE)
 		t->sticky = err;
 	return err;
 }
 
-static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *key, size_t klen)
+static int stage_read(ts_txn_t *t, uint8_t op, lotus_table_t tb, const void *key, size_t klen)
 {
 	int err;
 	struct txn_op *o = op_add(t, op, tb, key, klen, &err);
@@ -245,18 +219,9 @@ static int stage_read(lotus_txn_t *t, uint8_t op, lotus_table_t tb, const void *
 	return (int)(o - t->ops);
 }
 
-int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
-{
-	return stage_read(t, OP_READ, tb, key, klen);
-}
-
-int lotus_txn_read_for_update(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
-{
-	return stage_read(t, OP_READ_X, tb, key, klen);
-}
 
 /* An X lock this txn already asked for on (tb, key), to hang a write on. */
-static struct txn_op *op_find_x(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+static struct txn_op *op_find_x(ts_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
 {
 	for (unsigned i = t->nops; i-- > 0;) {
 		struct txn_op *o = &t->ops[i];
@@ -268,7 +233,7 @@ static struct txn_op *op_find_x(lotus_txn_t *t, lotus_table_t tb, const void *ke
 	return NULL;
 }
 
-static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_table_t tb,
+static int stage_write(ts_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_table_t tb,
 		       const void *key, size_t klen, const void *v, size_t vlen)
 {
 	int err;
@@ -322,25 +287,8 @@ static int stage_write(lotus_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_tab
 	return (int)(o - t->ops);
 }
 
-int lotus_txn_write(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
-		    const void *value, size_t vlen)
-{
-	return stage_write(t, OP_LOCK_X, OP_LOCK_X, tb, key, klen, value, vlen);
-}
-
-int lotus_txn_insert(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
-		     const void *value, size_t vlen)
-{
-	return stage_write(t, OP_INSERT, OP_INSERT, tb, key, klen, value, vlen);
-}
-
-int lotus_txn_delete(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
-{
-	return stage_write(t, OP_DELETE, OP_DELETE, tb, key, klen, NULL, 0);
-}
-
-int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
-		   unsigned count)
+static int stage_scan(ts_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
+		      unsigned count)
 {
 	int err;
 	struct txn_op *o = op_add(t, OP_SCAN, tb, start, slen, &err);
@@ -353,10 +301,33 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 	return (int)(o - t->ops);
 }
 
+static int ts_stage(lotus_txn_t *pt, const struct engine_op *op)
+{
+	ts_txn_t *t = ts_of(pt);
+	switch (op->kind) {
+	case ENGINE_READ:
+		return stage_read(t, OP_READ, op->table, op->key, op->klen);
+	case ENGINE_READ_X:
+		return stage_read(t, OP_READ_X, op->table, op->key, op->klen);
+	case ENGINE_WRITE:
+		return stage_write(t, OP_LOCK_X, OP_LOCK_X, op->table, op->key, op->klen,
+				   op->value, op->vlen);
+	case ENGINE_INSERT:
+		return stage_write(t, OP_INSERT, OP_INSERT, op->table, op->key, op->klen,
+				   op->value, op->vlen);
+	case ENGINE_DELETE:
+		return stage_write(t, OP_DELETE, OP_DELETE, op->table, op->key, op->klen, NULL, 0);
+	case ENGINE_SCAN:
+		return stage_scan(t, op->table, op->key, op->klen, op->count);
+	}
+	return stage_failed(t, -EINVAL);
+}
+
 /* ---- results ------------------------------------------------------------- */
 
-int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen)
+static int ts_result(const lotus_txn_t *pt, int op, const void **value, size_t *vlen)
 {
+	const ts_txn_t *t = ts_of_const(pt);
 	if (op < 0 || (unsigned)op >= t->nops)
 		return -EINVAL;
 	const struct txn_op *o = &t->ops[op];
@@ -367,16 +338,18 @@ int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *v
 	return o->status;
 }
 
-int lotus_txn_scan_rows(const lotus_txn_t *t, int op)
+static int ts_scan_rows(const lotus_txn_t *pt, int op)
 {
+	const ts_txn_t *t = ts_of_const(pt);
 	if (op < 0 || (unsigned)op >= t->nops || t->ops[op].op != OP_SCAN)
 		return -EINVAL;
 	return t->ops[op].status ? t->ops[op].status : (int)t->ops[op].rows;
 }
 
-int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
-		       const void **value, size_t *vlen)
+static int ts_scan_row(const lotus_txn_t *pt, int op, unsigned i, const void **key,
+		       size_t *klen, const void **value, size_t *vlen)
 {
+	const ts_txn_t *t = ts_of_const(pt);
 	if (op < 0 || (unsigned)op >= t->nops || i >= t->ops[op].rows || !t->ops[op].row_ptrs)
 		return -EINVAL;
 	const struct wire_row *row = (const struct wire_row *)t->ops[op].row_ptrs[i];
@@ -390,20 +363,26 @@ int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **ke
 
 /* ---- steps --------------------------------------------------------------- */
 
-static void txn_step_done(lotus_txn_t *t);
-static int txn_commit_start(lotus_txn_t *t);
-static int txn_abort_start(lotus_txn_t *t);
+static void txn_step_done(ts_txn_t *t);
+static int txn_commit_start(ts_txn_t *t);
+static int txn_abort_start(ts_txn_t *t);
 
-int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val)
+int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val)
 {
-	r->txn_id = t->id;
-	r->priority = t->prio;
+	r->txn_id = t->pub.id;
+	r->priority = t->pub.prio;
 	r->cc = (uint8_t)t->s->cl->opts.cc;
-	int rc = session_queue(t->s, sv, r, key, val);
+	size_t bytes = 0;
+	int rc = session_queue(t->s, sv, r, key, val, &bytes);
+	if (rc == -E2BIG)   /* one request over WIRE_MAX_MSG: a commit's writes */
+		rc = LOTUS_ETOOBIG;
 	if (rc)
 		return rc;
-	if (!t->deadline_ns)  /* the first request of a round starts its clock */
-		t->deadline_ns = clock_now_ns() + t->s->cl->timeout_ns;
+	engine_count_op(&t->att, op_type(r->op), bytes);
+	if (!t->sl.deadline_ns) {  /* the first request of a round starts its clock */
+		t->sl.deadline_ns = clock_now_ns() + t->s->cl->timeout_ns;
+		engine_count_round_trip(&t->att);
+	}
 	t->participants |= 1ULL << sv;
 	t->due[sv]++;
 	t->outstanding++;
@@ -411,16 +390,17 @@ int txn_send(lotus_txn_t *t, unsigned sv, struct wire_req *r, const void *key, c
 }
 
 /* Send op idx to its memory server(s); a scan goes to every server. */
-int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
+int txn_op_send_remote(ts_txn_t *t, unsigned idx)
 {
 	lotus_cluster_t *c = t->s->cl;
 	struct txn_op *o = &t->ops[idx];
-	struct wire_req r = { .op = o->op, .key_len = o->klen, .tag = t->slot << 16 | idx,
+	struct wire_req r = { .op = o->op, .key_len = o->klen, .tag = t->sl.idx << 16 | idx,
 			      .arg = o->scan ? o->scan->target : o->count };
 	o->sent = 1;
 	if (o->op != OP_SCAN) {
+		struct cache_key k = { .table = o->table, .klen = o->klen, .key = o->key };
 		r.table = c->tables[o->table].ids[o->server];
-		r.hint = o->hint = txn_cache_hint(t, o);
+		r.hint = o->hint = c->cache ? c->cache->ops->hint(c->cache, &k, o->op) : 0;
 		o->replies_due = 1;
 		return txn_send(t, o->server, &r, o->key, NULL);
 	}
@@ -434,42 +414,45 @@ int txn_op_send_remote(lotus_txn_t *t, unsigned idx)
 	return 0;
 }
 
-int txn_op_send(lotus_txn_t *t, unsigned idx)
+int txn_op_send(ts_txn_t *t, unsigned idx)
 {
 	struct txn_op *o = &t->ops[idx];
 	if (o->ryw) {  /* answered by the client (txn_view.c) */
 		o->sent = 1;
 		return 0;
 	}
-	if (t->s->cl->local_locks && o->op != OP_SCAN && cluster_owns(t->s->cl, o->key, o->klen))
+	struct txn_cache *tc = t->s->cl->cache;
+	struct cache_key k = { .table = o->table, .klen = o->klen, .key = o->key };
+	if (tc && o->op != OP_SCAN && tc->ops->owns(tc, &k))
 		return txn_op_local(t, idx);
 	return txn_op_send_remote(t, idx);
 }
 
 /* A step's last outstanding reply or local grant arrived: complete it from
  * lotus_session_poll, outside the message handler. */
-void txn_step_ready(lotus_txn_t *t)
+void txn_step_ready(ts_txn_t *t)
 {
-	lotus_session_t *s = t->s;
-	t->deadline_ns = 0;  /* nothing is outstanding */
+	struct ts_sess *ss = ts_sess(t->s);
+	t->sl.deadline_ns = 0;  /* nothing is outstanding */
 	if (t->ready)
 		return;
 	t->ready = 1;
 	t->ready_next = NULL;
-	if (s->ready_tail)
-		s->ready_tail->ready_next = t;
+	if (ss->ready_tail)
+		ss->ready_tail->ready_next = t;
 	else
-		s->ready_head = t;
-	s->ready_tail = t;
+		ss->ready_head = t;
+	ss->ready_tail = t;
 }
 
-void txn_drain_ready(lotus_session_t *s)
+static void txn_drain_ready(lotus_session_t *s)
 {
 	/* Complete only what was ready when the drain began: a step that a
 	 * completion starts and that finishes at once (a retry refused by a local
 	 * lock) waits for the next poll, after the network has been progressed. */
-	lotus_txn_t *t = s->ready_head, *next;
-	s->ready_head = s->ready_tail = NULL;
+	struct ts_sess *ss = ts_sess(s);
+	ts_txn_t *t = ss->ready_head, *next;
+	ss->ready_head = ss->ready_tail = NULL;
 	for (; t; t = next) {
 		next = t->ready_next;
 		t->ready = 0;
@@ -481,7 +464,7 @@ void txn_drain_ready(lotus_session_t *s)
 }
 
 /* Finish a step that could not even be sent. */
-static int txn_fail_now(lotus_txn_t *t, int rc)
+static int txn_fail_now(ts_txn_t *t, int rc)
 {
 	if (!t->err)
 		t->err = rc;
@@ -490,7 +473,7 @@ static int txn_fail_now(lotus_txn_t *t, int rc)
 	return 0;
 }
 
-static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_execute_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->sticky)
 		return t->sticky;
@@ -515,25 +498,44 @@ static int txn_execute_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	return 0;
 }
 
-int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int ts_execute(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 {
-	group_lock(t->s->g);
+	ts_txn_t *t = ts_of(pt);
+	session_lock(t->s);
+	engine_attempt_start(&t->att);
 	int rc = txn_execute_locked(t, cb, arg);
-	group_unlock(t->s->g);
+	session_unlock(t->s);
 	return rc;
 }
 
-static void txn_finish(lotus_txn_t *t, int result)
+/* The step ended: its callback runs from the poll once the group lock is
+ * released (ts_poll). */
+static void txn_finish(ts_txn_t *t, int result)
 {
-	lotus_txn_cb cb = t->cb;
+	struct ts_sess *ss = ts_sess(t->s);
 	t->step_done = 1;
 	t->err = result;
+	t->fin_cb = t->cb;
+	t->fin_arg = t->cb_arg;
+	t->fin_result = result;
 	t->cb = NULL;
-	if (cb)
-		cb(t, result, t->cb_arg);
+	if (!t->fin_cb)
+		return;
+	t->fin_next = NULL;
+	if (ss->fin_tail)
+		ss->fin_tail->fin_next = t;
+	else
+		ss->fin_head = t;
+	ss->fin_tail = t;
 }
 
-static void txn_exec_done(lotus_txn_t *t, int err)
+/* The attempt ended (committed or not): its counts go to the session. */
+static void txn_attempt_end(ts_txn_t *t, int committed)
+{
+	engine_attempt_end(&t->att, committed, &ts_sess(t->s)->ctr);
+}
+
+static void txn_exec_done(ts_txn_t *t, int err)
 {
 	if (!err && txn_view_followups(t) > 0) {  /* another round trip of this step */
 		if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
@@ -560,7 +562,16 @@ static void txn_exec_done(lotus_txn_t *t, int err)
 	txn_finish(t, err);
 }
 
-static void txn_step_done(lotus_txn_t *t)
+/* Is the connection to one of the writers gone (its vote lost with it)? */
+static int txn_writer_lost(const ts_txn_t *t)
+{
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++)
+		if ((t->writers >> sv & 1) && !session_connected(t->s, sv))
+			return 1;
+	return 0;
+}
+
+static void txn_step_done(ts_txn_t *t)
 {
 	int err = t->err;
 	switch (t->state) {
@@ -568,16 +579,17 @@ static void txn_step_done(lotus_txn_t *t)
 		txn_exec_done(t, err);
 		return;
 	case TXN_PREPARE:
-		if (err && t->writers && err == LOTUS_EUNAVAIL) {
+		if (err && t->writers && txn_writer_lost(t)) {
 			/* a writer's vote is lost with its server: its PREPARE may be
 			 * durable, so an ABORT from here could contradict what the
 			 * servers' cooperative termination decides.  Leave the
 			 * decision to them; the outcome is unknown to the caller. */
 			t->sticky = err;
-			txn_cache_after_commit(t, err);
+			txn_cache_settle(t, err);
 			txn_local_release(t);
 			t->state = TXN_DONE;
 			t->participants = 0;
+			txn_attempt_end(t, 0);
 			txn_finish(t, err);
 			return;
 		}
@@ -592,16 +604,30 @@ static void txn_step_done(lotus_txn_t *t)
 		txn_commit_start(t);
 		return;
 	case TXN_COMMIT:
-		txn_cache_after_commit(t, err);
+		if (t->ro_first) {   /* the dependent readers answered: now the writer */
+			t->ro_done |= t->ro_first;
+			t->ro_first = 0;
+			if (err) {       /* the writer has not committed: abort it */
+				t->sticky = t->abort_result = err;
+				txn_abort_start(t);
+				return;
+			}
+			t->state = TXN_IDLE;
+			txn_commit_start(t);
+			return;
+		}
+		txn_cache_settle(t, err);
 		txn_local_release(t);
 		t->state = TXN_DONE;
 		t->participants = 0;
+		txn_attempt_end(t, err == 0);
 		txn_finish(t, err);
 		return;
 	case TXN_ABORT:
 		txn_local_release(t);
 		t->state = TXN_DONE;
 		t->participants = 0;
+		txn_attempt_end(t, 0);
 		txn_finish(t, t->abort_result);
 		return;
 	default:
@@ -634,7 +660,7 @@ static int status_is_benign(int st)
 }
 
 /* Record one op's outcome (remote reply or local completion). */
-void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status)
+void txn_op_result(ts_txn_t *t, struct txn_op *o, int status)
 {
 	if (status && (o->status == 0 || o->op != OP_SCAN))
 		o->status = status;
@@ -642,14 +668,24 @@ void txn_op_result(lotus_txn_t *t, struct txn_op *o, int status)
 		t->err = status;
 }
 
-void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const unsigned char *k,
-		  const unsigned char *v)
+/* Slot callback (group lock held): a reply for this transaction's slot. */
+static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep *r,
+			const unsigned char *k, const unsigned char *v, size_t bytes)
 {
+	ts_txn_t *t = container_of(sl, ts_txn_t, sl);
 	unsigned idx = r->tag & 0xffff;
+	if (t->pub.id != r->txn_id) {
+		log_debug("dropping reply for an unknown transaction %llx",
+			  (unsigned long long)r->txn_id);
+		return;
+	}
 	if (t->due[sv] == 0 || t->outstanding == 0)
 		return;
+	engine_count_recv(&t->att, op_type(r->op), bytes);
 	t->due[sv]--;
 	t->outstanding--;
+	if (r->flags & WIRE_REP_F_DEP)
+		t->deps |= 1ULL << sv;
 	if (idx != TAG_TXN_OP && idx < t->nops) {
 		struct txn_op *o = &t->ops[idx];
 		txn_op_result(t, o, r->status);
@@ -661,7 +697,10 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 			o->loc = r->loc;
 			if (r->value_len || o->op == OP_READ || o->op == OP_READ_X)
 				op_store_value(o, v, r->value_len, 0);
-			txn_cache_on_reply(t, o, r);
+			struct txn_cache *tc = t->s->cl->cache;
+			struct cache_key ck = { .table = o->table, .klen = o->klen, .key = o->key };
+			if (tc && tc->ops->on_reply(tc, &ck, o->op, o->hint, r))
+				t->s->ctr.hint_stale++;
 		}
 	} else if (!status_is_benign(r->status) && !t->err) {
 		t->err = r->status;
@@ -670,14 +709,18 @@ void txn_on_reply(lotus_txn_t *t, unsigned sv, const struct wire_rep *r, const u
 		txn_step_ready(t);
 }
 
-void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
+/* Slot callback: the connection to sv is gone (reason: LOTUS_EUNAVAIL,
+ * LOTUS_ETIMEOUT for a silent server, LOTUS_ELEASE for this process's expired
+ * lease): the step's requests there fail with reason. */
+static void ts_on_lost(struct sess_slot *sl, unsigned sv, int reason)
 {
+	ts_txn_t *t = container_of(sl, ts_txn_t, sl);
 	if (!t->due[sv])
 		return;
 	t->outstanding -= t->due[sv];
 	t->due[sv] = 0;
 	if (!t->err)
-		t->err = LOTUS_EUNAVAIL;
+		t->err = reason;
 	if (t->outstanding == 0)
 		txn_step_ready(t);
 }
@@ -686,16 +729,17 @@ void txn_on_server_lost(lotus_txn_t *t, unsigned sv)
  * are unresponsive for the rest of this attempt (their late replies find no
  * due count and are dropped), and the step ends with LOTUS_ETIMEOUT.  Local
  * lock waits (co-partitioning) still complete as usual. */
-void txn_on_timeout(lotus_txn_t *t)
+static void ts_on_expire(struct sess_slot *sl)
 {
+	ts_txn_t *t = container_of(sl, ts_txn_t, sl);
 	int late = 0;
-	t->deadline_ns = 0;
+	t->sl.deadline_ns = 0;
 	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
 		if (!t->due[sv])
 			continue;
 		late = 1;
 		log_warn("memory server %u did not answer transaction %llx within %llu ms", sv,
-			 (unsigned long long)t->id,
+			 (unsigned long long)t->pub.id,
 			 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
 		t->unresponsive |= 1ULL << sv;
 		t->outstanding -= t->due[sv];
@@ -709,11 +753,15 @@ void txn_on_timeout(lotus_txn_t *t)
 		txn_step_ready(t);
 }
 
+static const struct sess_slot_ops ts_slot_ops = {
+	.on_reply = ts_on_reply, .on_lost = ts_on_lost, .on_expire = ts_on_expire,
+};
+
 /* ---- commit and abort ------------------------------------------------------ */
 
 /* Send sv its COMMIT or PREPARE (OP_PREPARE, hint = the writer bitmask) with
  * the writes the transaction made there. */
-static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uint8_t op,
+static int commit_send_one(ts_txn_t *t, unsigned sv, struct wire_buf *wb, uint8_t op,
 			   uint64_t writers)
 {
 	lotus_cluster_t *c = t->s->cl;
@@ -729,17 +777,17 @@ static int commit_send_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, uin
 			.value_len = o->write == OP_DELETE ? 0 : o->wlen, .hint = o->loc,
 		};
 		int rc = wire_buf_append_write(wb, &w, o->key, o->wval);
-		if (rc)
-			return rc;
+		if (rc)   /* -E2BIG: the writes to sv do not fit one message */
+			return rc == -E2BIG ? LOTUS_ETOOBIG : rc;
 		n++;
 	}
-	struct wire_req r = { .op = op, .tag = t->slot << 16 | TAG_TXN_OP,
+	struct wire_req r = { .op = op, .tag = t->sl.idx << 16 | TAG_TXN_OP,
 			      .value_len = (uint32_t)wb->len, .arg = n, .hint = writers };
 	return txn_send(t, sv, &r, NULL, wb->data);
 }
 
 /* Servers that get at least one write at commit. */
-static uint64_t txn_writers(lotus_txn_t *t)
+static uint64_t txn_writers(ts_txn_t *t)
 {
 	uint64_t w = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
@@ -750,8 +798,27 @@ static uint64_t txn_writers(lotus_txn_t *t)
 	return w & t->participants;
 }
 
-/* One commit round to participant sv (see compute_int.h). */
-static int commit_round_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, int durable2pc,
+/* Do the writes to every server fit one COMMIT / PREPARE request
+ * (WIRE_MAX_MSG)?  Checked before anything is sent, so that a transaction too
+ * big to commit is aborted everywhere instead of leaving its locks behind. */
+static int commit_fits(const ts_txn_t *t)
+{
+	uint64_t bytes[LOTUS_MAX_SERVERS] = { 0 };
+	for (unsigned i = 0; i < t->nops; i++) {
+		const struct txn_op *o = &t->ops[i];
+		if (!txn_write_applies(o) || o->server >= LOTUS_MAX_SERVERS)
+			continue;
+		bytes[o->server] += wire_pad8(sizeof(struct wire_write) + o->klen +
+					      (o->write == OP_DELETE ? 0 : o->wlen));
+		if (bytes[o->server] + sizeof(struct wire_hdr) + sizeof(struct wire_req) >
+		    WIRE_MAX_MSG)
+			return 0;
+	}
+	return 1;
+}
+
+/* One commit round to participant sv (see twosided.h). */
+static int commit_round_one(ts_txn_t *t, unsigned sv, struct wire_buf *wb, int durable2pc,
 			    int prepare)
 {
 	if (durable2pc)  /* writers prepare with their writes; readers just commit */
@@ -761,15 +828,15 @@ static int commit_round_one(lotus_txn_t *t, unsigned sv, struct wire_buf *wb, in
 	if (prepare || t->writers) {  /* phase one without writes / phase two of 2PC */
 		struct wire_req r = { .op = OP_COMMIT,
 				      .flags = prepare ? WIRE_REQ_F_COMMITTING : 0,
-				      .tag = t->slot << 16 | TAG_TXN_OP };
+				      .tag = t->sl.idx << 16 | TAG_TXN_OP };
 		return txn_send(t, sv, &r, NULL, NULL);
 	}
 	return commit_send_one(t, sv, wb, OP_COMMIT, 0);
 }
 
-static int txn_commit_start(lotus_txn_t *t)
+static int txn_commit_start(ts_txn_t *t)
 {
-	uint64_t parts = t->participants;
+	uint64_t parts = t->participants & ~t->ro_done;
 	int durable2pc = 0, prepare = 0;
 	struct wire_buf wb;
 	int rc = 0;
@@ -787,15 +854,28 @@ static int txn_commit_start(lotus_txn_t *t)
 	} else if (t->prepared) {
 		crash_point("client_committing");  /* tests: the WOUND_WAIT round done, no COMMIT */
 	}
+	if (!prepare && !t->writers && (t->deps & parts)) {   /* only sync servers set it */
+		/* one writer (or none): readers that depend on a change not yet
+		 * durable commit first, the writer once they answered */
+		uint64_t w = txn_writers(t);
+		if (w && (t->deps & parts & ~w)) {
+			t->ro_first = t->deps & parts & ~w;
+			parts = t->ro_first;
+		}
+	}
 	t->err = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
-	if (t->local && !t->prepared) {
-		rc = lock_txn_begin_commit(t->s->cl->local_locks, t->local);
+	if (t->local && !t->prepared && !t->ro_done) {
+		rc = t->s->cl->cache->ops->begin_commit(t->s->cl->cache, t->local);
 		if (rc) {  /* wounded locally: abort everywhere */
 			t->sticky = t->abort_result = rc;
 			return txn_abort_start(t);
 		}
+	}
+	if (!t->prepared && !commit_fits(t)) {
+		t->sticky = t->abort_result = LOTUS_ETOOBIG;
+		return txn_abort_start(t);
 	}
 	t->state = prepare ? TXN_PREPARE : TXN_COMMIT;
 	wire_buf_init(&wb);
@@ -813,7 +893,7 @@ static int txn_commit_start(lotus_txn_t *t)
 	return 0;
 }
 
-static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_commit_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->sticky)
 		return t->sticky;
@@ -824,6 +904,7 @@ static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	t->step_done = 0;
 	t->prepared = 0;
 	t->writers = 0;
+	t->ro_first = t->ro_done = 0;
 	if (t->next_unsent < t->nops) {
 		t->commit_after_exec = 1;  /* execute the rest, then commit */
 		return txn_execute_locked(t, cb, arg);
@@ -831,15 +912,17 @@ static int txn_commit_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	return txn_commit_start(t);
 }
 
-int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int ts_commit(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 {
-	group_lock(t->s->g);
+	ts_txn_t *t = ts_of(pt);
+	session_lock(t->s);
+	engine_attempt_start(&t->att);
 	int rc = txn_commit_locked(t, cb, arg);
-	group_unlock(t->s->g);
+	session_unlock(t->s);
 	return rc;
 }
 
-static int txn_abort_start(lotus_txn_t *t)
+static int txn_abort_start(ts_txn_t *t)
 {
 	uint64_t parts = t->participants;
 	t->err = 0;
@@ -848,15 +931,17 @@ static int txn_abort_start(lotus_txn_t *t)
 	t->state = TXN_ABORT;
 	txn_local_release(t);
 	for (unsigned sv = 0; parts; sv++, parts >>= 1) {
-		if (!(parts & 1) || !t->s->g->conns[sv])
+		if (!(parts & 1) || !session_connected(t->s, sv))
 			continue;
-		struct wire_req r = { .op = OP_ABORT, .tag = t->slot << 16 | TAG_TXN_OP };
+		struct wire_req r = { .op = OP_ABORT, .tag = t->sl.idx << 16 | TAG_TXN_OP };
 		if (t->unresponsive >> sv & 1) {
 			/* it missed a deadline: tell it, but do not wait for it again */
-			r.txn_id = t->id;
-			r.priority = t->prio;
+			size_t bytes = 0;
+			r.txn_id = t->pub.id;
+			r.priority = t->pub.prio;
 			r.cc = (uint8_t)t->s->cl->opts.cc;
-			session_queue(t->s, sv, &r, NULL, NULL);
+			if (session_queue(t->s, sv, &r, NULL, NULL, &bytes) == 0)
+				engine_count_op(&t->att, op_type(r.op), bytes);
 			continue;
 		}
 		if (txn_send(t, sv, &r, NULL, NULL) != 0 && !t->abort_result)
@@ -869,7 +954,7 @@ static int txn_abort_start(lotus_txn_t *t)
 	return 0;
 }
 
-static int txn_abort_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int txn_abort_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->state == TXN_EXEC || t->state == TXN_PREPARE || t->state == TXN_COMMIT ||
 	    t->state == TXN_ABORT)
@@ -886,39 +971,102 @@ static int txn_abort_locked(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 	return txn_abort_start(t);
 }
 
-int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+static int ts_abort(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 {
-	group_lock(t->s->g);
+	ts_txn_t *t = ts_of(pt);
+	session_lock(t->s);
 	int rc = txn_abort_locked(t, cb, arg);
-	group_unlock(t->s->g);
+	session_unlock(t->s);
 	return rc;
 }
 
-/* ---- synchronous forms ------------------------------------------------------ */
+/* ---- the engine ---------------------------------------------------------------- */
 
-static int txn_wait(lotus_txn_t *t, int rc)
+static int ts_finished(const lotus_txn_t *pt)
 {
-	if (rc)
-		return rc;
-	while (!t->step_done)
-		lotus_session_poll(t->s, 100);
-	return t->err;
+	return ts_of_const(pt)->state == TXN_DONE;
 }
 
-int lotus_txn_execute(lotus_txn_t *t)
+static void ts_counters(const lotus_session_t *s, struct lotus_txn_counters *out)
 {
-	return txn_wait(t, lotus_txn_execute_async(t, NULL, NULL));
+	*out = ts_sess(s)->ctr;
+	out->engine = "twosided";
+	out->ntypes = ARRAY_SIZE(type_names);
+	for (unsigned i = 0; i < ARRAY_SIZE(type_names); i++)
+		out->type_names[i] = type_names[i];
 }
 
-int lotus_txn_commit(lotus_txn_t *t)
+static int ts_session_open(lotus_session_t *s)
 {
-	int rc = txn_wait(t, lotus_txn_commit_async(t, NULL, NULL));
-	if (rc && t->state != TXN_DONE)
-		lotus_txn_abort(t);
-	return rc;
+	s->eng = calloc(1, sizeof(struct ts_sess));
+	return s->eng ? 0 : -ENOMEM;
 }
 
-int lotus_txn_abort(lotus_txn_t *t)
+static void ts_session_close(lotus_session_t *s)
 {
-	return txn_wait(t, lotus_txn_abort_async(t, NULL, NULL));
+	free(s->eng);
+	s->eng = NULL;
 }
+
+static int ts_cluster_open(lotus_cluster_t *c)
+{
+	return txn_cache_create(c, &c->cache);
+}
+
+static void ts_cluster_close(lotus_cluster_t *c)
+{
+	txn_cache_destroy(c->cache);
+	c->cache = NULL;
+}
+
+/* lotus_session_poll: send, receive, expire, complete the ready steps (lock
+ * held), run the callbacks of the steps that ended (lock released), then
+ * send what both queued, together (under --batch inter, the next steps of
+ * the engine and of the callbacks share messages). */
+static int ts_poll(lotus_session_t *s, int timeout_ms)
+{
+	struct ts_sess *ss = ts_sess(s);
+	session_lock(s);
+	int n = session_progress(s, timeout_ms, ss->ready_head || ss->grants);
+	txn_drain_grants(s);
+	txn_drain_ready(s);
+	session_unlock(s);
+	/* Only this thread touches the list; a callback may poll (a
+	 * synchronous call) and so run later entries itself. */
+	ts_txn_t *t;
+	while ((t = ss->fin_head) != NULL) {
+		ss->fin_head = t->fin_next;
+		if (!ss->fin_head)
+			ss->fin_tail = NULL;
+		lotus_txn_cb cb = t->fin_cb;
+		void *arg = t->fin_arg;
+		t->fin_cb = NULL;
+		cb(&t->pub, t->fin_result, arg);
+	}
+	session_lock(s);
+	session_flush(s);
+	session_unlock(s);
+	session_yield(s);
+	return n;
+}
+
+const struct engine engine_twosided = {
+	.name = "twosided",
+	.cluster_open = ts_cluster_open,
+	.cluster_close = ts_cluster_close,
+	.session_open = ts_session_open,
+	.session_close = ts_session_close,
+	.poll = ts_poll,
+	.begin = ts_begin,
+	.restart = ts_restart,
+	.free = ts_free,
+	.stage = ts_stage,
+	.execute = ts_execute,
+	.commit = ts_commit,
+	.abort = ts_abort,
+	.finished = ts_finished,
+	.result = ts_result,
+	.scan_rows = ts_scan_rows,
+	.scan_row = ts_scan_row,
+	.counters = ts_counters,
+};

@@ -44,7 +44,7 @@
 #include <string.h>
 #include "common/common.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include "compute/twosided.h"
 
 static int key_cmp(const unsigned char *a, unsigned alen, const unsigned char *b, unsigned blen)
 {
@@ -60,7 +60,7 @@ static int op_is_key(const struct txn_op *o, uint16_t table, const void *key, ui
 /* ---- read-your-writes ------------------------------------------------------ */
 
 /* The transaction's own word on (table, key) for an op at position end. */
-static int ryw_lookup(lotus_txn_t *t, unsigned end, uint16_t table, const void *key,
+static int ryw_lookup(ts_txn_t *t, unsigned end, uint16_t table, const void *key,
 		      uint16_t klen, unsigned *src)
 {
 	for (unsigned j = end; j-- > 0;) {
@@ -80,7 +80,7 @@ static int ryw_lookup(lotus_txn_t *t, unsigned end, uint16_t table, const void *
 	return RYW_NONE;
 }
 
-static void ryw_serve(lotus_txn_t *t, struct txn_op *o, struct txn_op *c)
+static void ryw_serve(ts_txn_t *t, struct txn_op *o, struct txn_op *c)
 {
 	c->observed = 1;
 	o->ryw = RYW_SERVED;
@@ -104,7 +104,7 @@ static void ryw_serve(lotus_txn_t *t, struct txn_op *o, struct txn_op *c)
 	o->status = 0;
 }
 
-void txn_view_stage_read(lotus_txn_t *t, struct txn_op *o)
+void txn_view_stage_read(ts_txn_t *t, struct txn_op *o)
 {
 	unsigned idx = (unsigned)(o - t->ops), src;
 	int r = ryw_lookup(t, idx, o->table, o->key, o->klen, &src);
@@ -117,7 +117,7 @@ void txn_view_stage_read(lotus_txn_t *t, struct txn_op *o)
 	}
 }
 
-int txn_view_stage_insert(lotus_txn_t *t, uint16_t table, const void *key, uint16_t klen)
+int txn_view_stage_insert(ts_txn_t *t, uint16_t table, const void *key, uint16_t klen)
 {
 	unsigned src;
 	int r = ryw_lookup(t, t->nops, table, key, klen, &src);
@@ -129,7 +129,7 @@ int txn_view_stage_insert(lotus_txn_t *t, uint16_t table, const void *key, uint1
 }
 
 /* The insert a read waited for has run: serve the read, or send it. */
-static int ryw_settle(lotus_txn_t *t, unsigned idx)
+static int ryw_settle(ts_txn_t *t, unsigned idx)
 {
 	struct txn_op *o = &t->ops[idx];
 	struct txn_op *c = &t->ops[o->ryw_src];
@@ -151,7 +151,7 @@ static int ryw_settle(lotus_txn_t *t, unsigned idx)
 
 /* ---- scans ----------------------------------------------------------------- */
 
-int txn_view_stage_scan(lotus_txn_t *t, struct txn_op *o)
+int txn_view_stage_scan(ts_txn_t *t, struct txn_op *o)
 {
 	unsigned idx = (unsigned)(o - t->ops);
 	uint64_t target = o->count;
@@ -176,7 +176,7 @@ int txn_view_stage_scan(lotus_txn_t *t, struct txn_op *o)
 	return 0;
 }
 
-void txn_view_scan_reply(lotus_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
+void txn_view_scan_reply(ts_txn_t *t, unsigned sv, struct txn_op *o, const struct wire_rep *r,
 			 const unsigned char *key)
 {
 	struct scan_cont *sc = o->scan;
@@ -250,7 +250,7 @@ static unsigned scan_complete(const struct txn_op *o, const struct row_view *rv,
 
 /* Ask the servers whose last key is B for the rows after it.  Returns the
  * requests sent, or an error. */
-static int scan_continue(lotus_txn_t *t, unsigned idx)
+static int scan_continue(ts_txn_t *t, unsigned idx)
 {
 	lotus_cluster_t *c = t->s->cl;
 	struct txn_op *o = &t->ops[idx];
@@ -272,7 +272,7 @@ static int scan_continue(lotus_txn_t *t, unsigned idx)
 		    key_cmp(sc->key[sv], sc->klen[sv], sc->key[b], sc->klen[b]) != 0)
 			continue;
 		struct wire_req r = { .op = OP_SCAN, .flags = WIRE_REQ_F_SCAN_AFTER,
-				      .key_len = sc->klen[sv], .tag = t->slot << 16 | idx,
+				      .key_len = sc->klen[sv], .tag = t->sl.idx << 16 | idx,
 				      .table = c->tables[o->table].ids[sv],
 				      .arg = sc->target - done };
 		int rc = txn_send(t, sv, &r, sc->key[sv], NULL);
@@ -287,7 +287,7 @@ static int scan_continue(lotus_txn_t *t, unsigned idx)
 /* The transaction's writes a scan shows: applying writes staged before it,
  * in its range and at most up to bound (NULL: no bound), latest per key,
  * sorted.  *n of them, or NULL. */
-static struct row_view *scan_overlay(lotus_txn_t *t, unsigned idx, const unsigned char *bk,
+static struct row_view *scan_overlay(ts_txn_t *t, unsigned idx, const unsigned char *bk,
 				     unsigned bklen, unsigned *n)
 {
 	const struct txn_op *o = &t->ops[idx];
@@ -392,7 +392,7 @@ static int scan_merge(struct txn_op *o, struct row_view *s, unsigned ns, struct 
 	return 0;
 }
 
-static void scan_finish(lotus_txn_t *t, unsigned idx)
+static void scan_finish(ts_txn_t *t, unsigned idx)
 {
 	struct txn_op *o = &t->ops[idx];
 	unsigned ns, nw;
@@ -418,7 +418,7 @@ out:
 
 /* ---- the end of an execute step ------------------------------------------- */
 
-int txn_view_followups(lotus_txn_t *t)
+int txn_view_followups(ts_txn_t *t)
 {
 	int sent = 0;
 	for (unsigned i = 0; i < t->nops; i++) {
@@ -437,7 +437,7 @@ int txn_view_followups(lotus_txn_t *t)
 	return sent;
 }
 
-void txn_view_finish(lotus_txn_t *t)
+void txn_view_finish(ts_txn_t *t)
 {
 	for (unsigned i = 0; i < t->nops; i++) {
 		struct txn_op *o = &t->ops[i];

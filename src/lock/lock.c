@@ -83,6 +83,21 @@ struct lk {
 	uint16_t table, klen;
 	unsigned char key[];
 };
+_Static_assert(sizeof(struct lk) + LK_CACHE_KEY <= LK_ENTRY_SIZE, "LK_ENTRY_SIZE");
+
+/* Lock entries with short keys come from the per-thread cache. */
+static struct lk *lk_alloc(uint16_t klen)
+{
+	return klen <= LK_CACHE_KEY ? lkc_alloc(LKC_LK) : malloc(sizeof(struct lk) + klen);
+}
+
+static void lk_free(struct lk *L)
+{
+	if (L->klen <= LK_CACHE_KEY)
+		lkc_free(LKC_LK, L);
+	else
+		free(L);
+}
 
 /* Notifications and victims collected under a latch, delivered after it. */
 struct batch {
@@ -119,7 +134,7 @@ static struct lk *lk_find(struct lock_bucket *b, uint64_t h, uint16_t table,
 			return L;
 	if (!create)
 		return NULL;
-	struct lk *L = malloc(sizeof(*L) + klen);
+	struct lk *L = lk_alloc(klen);
 	if (!L)
 		return NULL;
 	*L = (struct lk){ .next = b->head, .hash = h, .table = table, .klen = klen };
@@ -135,7 +150,7 @@ static void lk_maybe_free(struct lock_bucket *b, struct lk *L)
 	for (struct lk **pp = &b->head; *pp; pp = &(*pp)->next)
 		if (*pp == L) {
 			*pp = L->next;
-			free(L);
+			lk_free(L);
 			return;
 		}
 }
@@ -167,12 +182,9 @@ static void owner_link(struct lk *L, struct lock_own *o)
 
 static struct lock_own *own_alloc(uint32_t bucket, lock_txn_t *t, unsigned mode)
 {
-	struct lock_own *o = calloc(1, sizeof(*o));
-	if (o) {
-		o->txn = t;
-		o->bucket = bucket;
-		o->mode = (uint8_t)mode;
-	}
+	struct lock_own *o = lkc_alloc(LKC_OWN);
+	if (o)
+		*o = (struct lock_own){ .txn = t, .bucket = bucket, .mode = (uint8_t)mode };
 	return o;
 }
 
@@ -271,10 +283,10 @@ static void finish_waiter(lock_table_t *lt, struct lk *L, struct lock_waiter *w,
 	struct lock_own *mine = NULL, *o = NULL;
 	if (result == 0 && !(mine = owner_find(L, t)) && !(o = own_alloc(w->bucket, t, w->mode)))
 		result = -ENOMEM;
-	pthread_mutex_lock(&t->latch);
+	latch_lock(&t->latch);
 	if (!txn_unlist_waiter(t, w)) {
-		pthread_mutex_unlock(&t->latch);
-		free(o);
+		latch_unlock(&t->latch);
+		lkc_free(LKC_OWN, o);
 		return;
 	}
 	if (result == 0 && atomic_load(&t->status) == TXN_PREEMPTED)
@@ -290,8 +302,8 @@ static void finish_waiter(lock_table_t *lt, struct lk *L, struct lock_waiter *w,
 	}
 	atomic_fetch_add(&t->inflight, 1);
 	txn_ref(t);
-	pthread_mutex_unlock(&t->latch);
-	free(o);
+	latch_unlock(&t->latch);
+	lkc_free(LKC_OWN, o);
 	count_result(lt, w, result);
 	batch_note(b, w, result);
 }
@@ -343,13 +355,53 @@ static bool wait_die_dies(const struct lk *L, const lock_txn_t *t, unsigned m)
 	return false;
 }
 
-/* Remove WAIT_DIE waiters that now wait for an older txn; returns how many. */
+/* The two oldest distinct transactions of a set, so that "is some txn other
+ * than t in the set older than t" is answered in O(1). */
+struct oldest2 {
+	const lock_txn_t *a, *b;   /* a older than b; NULL: none */
+};
+
+static void oldest2_add(struct oldest2 *o, const lock_txn_t *t)
+{
+	if (t == o->a || t == o->b)
+		return;
+	if (!o->a || txn_older(t, o->a)) {
+		o->b = o->a;
+		o->a = t;
+	} else if (!o->b || txn_older(t, o->b)) {
+		o->b = t;
+	}
+}
+
+static bool oldest2_older_than(const struct oldest2 *o, const lock_txn_t *t)
+{
+	const lock_txn_t *x = o->a == t ? o->b : o->a;
+	return x && txn_older(x, t);
+}
+
+/* Remove WAIT_DIE waiters that now wait for an older txn; returns how many.
+ * Same rule as wait_die_dies() for each waiter, in one pass: the queue is
+ * ordered oldest first, so the older waiters of w are the kept ones before
+ * it.  Linear in owners + waiters: a client that parks many requests on one
+ * lock must not make every acquire of that lock quadratic. */
 static unsigned cull_wait_die(lock_table_t *lt, struct lk *L, struct batch *b)
 {
 	unsigned n = 0;
 	struct lock_waiter **pp = &L->queue, *w;
+	struct oldest2 own_x = { 0 }, own_any = { 0 }, q_x = { 0 }, q_any = { 0 };
+	for (const struct lock_own *o = L->owners; o; o = o->lock_next) {
+		oldest2_add(&own_any, o->txn);
+		if (o->mode != LOCK_S)
+			oldest2_add(&own_x, o->txn);
+	}
 	while ((w = *pp)) {
-		if (w->cc == CC_WAIT_DIE && wait_die_dies(L, w->txn, w->mode)) {
+		/* S conflicts with X only; X with everything */
+		bool dies = w->cc == CC_WAIT_DIE &&
+			    (w->mode == LOCK_S ? oldest2_older_than(&own_x, w->txn) ||
+						 oldest2_older_than(&q_x, w->txn)
+					       : oldest2_older_than(&own_any, w->txn) ||
+						 oldest2_older_than(&q_any, w->txn));
+		if (dies) {
 			*pp = w->next;
 			w->next = NULL;
 			w->lock = NULL;
@@ -357,6 +409,9 @@ static unsigned cull_wait_die(lock_table_t *lt, struct lk *L, struct batch *b)
 			n++;
 			continue;
 		}
+		oldest2_add(&q_any, w->txn);
+		if (w->mode != LOCK_S)
+			oldest2_add(&q_x, w->txn);
 		pp = &w->next;
 	}
 	return n;
@@ -428,11 +483,11 @@ static int grant_now(struct acq *a, struct lock_own *mine)
 	struct lock_own *o = NULL;
 	if (!mine && !(o = own_alloc(a->bucket, t, a->mode)))
 		return -ENOMEM;
-	pthread_mutex_lock(&t->latch);
+	latch_lock(&t->latch);
 	if (t->closed || atomic_load(&t->status) == TXN_PREEMPTED) {
 		int rc = t->closed ? LOTUS_EABORTED : LOTUS_EPREEMPTED;
-		pthread_mutex_unlock(&t->latch);
-		free(o);
+		latch_unlock(&t->latch);
+		lkc_free(LKC_OWN, o);
 		return rc;
 	}
 	if (mine) {
@@ -443,7 +498,7 @@ static int grant_now(struct acq *a, struct lock_own *mine)
 		t->held = o;
 		owner_link(a->L, o);
 	}
-	pthread_mutex_unlock(&t->latch);
+	latch_unlock(&t->latch);
 	lock_stat_add(a->lt, ST_IMMEDIATE, 1);
 	return 0;
 }
@@ -457,17 +512,17 @@ static int park(struct acq *a)
 	*w = (struct lock_waiter){ .txn = t, .mode = a->mode, .owner = w->owner, .lock = a->L,
 				   .wait_start_ns = clock_now_ns(), .bucket = a->bucket,
 				   .cc = (uint8_t)a->cc };
-	pthread_mutex_lock(&t->latch);
+	latch_lock(&t->latch);
 	int s = TXN_RUNNING;
 	if (t->closed || (!atomic_compare_exchange_strong(&t->status, &s, TXN_WAITING) &&
 			  s != TXN_WAITING)) {
-		pthread_mutex_unlock(&t->latch);
+		latch_unlock(&t->latch);
 		w->lock = NULL;
 		return s == TXN_PREEMPTED ? LOTUS_EPREEMPTED : LOTUS_EABORTED;
 	}
 	w->txn_next = t->waiting;
 	t->waiting = w;
-	pthread_mutex_unlock(&t->latch);
+	latch_unlock(&t->latch);
 	queue_insert(a->L, w);
 	lock_stat_add(a->lt, ST_WAITS, 1);
 	return 1;
@@ -476,6 +531,8 @@ static int park(struct acq *a)
 static int acquire_locked(struct acq *a)
 {
 	struct lk *L = a->L;
+	if (!L->owners && !L->queue)   /* free: nothing to wound, reap, grant or cull */
+		return grant_now(a, NULL);
 	struct lock_own *mine = owner_find(L, a->t);
 	if (mine && mine->mode >= a->mode) {
 		lock_stat_add(a->lt, ST_IMMEDIATE, 1);
@@ -514,13 +571,13 @@ int lock_acquire(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *
 			 .cc = cc, .w = w, .b = &b };
 	struct lock_bucket *bk = &lt->buckets[a.bucket];
 	int rc = -ENOMEM;
-	pthread_mutex_lock(&bk->latch);
+	latch_lock(&bk->latch);
 	a.L = lk_find(bk, h, table, key, klen, true);
 	if (a.L) {
 		rc = acquire_locked(&a);
 		lk_maybe_free(bk, a.L);
 	}
-	pthread_mutex_unlock(&bk->latch);
+	latch_unlock(&bk->latch);
 	batch_finish(lt, &b);
 	if (rc == LOTUS_EABORTED)
 		lock_stat_add(lt, ST_REJECTS, 1);
@@ -535,11 +592,11 @@ bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *ke
 	uint64_t h = key_hash(table, key, klen);
 	struct lock_bucket *bk = &lt->buckets[h & lt->mask];
 	bool held = false;
-	pthread_mutex_lock(&bk->latch);
+	latch_lock(&bk->latch);
 	struct lk *L = lk_find(bk, h, table, key, klen, false);
 	struct lock_own *o = L ? owner_find(L, txn) : NULL;
 	held = o && o->mode >= mode;
-	pthread_mutex_unlock(&bk->latch);
+	latch_unlock(&bk->latch);
 	return held;
 }
 
@@ -550,14 +607,14 @@ bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *ke
 static void waiter_dequeue(lock_table_t *lt, struct lock_waiter *w, struct batch *b)
 {
 	struct lock_bucket *bk = &lt->buckets[w->bucket];
-	pthread_mutex_lock(&bk->latch);
+	latch_lock(&bk->latch);
 	struct lk *L = w->lock;
 	if (L) {
 		queue_unlink(L, w);
 		lk_settle(lt, L, b);
 		lk_maybe_free(bk, L);
 	}
-	pthread_mutex_unlock(&bk->latch);
+	latch_unlock(&bk->latch);
 }
 
 /* A wounded txn's parked requests get notify(LOTUS_EPREEMPTED). */
@@ -565,7 +622,7 @@ static void cancel_waiters(lock_table_t *lt, lock_txn_t *v)
 {
 	for (;;) {
 		struct batch b = { 0 };
-		pthread_mutex_lock(&v->latch);
+		latch_lock(&v->latch);
 		struct lock_waiter *w = v->waiting;
 		if (w) {
 			v->waiting = w->txn_next;
@@ -573,7 +630,7 @@ static void cancel_waiters(lock_table_t *lt, lock_txn_t *v)
 			atomic_fetch_add(&v->inflight, 1);
 			txn_ref(v);
 		}
-		pthread_mutex_unlock(&v->latch);
+		latch_unlock(&v->latch);
 		if (!w)
 			return;
 		waiter_dequeue(lt, w, &b);
@@ -621,7 +678,7 @@ void lock_release_detached(lock_table_t *lt, struct lock_own *held, struct lock_
 	while (held) {
 		struct lock_own *next = held->txn_next;
 		struct lock_bucket *bk = &lt->buckets[held->bucket];
-		pthread_mutex_lock(&bk->latch);
+		latch_lock(&bk->latch);
 		if (held->on_lock) {
 			struct lk *L = held->lock;
 			for (struct lock_own **pp = &L->owners; *pp; pp = &(*pp)->lock_next)
@@ -633,8 +690,8 @@ void lock_release_detached(lock_table_t *lt, struct lock_own *held, struct lock_
 			lk_settle(lt, L, &b);
 			lk_maybe_free(bk, L);
 		}
-		pthread_mutex_unlock(&bk->latch);
-		free(held);
+		latch_unlock(&bk->latch);
+		lkc_free(LKC_OWN, held);
 		held = next;
 	}
 	batch_finish(lt, &b);
@@ -656,7 +713,7 @@ int lock_table_create(unsigned buckets_log2, lock_notify_fn notify, void *arg, l
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_init(&lt->buckets[i].latch, NULL);
+		latch_init(&lt->buckets[i].latch);
 		lt->buckets[i].head = NULL;
 	}
 	lt->mask = (uint32_t)(n - 1);
@@ -676,10 +733,10 @@ size_t lock_table_nlocks(lock_table_t *lt)
 {
 	size_t n = 0;
 	for (uint32_t i = 0; i <= lt->mask; i++) {
-		pthread_mutex_lock(&lt->buckets[i].latch);
+		latch_lock(&lt->buckets[i].latch);
 		for (struct lk *L = lt->buckets[i].head; L; L = L->next)
 			n++;
-		pthread_mutex_unlock(&lt->buckets[i].latch);
+		latch_unlock(&lt->buckets[i].latch);
 	}
 	return n;
 }
@@ -694,9 +751,8 @@ void lock_table_destroy(lock_table_t *lt)
 		struct lk *L = lt->buckets[i].head, *next;
 		for (; L; L = next) {
 			next = L->next;
-			free(L);
+			lk_free(L);
 		}
-		pthread_mutex_destroy(&lt->buckets[i].latch);
 	}
 	txn_table_destroy(lt);
 	free(lt->buckets);

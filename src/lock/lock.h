@@ -101,6 +101,18 @@ void lock_txn_set_user(lock_txn_t *txn, void *user);
 /* Detach: returns the user pointer and clears it (the hook won't see it). */
 void *lock_txn_take_user(lock_txn_t *txn);
 
+/* A number the lock table's user attaches to a txn: it only grows
+ * (note keeps the maximum).  The memory server keeps there the highest log
+ * LSN the txn's reads depend on (commit dependencies, memserver/durable.c).
+ * Any thread. */
+void lock_txn_dep_note(lock_txn_t *txn, uint64_t v);
+uint64_t lock_txn_dep(const lock_txn_t *txn);
+
+/* Release only the locks txn holds in S mode (granting waiters as below);
+ * its X locks stay.  For a txn past its lock point that acquires nothing
+ * more (a PREPARE: memserver/handlers.c). */
+void lock_txn_release_shared(lock_table_t *lt, lock_txn_t *txn);
+
 /* Release every lock txn holds, drop its queued waiters (without notify), grant
  * the next waiters in priority order (compatible readers together), and remove
  * txn from the status table.  The caller's reference is consumed. */

@@ -18,6 +18,30 @@
 
 struct lk;
 
+/* The lock manager's latches (bucket and txn latches, see lock.c for their
+ * order) guard a few pointer updates each and are never held across a
+ * callback, so they are spin latches: one atomic exchange to take, a release
+ * store to drop.  A waiter spins briefly, then yields, then naps (the
+ * holder may have been preempted on a busy machine; lock_cache.c). */
+typedef struct {
+	atomic_int v;
+} latch_t;
+void latch_lock_slow(latch_t *l);
+static inline void latch_init(latch_t *l)
+{
+	atomic_init(&l->v, 0);
+}
+static inline void latch_lock(latch_t *l)
+{
+	if (likely(!atomic_exchange_explicit(&l->v, 1, memory_order_acquire)))
+		return;
+	latch_lock_slow(l);
+}
+static inline void latch_unlock(latch_t *l)
+{
+	atomic_store_explicit(&l->v, 0, memory_order_release);
+}
+
 /* One lock held by one txn: on the lock's owner list (bucket latch) and on the
  * txn's held list (txn latch).  A wound unlinks it from the lock only; the node
  * itself is freed by the txn's release, after it checked on_lock. */
@@ -37,7 +61,7 @@ struct lock_txn {
 	_Atomic int status;            /* enum txn_status */
 	atomic_uint refs;
 	atomic_uint inflight;          /* waiters taken off .waiting, notify pending */
-	pthread_mutex_t latch;
+	latch_t latch;
 	bool closed;                   /* latch: released, accepts no more grants */
 	bool in_table;                 /* status-table bucket latch */
 	struct lock_own *held;         /* latch */
@@ -46,6 +70,7 @@ struct lock_txn {
 	struct lock_txn *victim_next;  /* owned by the wounder that set PREEMPTED */
 	lock_table_t *lt;              /* for the user hook */
 	void *_Atomic user;            /* lock_txn_set_user */
+	_Atomic uint64_t dep;          /* lock_txn_dep_note: highest dependency */
 };
 
 enum {
@@ -58,12 +83,12 @@ struct lock_stat_slot {
 } __attribute__((aligned(CACHELINE)));
 
 struct lock_bucket {
-	pthread_mutex_t latch;
+	latch_t latch;
 	struct lk *head;
 } __attribute__((aligned(CACHELINE)));
 
 struct txn_bucket {
-	pthread_mutex_t latch;
+	latch_t latch;
 	lock_txn_t *head;
 } __attribute__((aligned(CACHELINE)));
 
@@ -79,8 +104,35 @@ struct lock_table {
 	struct lock_stat_slot stats[LOCK_STAT_SLOTS];
 };
 
+/* Counters: a thread takes a slot of its own (the first LOCK_STAT_SLOTS - 1
+ * threads that count) and adds to it without a locked instruction; later
+ * threads share the last slot with atomic adds.  Readers sum the slots. */
+extern atomic_uint lock_next_stat_slot;
+extern _Thread_local unsigned lock_my_stat_slot;
+static inline void lock_stat_add(lock_table_t *lt, int which, uint64_t v)
+{
+	if (unlikely(lock_my_stat_slot == UINT32_MAX)) {
+		unsigned n = atomic_fetch_add(&lock_next_stat_slot, 1);
+		lock_my_stat_slot = n < LOCK_STAT_SLOTS - 1 ? n : LOCK_STAT_SLOTS - 1;
+	}
+	_Atomic uint64_t *c = &lt->stats[lock_my_stat_slot].v[which];
+	if (lock_my_stat_slot < LOCK_STAT_SLOTS - 1)   /* ours alone */
+		atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* lock_cache.c: per-thread free lists of lock entries (keys up to
+ * LK_CACHE_KEY bytes; longer ones use malloc), owner nodes and txn entries.
+ * lkc_alloc returns uninitialised memory (NULL if out of memory). */
+enum { LKC_LK, LKC_OWN, LKC_TXN, LKC_N };
+#define LK_CACHE_KEY 56
+#define LK_ENTRY_SIZE 96   /* >= sizeof(struct lk) + LK_CACHE_KEY (lock.c checks) */
+void *lkc_alloc(int kind);
+void lkc_free(int kind, void *p);
+
 /* txn.c */
-void lock_stat_add(lock_table_t *lt, int which, uint64_t v);
 int txn_table_init(lock_table_t *lt, unsigned buckets_log2);
 void txn_table_destroy(lock_table_t *lt);
 

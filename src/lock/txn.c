@@ -12,8 +12,10 @@
  * last reference goes.  See lock.c for the status diagram and latch order.
  *
  * Counters live in LOCK_STAT_SLOTS cache-line-sized slots; a thread picks a
- * slot once (round robin) and adds to it with relaxed atomics, so threads do
- * not share a hot line.  lock_table_stats sums the slots.
+ * slot once and adds to it (lock_int.h: plain relaxed stores in a slot of its
+ * own, atomic adds in the shared last one), so threads do not share a hot
+ * line and the common case has no locked instruction.  lock_table_stats sums
+ * the slots.
  */
 #include <errno.h>
 #include <sched.h>
@@ -21,15 +23,8 @@
 #include <string.h>
 #include "lock/lock_int.h"
 
-static atomic_uint next_stat_slot;
-static _Thread_local unsigned my_stat_slot = UINT32_MAX;
-
-void lock_stat_add(lock_table_t *lt, int which, uint64_t v)
-{
-	if (unlikely(my_stat_slot == UINT32_MAX))
-		my_stat_slot = atomic_fetch_add(&next_stat_slot, 1) % LOCK_STAT_SLOTS;
-	atomic_fetch_add_explicit(&lt->stats[my_stat_slot].v[which], v, memory_order_relaxed);
-}
+atomic_uint lock_next_stat_slot;
+_Thread_local unsigned lock_my_stat_slot = UINT32_MAX;
 
 void lock_table_stats(lock_table_t *lt, struct lock_stats *out)
 {
@@ -59,7 +54,7 @@ int txn_table_init(lock_table_t *lt, unsigned buckets_log2)
 	if (posix_memalign((void **)&lt->tbuckets, CACHELINE, n * sizeof(*lt->tbuckets)))
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		pthread_mutex_init(&lt->tbuckets[i].latch, NULL);
+		latch_init(&lt->tbuckets[i].latch);
 		lt->tbuckets[i].head = NULL;
 	}
 	lt->tmask = (uint32_t)(n - 1);
@@ -74,10 +69,9 @@ static void txn_free(lock_txn_t *t)
 		t->lt->user_hook(t->lt->user_arg, user);
 	for (; o; o = next) {
 		next = o->txn_next;
-		free(o);
+		lkc_free(LKC_OWN, o);
 	}
-	pthread_mutex_destroy(&t->latch);
-	free(t);
+	lkc_free(LKC_TXN, t);
 }
 
 void txn_table_destroy(lock_table_t *lt)
@@ -88,7 +82,6 @@ void txn_table_destroy(lock_table_t *lt)
 			next = t->hnext;
 			txn_free(t);
 		}
-		pthread_mutex_destroy(&lt->tbuckets[i].latch);
 	}
 	free(lt->tbuckets);
 }
@@ -104,27 +97,28 @@ static lock_txn_t *bucket_lookup(struct txn_bucket *b, uint64_t id)
 lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, void *owner)
 {
 	struct txn_bucket *b = txn_bucket_of(lt, txn_id);
-	pthread_mutex_lock(&b->latch);
+	latch_lock(&b->latch);
 	lock_txn_t *t = bucket_lookup(b, txn_id);
 	if (t) {
 		txn_ref(t);
-		pthread_mutex_unlock(&b->latch);
+		latch_unlock(&b->latch);
 		return t;
 	}
-	t = calloc(1, sizeof(*t));
+	t = lkc_alloc(LKC_TXN);
 	if (t) {
+		memset(t, 0, sizeof(*t));
 		t->id = txn_id;
 		t->priority = priority;
 		t->owner = owner;
 		t->lt = lt;
 		atomic_init(&t->status, TXN_RUNNING);
 		atomic_init(&t->refs, 2);            /* the table's and the caller's */
-		pthread_mutex_init(&t->latch, NULL);
+		latch_init(&t->latch);
 		t->in_table = true;
 		t->hnext = b->head;
 		b->head = t;
 	}
-	pthread_mutex_unlock(&b->latch);
+	latch_unlock(&b->latch);
 	if (t)
 		lock_stat_add(lt, ST_TXNS, 1);
 	return t;
@@ -133,11 +127,11 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 lock_txn_t *lock_txn_find(lock_table_t *lt, uint64_t txn_id)
 {
 	struct txn_bucket *b = txn_bucket_of(lt, txn_id);
-	pthread_mutex_lock(&b->latch);
+	latch_lock(&b->latch);
 	lock_txn_t *t = bucket_lookup(b, txn_id);
 	if (t)
 		txn_ref(t);
-	pthread_mutex_unlock(&b->latch);
+	latch_unlock(&b->latch);
 	return t;
 }
 
@@ -167,6 +161,39 @@ void lock_txn_set_user(lock_txn_t *txn, void *user)
 void *lock_txn_take_user(lock_txn_t *txn)
 {
 	return atomic_exchange(&txn->user, NULL);
+}
+
+void lock_txn_dep_note(lock_txn_t *txn, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(&txn->dep, memory_order_relaxed);
+	while (cur < v && !atomic_compare_exchange_weak(&txn->dep, &cur, v))
+		;
+}
+
+uint64_t lock_txn_dep(const lock_txn_t *txn)
+{
+	return atomic_load(&((lock_txn_t *)txn)->dep);
+}
+
+void lock_txn_release_shared(lock_table_t *lt, lock_txn_t *txn)
+{
+	struct lock_own *shared = NULL, **pp;
+	latch_lock(&txn->latch);
+	/* mode changes only through this txn's own acquires, and a txn that
+	 * releases its S locks acquires nothing more */
+	for (pp = &txn->held; *pp;) {
+		struct lock_own *o = *pp;
+		if (o->mode == LOCK_S) {
+			*pp = o->txn_next;
+			o->txn_next = shared;
+			shared = o;
+		} else {
+			pp = &o->txn_next;
+		}
+	}
+	latch_unlock(&txn->latch);
+	if (shared)
+		lock_release_detached(lt, shared, NULL);
 }
 
 enum txn_status lock_txn_status(const lock_txn_t *txn)
@@ -201,7 +228,7 @@ static bool txn_table_remove(lock_table_t *lt, lock_txn_t *t)
 {
 	struct txn_bucket *b = txn_bucket_of(lt, t->id);
 	bool removed = false;
-	pthread_mutex_lock(&b->latch);
+	latch_lock(&b->latch);
 	if (t->in_table) {
 		for (lock_txn_t **pp = &b->head; *pp; pp = &(*pp)->hnext)
 			if (*pp == t) {
@@ -211,7 +238,7 @@ static bool txn_table_remove(lock_table_t *lt, lock_txn_t *t)
 		t->in_table = false;
 		removed = true;
 	}
-	pthread_mutex_unlock(&b->latch);
+	latch_unlock(&b->latch);
 	if (removed)
 		lock_stat_add(lt, ST_TXNS, (uint64_t)-1);
 	return removed;
@@ -219,14 +246,14 @@ static bool txn_table_remove(lock_table_t *lt, lock_txn_t *t)
 
 void lock_txn_release(lock_table_t *lt, lock_txn_t *txn)
 {
-	pthread_mutex_lock(&txn->latch);
+	latch_lock(&txn->latch);
 	bool first = !txn->closed;
 	txn->closed = true;
 	struct lock_own *held = txn->held;
 	struct lock_waiter *waiting = txn->waiting;
 	txn->held = NULL;
 	txn->waiting = NULL;
-	pthread_mutex_unlock(&txn->latch);
+	latch_unlock(&txn->latch);
 	if (first) {
 		bool in_table = txn_table_remove(lt, txn);
 		lock_release_detached(lt, held, waiting);
@@ -247,14 +274,14 @@ static unsigned owner_collect(lock_table_t *lt, void *owner, int committing, loc
 	unsigned n = 0;
 	for (; *bucket <= lt->tmask && n < max; (*bucket)++) {
 		struct txn_bucket *b = &lt->tbuckets[*bucket];
-		pthread_mutex_lock(&b->latch);
+		latch_lock(&b->latch);
 		for (lock_txn_t *t = b->head; t; t = t->hnext)
 			if (t->owner == owner &&
 			    (atomic_load(&t->status) == TXN_COMMITTING) == committing && n < max) {
 				txn_ref(t);
 				out[n++] = t;
 			}
-		pthread_mutex_unlock(&b->latch);
+		latch_unlock(&b->latch);
 		if (n == max)    /* rescan this bucket next round: it may hold more */
 			break;
 	}
@@ -299,9 +326,9 @@ int lock_release_owner_committing(lock_table_t *lt, void *owner,
 				/* handed over: it has no owner now, so the rescan of
 				 * this bucket does not collect it again */
 				struct txn_bucket *b = txn_bucket_of(lt, batch[i]->id);
-				pthread_mutex_lock(&b->latch);
+				latch_lock(&b->latch);
 				batch[i]->owner = NULL;
-				pthread_mutex_unlock(&b->latch);
+				latch_unlock(&b->latch);
 				lock_txn_put(lt, batch[i]);
 				continue;
 			}

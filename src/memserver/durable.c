@@ -31,9 +31,9 @@
  *
  * Invariants:
  *  - sync: no status 0 goes out before the record it depends on is durable.
- *    A read-only commit waits for the log tail that exists when it commits,
- *    because early lock release lets it read changes whose records may not
- *    be durable yet.
+ *    Early lock release lets a txn read changes whose records may not be
+ *    durable yet; a read-only commit waits for the highest of them (commit
+ *    dependencies, below), a scan for the log tail at the time it read.
  *  - A change is applied only after its record was appended.  Once the log
  *    has failed, appends fail with LOTUS_EREADONLY, nothing more is applied,
  *    and every write request is refused; reads go on.
@@ -567,6 +567,11 @@ static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
 		log_error("cannot start checkpoints in %s: %s", o->data_dir, lotus_strerror(rc));
 		return rc;
 	}
+	if (srv->durability == LOTUS_DUR_SYNC &&
+	    !(srv->deps = calloc(MS_DEP_SLOTS, sizeof(*srv->deps)))) {
+		log_error("no memory for the commit dependency table");
+		return -ENOMEM;
+	}
 	recovery_report(srv);
 	return 0;
 }
@@ -590,6 +595,8 @@ void ms_durable_close(struct ms_server *srv, int clean)
 	srv->ckpt = NULL;
 	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
 	srv->log = NULL;        /* undecided PREPAREs stay in the log */
+	free((void *)srv->deps);
+	srv->deps = NULL;
 	if (srv->dir_lock_fd >= 0)  /* last: nothing touches the directory after this */
 		close(srv->dir_lock_fd);
 	srv->dir_lock_fd = -1;
@@ -650,6 +657,51 @@ static int ms_durable_refuses(struct ms_server *srv)
 	return rc;
 }
 
+/* ---- commit dependencies (sync) ------------------------------------------
+ *
+ * Locks are released as soon as a commit's record is in the log buffer, so a
+ * reader may see a change whose record is not durable yet.  Each slot of
+ * srv->deps holds the highest LSN of a COMMIT record (or writeback) that
+ * wrote a key hashing there, set before the writer's locks go.  A read takes
+ * the slot's LSN as a dependency of its txn (lock_txn_dep_note) if it is not
+ * durable yet; a read-only COMMIT's reply waits for it.  A writer's own
+ * record has a higher LSN than anything it read on this server (the writer it
+ * read from appended before releasing), and the log is durable as a prefix,
+ * so its reply waiting for its record covers its dependencies.  Keys sharing
+ * a slot can only make a reader wait longer, never shorter.  The table
+ * starts empty: after recovery everything in the log is durable.
+ *
+ * The COMMIT of a decided 2PC (ms_prepared_decide) sets no dependency: every
+ * participant's PREPARE is durable before any COMMIT is sent, so after a
+ * crash the resolver finds all prepared (or one committed) and commits; its
+ * writes cannot vanish even if the lazily logged DECIDE did. */
+static inline unsigned dep_slot(uint16_t table, const unsigned char *key, uint16_t klen)
+{
+	uint64_t h = (fnv1a64(key, klen) ^ table) * 0x9e3779b97f4a7c15ULL;
+	return (unsigned)(h >> 48) & (MS_DEP_SLOTS - 1);
+}
+
+static void dep_raise(struct ms_server *srv, unsigned slot, uint64_t lsn)
+{
+	uint64_t cur = atomic_load_explicit(&srv->deps[slot], memory_order_relaxed);
+	while (cur < lsn && !atomic_compare_exchange_weak(&srv->deps[slot], &cur, lsn))
+		;
+}
+
+/* A logged write list at lsn: raise the slot of every key it writes. */
+static void deps_note_writes(struct ms_server *srv, const unsigned char *wl, size_t len,
+			     unsigned count, uint64_t lsn)
+{
+	struct wire_iter it;
+	const struct wire_write *w;
+	const unsigned char *k, *v;
+	if (!srv->deps)
+		return;
+	wire_iter_bytes(&it, wl, len, count);
+	while (it.p < it.end && wire_next_write(&it, &w, &k, &v) == 1)
+		dep_raise(srv, dep_slot(w->table, k, w->key_len), lsn);
+}
+
 /* The LSN a read-only reply waits for in sync mode: the log's tail, if it is
  * not durable yet (0: nothing to wait for).  Not after a log error: reads go
  * on then, and what they see is what recovery may bring back. */
@@ -661,12 +713,25 @@ static uint64_t tail_wait_lsn(struct ms_server *srv)
 	return tail > redo_durable_lsn(srv->log) ? tail : 0;
 }
 
+static uint64_t ms_read_dep(struct ms_server *srv, uint16_t table, const unsigned char *key,
+			    uint16_t klen)
+{
+	if (!srv->deps)
+		return 0;
+	if (!key)
+		return tail_wait_lsn(srv);
+	uint64_t lsn = atomic_load(&srv->deps[dep_slot(table, key, klen)]);
+	return lsn > redo_durable_lsn(srv->log) ? lsn : 0;
+}
+
 static int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,
-		     store_resv_t **rp, uint64_t *lsn)
+		     store_resv_t **rp, uint64_t dep, uint64_t *lsn)
 {
 	*lsn = 0;
 	if (r->arg == 0) {                  /* read-only: nothing to log */
-		*lsn = tail_wait_lsn(srv);
+		if (srv->durability == LOTUS_DUR_SYNC && !redo_status(srv->log) &&
+		    dep > redo_durable_lsn(srv->log))
+			*lsn = dep;
 		return 0;
 	}
 	int rc = ms_durable_refuses(srv);
@@ -675,6 +740,8 @@ static int ms_commit_logged(struct ms_server *srv, const struct wire_req *r, con
 	unsigned t = ckpt_change_begin(srv->ckpt);
 	rc = redo_append(srv->log, REDO_COMMIT, r->txn_id, val, r->value_len, lsn);
 	if (rc == 0) {
+		/* before the caller releases the locks: a reader sees the slot */
+		deps_note_writes(srv, val, r->value_len, (unsigned)r->arg, *lsn);
 		rc = ms_commit_apply(srv, r, val, rp);
 		if (rc)   /* cannot happen: the caller reserved its space */
 			log_error("commit of txn %llx applied partially: %s",
@@ -860,6 +927,8 @@ static int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w,
 	unsigned t = ckpt_change_begin(srv->ckpt);
 	rc = redo_append(srv->log, REDO_COMMIT, txn_id, wk->scratch.data, (uint32_t)wk->scratch.len,
 			 lsn);
+	if (rc == 0 && srv->deps)
+		dep_raise(srv, dep_slot(w->table, key, w->key_len), *lsn);
 	if (rc == 0)
 		rc = ms_write_apply(srv->store, &rv, w, key, val);
 	ckpt_change_end(srv->ckpt, t);
@@ -1016,5 +1085,6 @@ void ms_durable_register(struct ms_server *srv)
 	srv->hooks.prepare_logged = ms_prepare_logged;
 	srv->hooks.prepared_decide = ms_prepared_decide;
 	srv->hooks.reply_durable = ms_reply_durable;
+	srv->hooks.read_dep = ms_read_dep;
 	srv->hooks.durable_stats_json = ms_durable_stats_json;
 }

@@ -41,6 +41,36 @@
  * ABORT drops them.  OP_TXN_STATUS answers another server's resolver
  * (termination.c).
  *
+ * Early lock release.  No lock waits for the log.  What may go early, and why:
+ *  - COMMIT with writes (one writing server): the record is appended, the
+ *    writes applied, the locks released; the reply waits for the record
+ *    (sync).  A reader of those writes takes the record's LSN as a commit
+ *    dependency (durable.c) and is not acknowledged before it is durable, so
+ *    a crash that loses the writer loses only transactions nobody was told
+ *    about.
+ *  - Read-only COMMIT: nothing to log; the reply waits for the txn's
+ *    dependencies on this server (lock_txn_dep), not for the whole log.  A
+ *    read that took one says so (WIRE_REP_F_DEP): a txn with one writing
+ *    server elsewhere commits here first, and there only once this answered
+ *    (compute/txn.c), so its write cannot outlive what it read.
+ *  - PREPARE: its X locks stay until the decision.  The outcome is unknown
+ *    (another writer may refuse) and its writes are not applied: a reader
+ *    let in would see the old value of a key whose new one may still commit,
+ *    and a writer could overwrite it - not serializable.  Its S locks go as
+ *    soon as the PREPARE is appended: the client sends PREPARE only after
+ *    every operation of the txn has been answered, so the txn is past its
+ *    lock point and two-phase locking needs them no longer (a later writer
+ *    of such a key is ordered after it, whether it commits or aborts).  The
+ *    vote waits for the PREPARE to be durable, which covers what the txn read
+ *    here (its LSN lies above those dependencies).  Recovery takes back only
+ *    the X locks of an undecided PREPARE, which is the same rule.
+ *  - COMMIT of a decided 2PC: applied, DECIDE logged lazily, released and
+ *    answered at once: every PREPARE is durable, so the outcome survives a
+ *    crash (cooperative termination) and its readers depend on nothing.
+ *  - ABORT: nothing to make durable.
+ * A value a read returns may thus come from a commit that is not durable yet;
+ * it is durable once the reading txn's commit has returned 0.
+ *
  * Layer 2 (ms_int.h): below the log and the resolver, so every ms_*_logged,
  * ms_reply_durable, ms_prepared_decide and ms_txn_status step above is called
  * through srv->hooks; conn.c calls ms_handle_req, ms_resume and
@@ -55,6 +85,7 @@
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
+#include "onesided/os_region.h"
 
 /* One SCAN reply holds at most this many rows and (after its first row) this
  * many bytes; a capped reply says where it stopped and the client continues
@@ -170,6 +201,16 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	};
 	if (!rec && (r->op == OP_INSERT || r->op == OP_LOCK_X))
 		rep.status = lockop_reserve(wk->srv, txn, r->table);
+	if (wk->srv->log) {
+		/* what it sees may come from a commit not durable yet; under its
+		 * lock the record is stable (a writeback takes no lock, but its keys
+		 * are read only by their owner, under the owner's own locks) */
+		uint64_t d = wk->srv->hooks.read_dep(wk->srv, r->table, key, r->key_len);
+		if (d) {
+			lock_txn_dep_note(txn, d);
+			rep.flags |= WIRE_REP_F_DEP;
+		}
+	}
 	switch (r->op) {
 	case OP_READ:
 	case OP_READ_X:
@@ -199,23 +240,50 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	ms_rep_add(wk, b, &rep, NULL);
 }
 
-static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
-				       uint32_t sender, uint64_t seq, const struct wire_req *r,
-				       const unsigned char *key)
+/* A pending request with what the lock manager's notify needs (its waiter,
+ * state, connection, txn); the request itself is filled in by pending_fill,
+ * only once it parks (notify posts it to this thread, which handles the post
+ * only after the handler returned). */
+static struct ms_pending *pending_get(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn)
 {
-	struct ms_pending *p = calloc(1, sizeof(*p));
-	if (!p)
+	struct ms_pending *p = wk->pend_free;
+	if (p) {           /* from this worker's cache: no allocation, no clearing */
+		wk->pend_free = p->next;
+		wk->npend_free--;
+	} else if (!(p = malloc(sizeof(*p)))) {
 		return NULL;
+	}
 	p->kind = MS_POST_PENDING;
+	memset(&p->w, 0, sizeof(p->w));
 	p->w.owner = p;
 	p->w.txn = txn;
 	atomic_store(&p->state, PEND_PARKED);
 	p->conn = c;
 	p->txn = txn;
+	p->result = 0;
+	p->prev = p->next = NULL;
+	p->scan_next = p->scan_n = 0;
+	p->scan_capped = 0;
+	p->scan_keys = NULL;
+	return p;
+}
+
+static void pending_fill(struct ms_pending *p, uint32_t sender, uint64_t seq,
+			 const struct wire_req *r, const unsigned char *key)
+{
 	p->sender = sender;
 	p->seq = seq;
 	p->req = *r;
 	memcpy(p->key, key, r->key_len);
+}
+
+static struct ms_pending *pending_take(struct ms_worker *wk, struct ms_conn *c, lock_txn_t *txn,
+				       uint32_t sender, uint64_t seq, const struct wire_req *r,
+				       const unsigned char *key)
+{
+	struct ms_pending *p = pending_get(wk, c, txn);
+	if (p)
+		pending_fill(p, sender, seq, r, key);
 	return p;
 }
 
@@ -228,6 +296,7 @@ static void pending_park(struct ms_pending *p)
 	if (c->pending)
 		c->pending->prev = p;
 	c->pending = p;
+	c->nparked++;
 	c->refs++;
 }
 
@@ -240,14 +309,23 @@ static void pending_unlink(struct ms_pending *p)
 		c->pending = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
+	c->nparked--;
 }
 
+/* On the thread of p's connection (its worker, whose cache takes p back). */
 static void ms_pending_free(struct ms_pending *p)
 {
+	struct ms_worker *wk = p->conn->wk;
 	if (p->txn)
-		lock_txn_put(p->conn->wk->srv->locks, p->txn);
+		lock_txn_put(wk->srv->locks, p->txn);
 	free(p->scan_keys);
-	free(p);
+	if (wk->npend_free < MS_PEND_CACHE) {
+		p->next = wk->pend_free;
+		wk->pend_free = p;
+		wk->npend_free++;
+	} else {
+		free(p);
+	}
 }
 
 static void ms_conn_drop_pending(struct ms_conn *c)
@@ -269,6 +347,25 @@ static enum lock_mode op_mode(unsigned op)
 	return op == OP_READ || op == OP_SCAN ? LOCK_S : LOCK_X;
 }
 
+/* The protocol a lock request of c runs under.  A connection with max_parked
+ * requests parked already may park no more: its request runs as NO_WAIT, and
+ * a conflict (which would have parked it) is refused with LOTUS_ELIMIT, so
+ * only that transaction aborts.  *limited says so for park_result(). */
+static enum cc_proto park_cc(struct ms_worker *wk, struct ms_conn *c, unsigned cc, int *limited)
+{
+	*limited = wk->srv->max_parked && c->nparked >= wk->srv->max_parked;
+	return *limited ? CC_NO_WAIT : (enum cc_proto)cc;
+}
+
+static int park_result(struct ms_worker *wk, int rc, int limited)
+{
+	if (limited && rc == LOTUS_EABORTED) {
+		wk->parked_refused++;
+		return LOTUS_ELIMIT;
+	}
+	return rc;
+}
+
 static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
@@ -287,15 +384,18 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	struct ms_pending *p = pending_take(wk, c, txn, sender, seq, r, key);
+	struct ms_pending *p = pending_get(wk, c, txn);
 	if (!p) {
 		lock_txn_put(srv->locks, txn);
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
-	rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op),
-			  (enum cc_proto)r->cc, &p->w);
+	int limited;
+	enum cc_proto cc = park_cc(wk, c, r->cc, &limited);
+	rc = park_result(wk, lock_acquire(srv->locks, txn, r->table, key, r->key_len,
+					  op_mode(r->op), cc, &p->w), limited);
 	if (rc == 1) {
+		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
 		return;
 	}
@@ -339,9 +439,11 @@ static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
 {
 	while (p->scan_next < p->scan_n) {
 		struct scan_key *k = &p->scan_keys[p->scan_next];
+		int limited;
+		enum cc_proto cc = park_cc(wk, p->conn, p->req.cc, &limited);
 		atomic_store(&p->state, PEND_PARKED);
-		int rc = lock_acquire(wk->srv->locks, p->txn, p->req.table, k->key, k->klen, LOCK_S,
-				      (enum cc_proto)p->req.cc, &p->w);
+		int rc = park_result(wk, lock_acquire(wk->srv->locks, p->txn, p->req.table, k->key,
+						      k->klen, LOCK_S, cc, &p->w), limited);
 		if (rc != 0)
 			return rc;
 		p->scan_next++;
@@ -388,11 +490,19 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 		rep.flags = WIRE_REP_F_SCAN_MORE;
 		last = &p->scan_keys[p->scan_n - 1];
 	}
-	if (rep.flags && !last) {       /* nothing fit at all */
+	int more = rep.flags != 0;
+	if (wk->srv->log) {   /* rows and gaps alike: the whole log tail */
+		uint64_t dep = wk->srv->hooks.read_dep(wk->srv, p->req.table, NULL, 0);
+		if (dep) {
+			lock_txn_dep_note(p->txn, dep);
+			rep.flags |= WIRE_REP_F_DEP;
+		}
+	}
+	if (more && !last) {       /* nothing fit at all */
 		rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
 	} else {
-		rep.key_len = rep.flags ? last->klen : 0;
-		if (!rep_put(wk, b, &rep, rep.flags ? last->key : NULL, rows.data, 0))
+		rep.key_len = more ? last->klen : 0;
+		if (!rep_put(wk, b, &rep, more ? last->key : NULL, rows.data, 0))
 			rep_status(wk, b, &p->req, LOTUS_ETOOBIG, 0);
 	}
 	wire_buf_free(&rows);
@@ -580,7 +690,7 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rc = commit_reserve(srv, txn, r, val, &rv);
 	if (rc == 0 && srv->log) {
 		uint64_t lsn;
-		rc = srv->hooks.commit_logged(srv, r, val, &rv, &lsn);
+		rc = srv->hooks.commit_logged(srv, r, val, &rv, lock_txn_dep(txn), &lsn);
 		store_resv_release(srv->store, rv);
 		lock_txn_release(srv->locks, txn);
 		wk->srv->hooks.reply_durable(wk, seq, r, rc, 0, lsn);
@@ -625,6 +735,9 @@ static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, 
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
+	/* Past its lock point: its S locks go now, before the vote is durable;
+	 * its X locks wait for the decision (see the opening comment). */
+	lock_txn_release_shared(srv->locks, txn);
 	lock_txn_put(srv->locks, txn);
 	wk->srv->hooks.reply_durable(wk, seq, r, 0, 0, lsn);
 }
@@ -654,7 +767,8 @@ static void h_create_table(struct ms_worker *wk, struct ms_conn *c, uint32_t sen
 	name[r->key_len] = 0;
 	if (r->flags & WIRE_REQ_F_TABLE_OPEN) {   /* a client that does not know its size */
 		uint32_t maxv = 0;
-		int rc = store_table_find(wk->srv->store, name, &id, &maxv);
+		int rc = r->key_len > 64 ? LOTUS_ENOTABLE   /* no table has so long a name */
+				 : store_table_find(wk->srv->store, name, &id, &maxv);
 		rep_status(wk, &wk->rep, r, rc, rc ? 0 : id | (uint64_t)maxv << 32);
 		return;
 	}
@@ -673,8 +787,9 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct ms_server *srv = wk->srv;
 	struct lock_stats ls;
 	struct store_stats ss;
-	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0;
-	char buf[2048];
+	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0, pref = 0, bref = 0;
+	struct net_stats ns = { 0 };
+	char buf[4096];
 	lock_table_stats(srv->locks, &ls);
 	store_stats(srv->store, &ss);
 	for (unsigned i = 0; i < srv->nworkers; i++) { /* racy reads of counters: fine */
@@ -682,15 +797,29 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		reqs += srv->workers[i].reqs;
 		hits += srv->workers[i].hint_hits;
 		stale += srv->workers[i].hint_stale;
+		struct timespec ts;   /* the worker threads' CPU time, for per-request cost */
+		if (atomic_load(&srv->workers[i].cpu_clock_ok) &&
+		    clock_gettime(srv->workers[i].cpu_clock, &ts) == 0)
+			cpu_ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		pref += srv->workers[i].parked_refused;
+		bref += srv->workers[i].bytes_refused;
+		struct net_stats one;
+		net_worker_stats(srv->workers[i].net, &one);
+		net_stats_add(&ns, &one);
 	}
 	int n = snprintf(buf, sizeof(buf),
-		"{\"id\":%u,\"requests\":%llu,\"bad_msgs\":%llu,\"hint_hits\":%llu,"
+		"{\"id\":%u,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
+		"\"bad_msgs\":%llu,\"hint_hits\":%llu,"
 		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
-		"\"preempted_aborts\":%llu,\"upgrades\":%llu}}",
-		srv->id, (unsigned long long)reqs, (unsigned long long)bad,
+		"\"preempted_aborts\":%llu,\"upgrades\":%llu},"
+		"\"limits\":{\"max_parked\":%u,\"parked_refused\":%llu,\"max_conn_bytes\":%llu,"
+		"\"bytes_refused\":%llu,\"rndv_deferred\":%llu,\"dispatch_deferred\":%llu,"
+		"\"bytes_closed\":%llu,\"max_msg\":%u,\"too_big_closed\":%llu}}",
+		srv->id, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
+		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
 		(unsigned long long)ss.index_bytes, atomic_load(&srv->nprep),
@@ -698,7 +827,11 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)ls.waits, (unsigned long long)ls.wait_ns,
 		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,
 		(unsigned long long)ls.preemptions, (unsigned long long)ls.preempted_aborts,
-		(unsigned long long)ls.upgrades);
+		(unsigned long long)ls.upgrades, srv->max_parked, (unsigned long long)pref,
+		(unsigned long long)srv->max_conn_bytes, (unsigned long long)bref,
+		(unsigned long long)ns.rndv_deferred, (unsigned long long)ns.dispatch_deferred,
+		(unsigned long long)ns.bytes_closed, WIRE_MAX_MSG,
+		(unsigned long long)ns.too_big_closed);
 	if (srv->log && n > 0 && (size_t)n < sizeof(buf)) {   /* before the closing brace */
 		n--;
 		n += srv->hooks.durable_stats_json(srv, buf + n, sizeof(buf) - (size_t)n);
@@ -763,18 +896,56 @@ static void h_txn_status(struct ms_worker *wk, struct ms_conn *c, uint32_t sende
 		rep_status(wk, &wk->rep, r, rc, (uint64_t)answer);
 }
 
+/* The one-sided baseline: where the table's region is (os_region.c). */
+static void h_os_attach(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
+			uint64_t seq, const struct wire_req *r, const unsigned char *key,
+			const unsigned char *val)
+{
+	void *info = NULL;
+	size_t len = 0;
+	char name[65];
+	uint16_t id = 0;
+	uint32_t maxv;
+	snprintf(name, sizeof(name), "%.*s", (int)r->key_len, (const char *)key);
+	int rc = r->key_len > 64 ? LOTUS_ENOTABLE   /* no table has so long a name */
+				 : store_table_find(wk->srv->store, name, &id, &maxv);
+	if (rc == 0)
+		rc = os_regions_attach(wk->srv->onesided, id, &info, &len);
+	struct wire_rep rep = { .op = r->op, .status = rc, .tag = r->tag, .txn_id = r->txn_id,
+				.value_len = (uint32_t)len };
+	ms_rep_add(wk, &wk->rep, &rep, info);
+	free(info);
+}
+
 static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_READ] = h_lockop,   [OP_READ_X] = h_lockop, [OP_LOCK_X] = h_lockop,
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
 	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
 	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback, [OP_TXN_STATUS] = h_txn_status,
-	[OP_PREPARE] = h_prepare,
+	[OP_PREPARE] = h_prepare, [OP_OS_ATTACH] = h_os_attach,
 };
+
+/* Ops that bring data back or may park.  While the connection has more than
+ * max_conn_bytes in flight (the client does not take its replies as fast as
+ * it asks for them: one small message can ask for thousands of 64 KiB
+ * values), they are refused with LOTUS_ELIMIT.  The others (COMMIT, ABORT,
+ * PREPARE, WRITEBACK, ...) always run: they end transactions and free. */
+static int op_limited(unsigned op)
+{
+	return op == OP_READ || op == OP_READ_X || op == OP_LOCK_X || op == OP_INSERT ||
+	       op == OP_DELETE || op == OP_SCAN || op == OP_STATS;
+}
 
 static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	wk->reqs++;
+	if (wk->srv->max_conn_bytes && op_limited(r->op) &&
+	    net_conn_inflight(c->nc) + wk->rep.len > wk->srv->max_conn_bytes) {
+		wk->bytes_refused++;
+		rep_status(wk, &wk->rep, r, LOTUS_ELIMIT, 0);
+		return;
+	}
 	/* wire_msg_check has vetted op and lengths; the table is still belt and braces */
 	if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
 		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);

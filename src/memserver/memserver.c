@@ -32,6 +32,7 @@
 #include "memserver/handlers.h"
 #include "memserver/durable.h"
 #include "memserver/termination.h"
+#include "onesided/os_region.h"
 
 static _Atomic int ms_stop_flag;
 
@@ -60,6 +61,8 @@ static void ms_resv_drop(void *arg, void *user)
 static void *ms_worker_main(void *arg)
 {
 	struct ms_worker *wk = arg;
+	if (pthread_getcpuclockid(pthread_self(), &wk->cpu_clock) == 0)
+		atomic_store(&wk->cpu_clock_ok, 1);
 	while (!atomic_load(&ms_stop_flag))
 		net_wait(wk->net, 200);
 	return NULL;
@@ -68,9 +71,9 @@ static void *ms_worker_main(void *arg)
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
 	const char *hosts[] = { o->host };
-	struct net_opts no = { .transport = o->transport, .secret_file = o->secret_file,
-			       .insecure = o->insecure, .max_clients = o->max_clients,
-			       .hosts = hosts, .nhosts = 1 };
+	struct net_opts no = { .transport = o->transport, .lease_ms = o->lease_ms,
+			       .secret_file = o->secret_file, .insecure = o->insecure,
+			       .max_clients = o->max_clients, .hosts = hosts, .nhosts = 1 };
 	/* the upward calls of the layers below (ms_int.h), before anything runs */
 	ms_handlers_register(srv);
 	ms_durable_register(srv);
@@ -88,6 +91,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		ms_term_start(srv);
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
+	if (rc == 0)
+		rc = os_regions_create(srv->net, srv->store, &srv->onesided);
 	if (rc)
 		return rc;
 	srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));
@@ -104,6 +109,8 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		wire_buf_init(&wk->dur_rep);
 		wire_buf_init(&wk->scratch);
 		rc = net_worker_create(srv->net, &ms_handlers, wk, &wk->net);
+		if (rc == 0)
+			net_worker_set_limit(wk->net, (size_t)srv->max_conn_bytes);
 		targets[i] = wk->net;
 	}
 	if (rc == 0)
@@ -127,8 +134,13 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		wire_buf_free(&srv->workers[i].rep);
 		wire_buf_free(&srv->workers[i].dur_rep);
 		wire_buf_free(&srv->workers[i].scratch);
+		for (struct ms_pending *p = srv->workers[i].pend_free, *next; p; p = next) {
+			next = p->next;
+			free(p);
+		}
 	}
 	free(srv->workers);
+	os_regions_free(srv->onesided);   /* before its UCX context goes */
 	if (srv->net)
 		net_ctx_destroy(srv->net);
 	if (srv->locks)
@@ -182,6 +194,8 @@ int memserver_run(const struct memserver_opts *o)
 	srv.secret_file = o->secret_file;
 	srv.max_clients = o->max_clients;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
+	srv.max_parked = o->max_parked ? o->max_parked : MS_DEFAULT_MAX_PARKED;
+	srv.max_conn_bytes = o->max_conn_bytes ? o->max_conn_bytes : MS_DEFAULT_MAX_CONN_BYTES;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);

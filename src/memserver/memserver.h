@@ -17,6 +17,7 @@ struct memserver_opts {
 	uint64_t memory;         /* buffer pool bytes */
 	const char *transport;   /* tcp, sm, ... (NULL: $UCX_TLS or tcp) */
 	int json_ready;          /* print one JSON line on stdout when listening */
+	unsigned lease_ms;       /* a connection silent this long is lost (0: 3000) */
 	/* Durability (docs/durability.md).  durability LOTUS_DUR_NONE (0) keeps
 	 * everything in memory and ignores data_dir; ASYNC and SYNC need data_dir:
 	 * recovery from it at start, a redo log and checkpoints while running,
@@ -35,6 +36,12 @@ struct memserver_opts {
 	/* What recovery does with damage in the middle of the redo log (enum
 	 * redo_recovery: 0 strict refuses; see redo_replay_mode). */
 	int recovery_mode;
+	/* Per-connection limits (docs/net.md, "Limits"; 0: the default, see
+	 * MS_DEFAULT_*): requests parked in lock wait queues, and bytes in flight
+	 * (messages held plus replies queued).  Over either, a request is refused
+	 * with LOTUS_ELIMIT. */
+	unsigned max_parked;
+	uint64_t max_conn_bytes;
 	/* The front door (docs/net.md): the cluster secret every connection must
 	 * prove (NULL: none, loopback only unless insecure), and the most
 	 * connections served at once (0: no limit). */
@@ -42,6 +49,10 @@ struct memserver_opts {
 	int insecure;
 	unsigned max_clients;
 };
+#define MS_DEFAULT_MAX_PARKED     1024
+/* A transaction step's replies must fit (test_big_reply reads 67.5 MB in one
+ * execute); requests beyond it in the same step are refused. */
+#define MS_DEFAULT_MAX_CONN_BYTES (256ULL << 20)
 
 /* Runs until stopped.  0 on a clean stop, or an error (message logged). */
 int memserver_run(const struct memserver_opts *o);

@@ -46,6 +46,7 @@
 #define LOTUS_MS_INT_H
 #include <stdatomic.h>
 #include <pthread.h>
+#include <time.h>
 #include "lock/lock.h"
 #include "net/net.h"
 #include "net/wire.h"
@@ -67,12 +68,24 @@ struct ms_worker {
 	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
 	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
+	size_t rep_per_req;        /* reply bytes per request lately (decaying max), to size the next */
+	/* this thread's CPU clock (pthread_getcpuclockid), set by the thread
+	 * itself once it runs; cpu_clock_ok says it is valid */
+	clockid_t cpu_clock;
+	_Atomic int cpu_clock_ok;
 	/* durable.c: replies of the current message that wait for the log */
 	struct wire_buf dur_rep;
 	uint64_t dur_lsn;          /* they go out once the log is durable here */
 	struct wire_buf scratch;   /* log payload of a writeback */
 	uint64_t dur_waits, dur_immediate;
+	/* freed struct ms_pending kept for reuse (every lock request takes one,
+	 * most give it back at once): at most MS_PEND_CACHE, this thread only */
+	struct ms_pending *pend_free;
+	unsigned npend_free;
+	/* requests refused with LOTUS_ELIMIT: parked limit / bytes in flight */
+	uint64_t parked_refused, bytes_refused;
 };
+#define MS_PEND_CACHE 256
 
 struct ms_pending;
 
@@ -84,6 +97,7 @@ struct ms_conn {
 	int broken;                /* a reply was lost: close at the next settle */
 	int refs;                  /* the conn itself + each parked request */
 	struct ms_pending *pending; /* parked requests (doubly linked) */
+	unsigned nparked;          /* how many (srv->max_parked bounds it) */
 };
 
 enum { PEND_PARKED, PEND_NOTIFIED, PEND_DEAD };
@@ -183,9 +197,18 @@ struct ms_hooks {
 	int (*durable_refuses)(struct ms_server *srv);
 	/* Log-then-apply steps (srv->log set).  *lsn gets the LSN the reply must
 	 * wait for (0: none).  0, LOTUS_EREADONLY (nothing applied), or a store
-	 * error. */
+	 * error.  dep: the txn's commit dependency (lock_txn_dep), what a
+	 * read-only COMMIT (r->arg 0) waits for; a writer's own record lies
+	 * above it. */
 	int (*commit_logged)(struct ms_server *srv, const struct wire_req *r,
-			     const unsigned char *val, store_resv_t **rp, uint64_t *lsn);
+			     const unsigned char *val, store_resv_t **rp, uint64_t dep,
+			     uint64_t *lsn);
+	/* Commit dependencies (srv->log set): the LSN a read of (table, key)
+	 * depends on - the highest commit record that wrote a key of its hash
+	 * slot - or 0 if that is durable (or not sync).  key NULL (a scan): the
+	 * log's tail. */
+	uint64_t (*read_dep)(struct ms_server *srv, uint16_t table, const unsigned char *key,
+			     uint16_t klen);
 	int (*writeback_logged)(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
 				const unsigned char *key, const unsigned char *val, uint64_t *lsn);
 	int (*table_create_logged)(struct ms_server *srv, const char *name, uint32_t max_value,
@@ -213,6 +236,8 @@ struct ms_hooks {
 
 struct ms_server {
 	unsigned id, nworkers;
+	unsigned max_parked;       /* per connection (memserver_opts) */
+	uint64_t max_conn_bytes;
 	store_t *store;
 	lock_table_t *locks;
 	net_ctx_t *net;
@@ -229,6 +254,9 @@ struct ms_server {
 	pthread_mutex_t tables_mu; /* table creation: id order == log order */
 	_Atomic int readonly_said; /* the "refusing writes" line was logged */
 	struct ms_recovery rec;
+	/* commit dependencies (durable.c, sync only): per hash of (table, key),
+	 * the highest LSN of a commit that wrote such a key; MS_DEP_SLOTS */
+	_Atomic uint64_t *deps;
 	/* 2PC (every server; logged only with a data directory): transactions
 	 * prepared here and not yet decided (durable.c), and the outcomes of
 	 * recent ones (outcomes.c); all under prep_mu */
@@ -246,7 +274,9 @@ struct ms_server {
 	int resolver_running;
 	_Atomic int resolver_stop;
 	struct ms_hooks hooks;      /* upward calls (see struct ms_hooks) */
+	struct os_regions *onesided;  /* the one-sided baseline's regions (src/onesided/) */
 };
+#define MS_DEP_SLOTS (1u << 16)
 #define MS_PREP_BUCKETS 1024
 static inline unsigned ms_prep_bucket(uint64_t txn_id)
 {

@@ -41,7 +41,7 @@
 #include "common/common.h"
 #include "common/config.h"
 #include "common/log.h"
-#include "compute/compute_int.h"
+#include "compute/session.h"
 #include "memserver/ms_int.h"
 #include "memserver/outcomes.h"
 #include "memserver/durable.h"
@@ -100,7 +100,7 @@ static int resolve_ask(lotus_session_t *s, unsigned self, const struct resolve_i
 		struct wire_req r = { .op = OP_TXN_STATUS, .txn_id = it->txn_id };
 		if (session_admin(s, sv, &r, NULL, NULL, 2000) != 0)
 			return -1;
-		switch (s->g->admin_arg[sv]) {
+		switch (session_admin_arg(s, sv)) {
 		case WIRE_TXN_COMMITTED:
 			return 1;
 		case WIRE_TXN_PREPARED:

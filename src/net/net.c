@@ -386,6 +386,11 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 		.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
 		.mt_workers_shared = 1,
 	};
+	/* RMA and atomics for the one-sided engine (src/onesided/), in every
+	 * context: endpoints made from worker addresses must agree on their
+	 * lanes, and UCX 1.13 aborts the peer whose features differ ("endpoint
+	 * reconfiguration not supported yet", seen on sm). */
+	p.features |= UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
 	ucs_status_t st = ucp_init(&p, cfg, &ctx->ucp);
 	if (st != UCS_OK) {
 		log_error("net: UCX init for transport %s (UCX_TLS=%s) failed: %s", tl->name,
@@ -411,10 +416,30 @@ void net_ctx_destroy(net_ctx_t *ctx)
 {
 	if (!ctx)
 		return;
+	if (atomic_load(&ctx->leaked_workers)) {
+		log_debug("net: %u UCX worker(s) leaked: not cleaning up the UCX context",
+			  (unsigned)atomic_load(&ctx->leaked_workers));
+		return;   /* ctx stays allocated: a leaked worker points at it */
+	}
 	if (ctx->ucp)
 		ucp_cleanup(ctx->ucp);
 	sodium_memzero(&ctx->key, sizeof(ctx->key));
 	free(ctx);
+}
+
+void *net_ctx_ucp(net_ctx_t *ctx)
+{
+	return ctx->ucp;
+}
+
+void *net_worker_ucp(net_worker_t *w)
+{
+	return w->ucp;
+}
+
+void *net_conn_ep(net_conn_t *c)
+{
+	return c->ep;
 }
 
 const char *net_ctx_transport(const net_ctx_t *ctx)
@@ -531,6 +556,24 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
 	if (c->state == CONN_CONNECTING)
 		c->state = CONN_OPEN;
 	c->last_rx_ns = clock_now_ns();
+	if (length > WIRE_MAX_MSG) {
+		/* refused before its data is fetched: nothing legitimate is this big */
+		log_warn("net: a message of %zu bytes from %s is over the limit of %u: closing "
+			 "the connection", length, c->peer, WIRE_MAX_MSG);
+		w->st.too_big_closed++;
+		net_conn_mark_lost(c, LOTUS_ETOOBIG);
+		return UCS_OK;
+	}
+	int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+	if (!rndv && w->conn_bytes_max && c->rx_bytes + length > 2 * NET_RX_HELD_MAX) {
+		/* eager data cannot wait at the sender; the client sends on while
+		 * its earlier messages (or their replies) are still held */
+		log_warn("net: %s has %zu bytes of messages held (limit %zu): closing the "
+			 "connection", c->peer, c->rx_bytes + length, 2 * NET_RX_HELD_MAX);
+		w->st.bytes_closed++;
+		net_conn_mark_lost(c, LOTUS_ELIMIT);
+		return UCS_OK;
+	}
 
 	struct net_rx *rx = malloc(sizeof(*rx));
 	if (!rx)
@@ -538,8 +581,10 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
 	rx->conn = c;
 	rx->w = w;
 	rx->len = length;
+	rx->counted = !rndv;   /* a rendezvous buffer counts once its receive starts */
+	rx->deferred = 0;
 	ucs_status_t ret = UCS_OK;
-	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+	if (rndv) {
 		rx->kind = RX_RNDV_WAIT;
 		rx->data = data;
 		ret = UCS_INPROGRESS;
@@ -558,6 +603,8 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
 		memcpy(rx->data, data, length);
 	}
 	c->refs++;
+	if (rx->counted)
+		c->rx_bytes += length;
 	net_rx_queue(w, rx);
 	return ret;
 }
@@ -572,8 +619,12 @@ static void net_rndv_done_cb(void *req, ucs_status_t status, size_t length, void
 
 static void net_send_cb(void *req, ucs_status_t status, void *user)
 {
+	struct net_tx *tx = user;
 	(void)status;
-	free(user);
+	tx->conn->tx_bytes -= tx->len;
+	net_conn_put(tx->conn);
+	free(tx->buf);
+	free(tx);
 	ucp_request_free(req);
 }
 
@@ -668,6 +719,8 @@ static void net_rx_release(net_worker_t *w, struct net_rx *rx)
 		assert(0);
 		break;
 	}
+	if (rx->counted)
+		rx->conn->rx_bytes -= rx->len;
 	net_conn_put(rx->conn);
 	free(rx);
 }
@@ -713,6 +766,31 @@ int net_worker_create_shared(net_ctx_t *ctx, const struct net_handlers *h, void 
 	return net_worker_create_mode(ctx, h, arg, out, UCS_THREAD_MODE_SERIALIZED);
 }
 
+static void net_ucx_wait(net_worker_t *w, int ms);
+
+/* Teardown, with peer error handling: PING every open connection and give the
+ * peers NET_PROBE_MS to answer (net_am_cb stamps last_rx_ns).  Returns the
+ * time of the probe (0 without peer error handling: no probe). */
+#define NET_PROBE_MS 200
+static uint64_t net_teardown_probe(net_worker_t *w)
+{
+	if (!w->ctx->peer_errors || !w->conns)
+		return 0;
+	uint64_t t0 = clock_now_ns(), deadline = t0 + NET_PROBE_MS * 1000000ULL;
+	for (net_conn_t *c = w->conns; c; c = c->next)
+		if (c->state == CONN_OPEN)
+			net_send_ping(c, WIRE_PING, 0);
+	for (;;) {
+		int silent = 0;
+		for (net_conn_t *c = w->conns; c; c = c->next)
+			silent |= c->state == CONN_OPEN && c->last_rx_ns < t0;
+		uint64_t now = clock_now_ns();
+		if (!silent || now >= deadline)
+			return t0;
+		net_ucx_wait(w, (int)MIN((deadline - now) / 1000000 + 1, 10));
+	}
+}
+
 void net_worker_destroy(net_worker_t *w)
 {
 	if (!w)
@@ -720,8 +798,17 @@ void net_worker_destroy(net_worker_t *w)
 	if (w->ucp) {
 		/* Say goodbye so peers notice at once, then let closes and pending
 		 * rendezvous receives finish (bounded) before destroying the worker. */
-		while (w->conns)
-			net_conn_close(w->conns);
+		uint64_t t0 = net_teardown_probe(w);
+		while (w->conns) {
+			net_conn_t *c = w->conns;
+			/* a peer that did not answer the probe (stopped, cut off) would
+			 * never complete a flush: close its endpoint at once where UCX
+			 * can (with peer error handling; sm needs the flush) */
+			if (w->ctx->peer_errors && c->state == CONN_OPEN && c->last_rx_ns < t0)
+				net_conn_close_ep(c, 1);
+			else
+				net_conn_close(c);
+		}
 		uint64_t deadline = clock_now_ns() + 2000000000ULL;
 		for (;;) {
 			int busy = w->nclosing > 0;
@@ -732,9 +819,13 @@ void net_worker_destroy(net_worker_t *w)
 			net_ucp_progress(w->ucp);
 		}
 		if (w->nclosing) {
-			/* Destroying the worker now would abort inside UCX; leak it. */
+			/* Destroying the worker now would abort inside UCX; leak it,
+			 * and with it the context (net_ctx_destroy): the worker still
+			 * holds memory registered with the context, and ucp_cleanup
+			 * under it asserts (rcache.c: region->refcount == 0). */
 			log_warn("net: %u connection(s) still closing after 2 s; leaking the "
 				 "UCX worker", w->nclosing);
+			atomic_fetch_add(&w->ctx->leaked_workers, 1);
 			return;
 		}
 		while (w->rx_head) {
@@ -797,7 +888,7 @@ static net_conn_t *net_conn_new(net_worker_t *w, const char *peer)
 		return NULL;
 	c->w = w;
 	c->refs = 1;
-	c->last_rx_ns = clock_now_ns();
+	c->last_rx_ns = c->last_tx_ns = clock_now_ns();
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	return c;
 }
@@ -896,9 +987,17 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 	net_worker_t *w = c->w;
 	if (c->state != CONN_OPEN && c->state != CONN_CONNECTING) {
 		free(buf);
-		return LOTUS_EUNAVAIL;
+		return c->state == CONN_LOST && c->lost_reason ? c->lost_reason : LOTUS_EUNAVAIL;
 	}
-	if (len > WIRE_MAX_MSG) {
+	uint64_t now = clock_now_ns();
+	if (net_lease_stale(c, now)) {
+		/* the peer may have expired our lease: this must not reach it */
+		net_lease_fence(w, now);
+		free(buf);
+		return LOTUS_ELEASE;
+	}
+	c->last_tx_ns = now;
+	if (len > WIRE_MAX_MSG && !w->ctx->fault.oversize) {
 		free(buf);
 		return -E2BIG;
 	}
@@ -908,20 +1007,38 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 		free(buf);
 		return 0;
 	}
+	/* who to credit when the send completes (the buffer is ours until then) */
+	struct net_tx *tx = malloc(sizeof(*tx));
+	if (!tx) {
+		free(buf);
+		return -ENOMEM;
+	}
+	tx->buf = buf;
+	tx->conn = c;
+	tx->len = len;
 	ucp_request_param_t p = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
 				UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
 		.flags = UCP_AM_SEND_FLAG_REPLY,
 		.cb.send = net_send_cb,
-		.user_data = buf,
+		.user_data = tx,
 		.memory_type = UCS_MEMORY_TYPE_HOST,
 	};
+	/* in flight until net_send_cb; counted first, whenever UCX calls back */
+	c->tx_bytes += len;
+	c->refs++;
 	ucs_status_ptr_t r = ucp_am_send_nbx(c->ep, NET_AM_ID, NULL, 0, buf, len, &p);
+	if (r == NULL || UCS_PTR_IS_ERR(r)) {
+		c->tx_bytes -= len;
+		c->refs--;   /* c is still listed: not the last reference */
+	}
 	if (r == NULL) {
+		free(tx);
 		free(buf);
 		return 0;
 	}
 	if (UCS_PTR_IS_ERR(r)) {
+		free(tx);
 		free(buf);
 		log_debug("net: send to %s: %s", c->peer, ucs_status_string(UCS_PTR_STATUS(r)));
 		return LOTUS_EUNAVAIL;
@@ -1194,12 +1311,32 @@ void net_listener_destroy(net_listener_t *l)
 
 /* ---- progress and dispatch --------------------------------------------------------- */
 
+/* Has rx's connection room for rx's rendezvous data: at most NET_RX_HELD_MAX
+ * held, and in all at most the limit?  A connection with nothing in flight
+ * always has (one message is at most WIRE_MAX_MSG). */
+static int net_rndv_room(const net_worker_t *w, const struct net_rx *rx)
+{
+	const net_conn_t *c = rx->conn;
+	size_t inflight = c->rx_bytes + c->tx_bytes;
+	return !w->conn_bytes_max || !inflight ||
+	       (c->rx_bytes + rx->len <= NET_RX_HELD_MAX &&
+		inflight + rx->len <= w->conn_bytes_max);
+}
+
 /* Start the rendezvous receives of queued descriptors. */
 static void net_rx_start(net_worker_t *w)
 {
 	for (struct net_rx *rx = w->rx_head; rx; rx = rx->next) {
 		if (rx->kind != RX_RNDV_WAIT)
 			continue;
+		if (!net_rndv_room(w, rx)) {
+			/* backpressure: the data waits at the sender */
+			if (!rx->deferred) {
+				rx->deferred = 1;
+				w->st.rndv_deferred++;
+			}
+			continue;
+		}
 		void *desc = rx->data;
 		rx->data = malloc(rx->len ? rx->len : 1);
 		if (!rx->data) {
@@ -1214,6 +1351,8 @@ static void net_rx_start(net_worker_t *w)
 			.memory_type = UCS_MEMORY_TYPE_HOST,
 		};
 		rx->kind = RX_RNDV_BUSY;
+		rx->counted = 1;
+		rx->conn->rx_bytes += rx->len;
 		ucs_status_ptr_t r = ucp_am_recv_data_nbx(w->ucp, desc, rx->data, rx->len, &p);
 		if (r == NULL)
 			rx->kind = RX_RNDV_DONE;
@@ -1236,17 +1375,56 @@ static int net_rx_internal(net_conn_t *c, const void *data, size_t len)
 	return 1;
 }
 
+/* May rx be handed out now?  Order is kept per connection: once one of c's
+ * messages must wait (its rendezvous data is not in, or c's replies are
+ * queued over the limit), c's later messages wait behind it in this round,
+ * while other connections' messages go ahead. */
+static int net_rx_ready(net_worker_t *w, struct net_rx *rx, uint64_t gen)
+{
+	net_conn_t *c = rx->conn;
+	if (c->blocked_gen == gen)
+		return 0;
+	if (w->conn_bytes_max && c->burst_gen == gen && c->burst_items >= NET_BURST_ITEMS) {
+		c->blocked_gen = gen;   /* its turn in this round is over */
+		return 0;
+	}
+	if (rx->kind == RX_RNDV_BUSY || rx->kind == RX_RNDV_WAIT) {
+		c->blocked_gen = gen;
+		return 0;
+	}
+	if (w->conn_bytes_max && c->state == CONN_OPEN && c->tx_bytes > w->conn_bytes_max) {
+		if (!rx->deferred) {
+			rx->deferred = 1;
+			w->st.dispatch_deferred++;
+		}
+		c->blocked_gen = gen;
+		return 0;
+	}
+	return 1;
+}
+
 static int net_dispatch(net_worker_t *w)
 {
 	int n = 0;
-	while (w->rx_head && n < NET_DISPATCH_MAX) {
-		struct net_rx *rx = w->rx_head;
-		if (rx->kind == RX_RNDV_BUSY || rx->kind == RX_RNDV_WAIT)
-			break;   /* keep arrival order */
-		w->rx_head = rx->next;
-		if (!w->rx_head)
-			w->rx_tail = NULL;
+	uint64_t gen = ++w->dispatch_gen;
+	struct net_rx **pp = &w->rx_head, *prev = NULL;
+	while (*pp && n < NET_DISPATCH_MAX) {
+		struct net_rx *rx = *pp;
+		if (!net_rx_ready(w, rx, gen)) {
+			prev = rx;
+			pp = &rx->next;
+			continue;
+		}
+		*pp = rx->next;   /* on_msg may append (net_connect): pp stays valid */
+		if (w->rx_tail == rx)
+			w->rx_tail = prev;
 		net_conn_t *c = rx->conn;
+		if (c->burst_gen != gen) {
+			c->burst_gen = gen;
+			c->burst_items = 0;
+		}
+		c->burst_items += rx->len >= sizeof(struct wire_hdr)
+				  ? MAX(((const struct wire_hdr *)rx->data)->count, 1) : 1;
 		if (c->state == CONN_OPEN && rx->kind != RX_RNDV_FAIL) {
 			net_count(w->st.recv, rx->data, rx->len);
 			if (!net_rx_internal(c, rx->data, rx->len) && w->h.on_msg)
@@ -1274,8 +1452,15 @@ static int net_reap_lost(net_worker_t *w)
 		c->refs++;   /* keep c valid through on_close */
 		if (w->h.on_close)
 			w->h.on_close(w->arg, c, reason);
-		if (c->state == CONN_LOST)
+		if (c->state == CONN_LOST && (reason == LOTUS_ETOOBIG || reason == LOTUS_ELIMIT)) {
+			/* closed by our own limit, the peer is alive: say goodbye, or
+			 * an endpoint made from a worker address never learns it */
+			c->state = CONN_OPEN;
+			w->nlost--;
+			net_conn_close(c);
+		} else if (c->state == CONN_LOST) {
 			net_conn_close_ep(c, 1);
+		}
 		net_conn_put(c);
 		n++;
 	}
@@ -1285,6 +1470,13 @@ static int net_reap_lost(net_worker_t *w)
 int net_progress(net_worker_t *w)
 {
 	int n = 0;
+	uint64_t now = 0;
+	if (w->conns) {
+		/* before anything queued during a pause is received or answered */
+		now = clock_now_ns();
+		if (now >= w->next_lease_check_ns)
+			net_lease_fence(w, now);
+	}
 	while (net_ucp_progress(w->ucp))
 		;
 	n += net_mail_drain(w);
@@ -1294,11 +1486,10 @@ int net_progress(net_worker_t *w)
 	}
 	if (w->nlost)
 		n += net_reap_lost(w);
-	if (!w->ctx->peer_errors && w->conns) {
-		uint64_t now = clock_now_ns();
-		if (now >= w->next_lease_check_ns)
-			net_lease_check(w, now);
-	}
+	if (w->conns && now >= w->next_lease_check_ns)
+		net_lease_check(w, now);
+	if (w->nlost)
+		n += net_reap_lost(w);
 	return n;
 }
 
@@ -1306,7 +1497,15 @@ static int net_has_work(net_worker_t *w)
 {
 	if (w->nlost || atomic_load_explicit(&w->mail_count, memory_order_acquire))
 		return 1;
-	return w->rx_head && w->rx_head->kind != RX_RNDV_BUSY;
+	/* a receive to start, or a message to hand out (see net_rx_ready) */
+	uint64_t gen = ++w->dispatch_gen;
+	for (struct net_rx *rx = w->rx_head; rx; rx = rx->next) {
+		if (rx->kind == RX_RNDV_WAIT && net_rndv_room(w, rx))
+			return 1;
+		if (net_rx_ready(w, rx, gen))
+			return 1;
+	}
+	return 0;
 }
 
 int net_wait(net_worker_t *w, int timeout_ms)
@@ -1362,4 +1561,18 @@ void net_stats_add(struct net_stats *dst, const struct net_stats *src)
 	dst->sleeps += src->sleeps;
 	dst->wakeups += src->wakeups;
 	dst->conns_lost += src->conns_lost;
+	dst->too_big_closed += src->too_big_closed;
+	dst->bytes_closed += src->bytes_closed;
+	dst->rndv_deferred += src->rndv_deferred;
+	dst->dispatch_deferred += src->dispatch_deferred;
+}
+
+void net_worker_set_limit(net_worker_t *w, size_t conn_bytes)
+{
+	w->conn_bytes_max = conn_bytes;
+}
+
+size_t net_conn_inflight(const net_conn_t *c)
+{
+	return c->rx_bytes + c->tx_bytes;
 }

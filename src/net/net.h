@@ -24,10 +24,13 @@
  * and both create endpoints by address.  Nothing reaches UCX's connection
  * manager, and a message on an endpoint no handshake made is dropped.
  *
- * Liveness: over tcp/rc/ud/dc the endpoint uses peer error handling, and a lost
- * peer reaches on_close().  Shared memory only works with error mode NONE, so
- * there each side pings an idle connection and declares it lost after
- * lease_ms without traffic.
+ * Liveness (net_liveness.c): every connection, on every transport, keeps a
+ * lease.  Each side pings an idle connection; a peer silent for lease_ms is
+ * lost (on_close with LOTUS_ETIMEOUT), and a connection this process sent
+ * nothing on for lease_ms (it was paused) is lost too (LOTUS_ELEASE: the
+ * peer may have expired it), before anything more is sent or received on
+ * it.  Over tcp/rc/ud/dc UCX's peer error handling also reports a peer
+ * whose connection failed (LOTUS_EUNAVAIL).
  *
  * Idle: net_wait() spins for spin_us, then sleeps on the worker's wakeup fd,
  * so an idle process uses no CPU.
@@ -51,7 +54,7 @@ typedef struct net_listener net_listener_t;
 struct net_opts {
 	const char *transport;   /* "tcp", "sm", "rc", "ud", "dc"; NULL: $UCX_TLS, else tcp */
 	unsigned spin_us;        /* busy-poll budget before sleeping (default 100) */
-	unsigned lease_ms;       /* shared-memory liveness lease (default 3000) */
+	unsigned lease_ms;       /* liveness lease of every connection (default 3000) */
 	/* The front door (door.h, docs/net.md "Who may connect"). */
 	const char *secret_file; /* the cluster secret; NULL: none (loopback only) */
 	int insecure;            /* allow net_listen off loopback without a secret */
@@ -70,7 +73,9 @@ struct net_handlers {
 	void (*on_accept)(void *arg, net_conn_t *c);
 	/* c is closed or its peer is lost (reason: 0 or -errno/LOTUS_E*).  c is
 	 * freed after this returns.  reason 0: the peer closed it (net_conn_close
-	 * or net_worker_destroy on its side); LOTUS_EUNAVAIL: the peer was lost.
+	 * or net_worker_destroy on its side); LOTUS_EUNAVAIL: the peer was lost;
+	 * LOTUS_ETIMEOUT: it was silent for a lease; LOTUS_ELEASE: this side sent
+	 * nothing for a lease (it was paused), so the peer may have expired it.
 	 * Not called for a local net_conn_close() or net_worker_destroy(). */
 	void (*on_close)(void *arg, net_conn_t *c, int reason);
 	/* An item passed to net_post() by another thread. */
@@ -121,10 +126,33 @@ void *net_conn_user(const net_conn_t *c);
 const char *net_conn_peer(const net_conn_t *c);
 net_worker_t *net_conn_worker(const net_conn_t *c);
 
+/* The UCX handles under lotus's objects (ucp_context_h, ucp_worker_h,
+ * ucp_ep_h), for the one-sided engine's RMA (every context has RMA and
+ * 64-bit atomics).
+ * Same thread rules as the objects themselves. */
+void *net_ctx_ucp(net_ctx_t *ctx);
+void *net_worker_ucp(net_worker_t *w);
+void *net_conn_ep(net_conn_t *c);
+
 void *net_buf_alloc(size_t len);
 void net_buf_free(void *buf);
 /* Send len bytes of buf (ownership passes to the transport, even on error). */
 int net_send(net_conn_t *c, void *buf, size_t len);
+
+/* Bytes in flight per connection on w (0: no limit; the default).  Counted:
+ * received messages held in memory until on_msg has returned, and sends not
+ * yet completed by the transport.  Over the limit, w applies backpressure: a
+ * large (rendezvous) message's data stays with its sender until the
+ * connection is below the limit again, and a connection whose unsent bytes
+ * exceed the limit gets no more messages dispatched until they drain; and
+ * at most 64 MiB (4 messages of the largest size) of a connection's messages
+ * are held at a time.  Small (eager) messages cannot be held back by the
+ * transport: a connection whose held messages exceed twice that is closed
+ * (on_close with LOTUS_ELIMIT).  A message over WIRE_MAX_MSG closes its connection on any
+ * worker (LOTUS_ETOOBIG) before its data is fetched.  Owner thread. */
+void net_worker_set_limit(net_worker_t *w, size_t conn_bytes);
+/* c's bytes in flight as counted above (owner thread). */
+size_t net_conn_inflight(const net_conn_t *c);
 
 /* Progress and dispatch; returns the number of messages/events handled. */
 int net_progress(net_worker_t *w);
@@ -140,6 +168,11 @@ struct net_type_stats { uint64_t msgs, bytes, items; };
 struct net_stats {
 	struct net_type_stats sent[WIRE_TYPE_MAX], recv[WIRE_TYPE_MAX];
 	uint64_t sleeps, wakeups, conns_lost;
+	/* limits (net_worker_set_limit, WIRE_MAX_MSG) */
+	uint64_t too_big_closed;      /* connections closed for a message over WIRE_MAX_MSG */
+	uint64_t bytes_closed;        /* connections closed for bytes in flight over 2x the limit */
+	uint64_t rndv_deferred;       /* large messages whose fetch waited for room */
+	uint64_t dispatch_deferred;   /* messages held back while replies were queued over the limit */
 };
 void net_worker_stats(const net_worker_t *w, struct net_stats *out);
 void net_stats_add(struct net_stats *dst, const struct net_stats *src);

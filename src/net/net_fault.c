@@ -3,6 +3,8 @@
  *
  *   LOTUS_NET_FAULT="drop:N"      every Nth sent message is silently dropped
  *   LOTUS_NET_FAULT="corrupt:N"   every Nth sent message has one byte flipped
+ *   LOTUS_NET_FAULT="oversize:1"  sends over WIRE_MAX_MSG are not refused (a
+ *                                 hostile client, to test the receiver's check)
  *   both, comma separated:        "drop:100,corrupt:7"
  *
  * Messages are counted per process (an atomic counter in the ctx), across all
@@ -32,8 +34,11 @@ void net_fault_init(struct net_fault *f)
 			f->drop_every = (unsigned)n;
 		else if (colon && n > 0 && strncmp(tok, "corrupt", (size_t)(colon - tok)) == 0)
 			f->corrupt_every = (unsigned)n;
+		else if (colon && n > 0 && strncmp(tok, "oversize", (size_t)(colon - tok)) == 0)
+			f->oversize = 1;
 		else
-			log_warn("net: ignoring LOTUS_NET_FAULT item '%s' (drop:N or corrupt:N)", tok);
+			log_warn("net: ignoring LOTUS_NET_FAULT item '%s' (drop:N, corrupt:N or "
+				 "oversize:1)", tok);
 	}
 	free(copy);
 	if (f->drop_every || f->corrupt_every)

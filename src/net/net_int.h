@@ -18,17 +18,28 @@
 #define NET_HASH_BUCKETS 256      /* ep -> conn lookup, per worker */
 #define NET_DISPATCH_MAX 512      /* messages handed out per net_progress */
 #define NET_F_BYE        0x8000   /* wire_hdr.flags on a PONG: sender is closing */
+/* With a limit set (net_worker_set_limit): received bytes of one connection
+ * held at a time (rendezvous data is fetched within it), and twice that for
+ * eager messages, which cannot wait at the sender (over it: closed). */
+#define NET_RX_HELD_MAX  (4 * (size_t)WIRE_MAX_MSG)
+/* With a limit set: items (wire_hdr.count) one connection may have handed
+ * out per net_dispatch round, at least one message, so that a client that
+ * floods does not get the worker's whole round while others wait behind it. */
+#define NET_BURST_ITEMS  64
 
 /* Fault injection config (net_fault.c); read-only after net_ctx_create. */
 struct net_fault {
 	unsigned drop_every, corrupt_every;
+	int oversize;             /* do not refuse sends over WIRE_MAX_MSG */
 };
 
 struct net_ctx {
 	ucp_context_h ucp;
 	char transport[16];       /* "tcp", "sm", "rc", "ud", "dc" */
-	int peer_errors;          /* 1: UCP_ERR_HANDLING_MODE_PEER, 0: lease liveness */
+	int peer_errors;          /* 1: UCP_ERR_HANDLING_MODE_PEER (UCX also reports
+				     lost peers), 0: shared memory, the lease only */
 	unsigned spin_us, lease_ms;
+	atomic_uint leaked_workers; /* workers left to UCX (still closing): no ucp_cleanup */
 	struct net_fault fault;
 	atomic_uint_fast64_t fault_seq;
 	struct door_key key;      /* the cluster secret (door.h) */
@@ -53,6 +64,14 @@ struct net_conn {
 	unsigned refs;              /* 1 while listed + queued rx + closing ep */
 	int door_slot;              /* counts in ctx->nclients until closed */
 	uint64_t last_rx_ns, last_ping_ns;
+	/* bytes in flight (net_worker_set_limit): received messages held in
+	 * memory (eager copies and held UCX buffers, rendezvous buffers from the
+	 * start of their receive) and sends not yet completed */
+	size_t rx_bytes, tx_bytes;
+	uint64_t blocked_gen;           /* net_dispatch round that found it blocked */
+	uint64_t burst_gen;             /* the round burst_items counts for */
+	unsigned burst_items;
+	uint64_t last_tx_ns;        /* last message handed to UCX (the peer's lease) */
 	struct net_conn *next, *prev;   /* w->conns */
 	struct net_conn *hnext;         /* hash chain */
 	char peer[64];
@@ -68,6 +87,15 @@ struct net_rx {
 	void *data;      /* RX_COPY/RNDV_DONE: malloc'd; RX_HELD: UCX's; RNDV_WAIT: desc */
 	size_t len;
 	net_worker_t *w;
+	uint8_t counted;   /* len is in conn->rx_bytes */
+	uint8_t deferred;  /* counted once in rndv_deferred / dispatch_deferred */
+};
+
+/* A send in flight: who to credit when it completes. */
+struct net_tx {
+	void *buf;
+	net_conn_t *conn;   /* holds a reference */
+	size_t len;
 };
 
 enum mail_kind { MAIL_USER, MAIL_CONN_REQ };
@@ -101,6 +129,8 @@ struct net_worker {
 	unsigned nlost;                          /* conns in CONN_LOST */
 	unsigned nclosing;                       /* ep closes in flight */
 	uint64_t next_lease_check_ns;
+	size_t conn_bytes_max;                   /* 0: no limit */
+	uint64_t dispatch_gen;
 	struct net_stats st;
 	/* mailbox: any thread */
 	pthread_mutex_t mail_lock;
@@ -118,6 +148,11 @@ int net_send_ping(net_conn_t *c, int type, uint16_t flags);
 void net_conn_mark_lost(net_conn_t *c, int reason);
 /* net_liveness.c */
 void net_lease_check(net_worker_t *w, uint64_t now);
+/* Before anything is received or sent after a pause: conns this process has
+ * not sent to for a whole lease are lost (LOTUS_ELEASE). */
+void net_lease_fence(net_worker_t *w, uint64_t now);
+/* 1 if c's peer may already have expired our lease (nothing sent for lease_ms). */
+int net_lease_stale(const net_conn_t *c, uint64_t now);
 int net_lease_sleep_ms(net_worker_t *w, int timeout_ms);
 
 #endif

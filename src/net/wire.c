@@ -40,6 +40,19 @@ static int wire_buf_reserve(struct wire_buf *b, size_t more)
 	return 0;
 }
 
+int wire_buf_prealloc(struct wire_buf *b, size_t cap)
+{
+	cap = MIN(cap, (size_t)WIRE_MAX_MSG);
+	if (cap <= b->cap)
+		return 0;
+	unsigned char *p = realloc(b->data, cap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
 int wire_buf_begin(struct wire_buf *b, enum wire_type type, uint32_t sender, uint64_t seq)
 {
 	b->len = 0;
@@ -324,6 +337,6 @@ const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
 				       "scan", "commit", "abort", "create_table", "stats",
-				       "writeback", "txn_status", "prepare" };
+				       "writeback", "txn_status", "prepare", "os_attach" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }

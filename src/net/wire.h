@@ -31,7 +31,12 @@
 
 #define WIRE_MAGIC   0x4c54u   /* "LT" */
 #define WIRE_VERSION 1
-#define WIRE_MAX_MSG (64u << 20)
+/* The largest message either side sends or accepts.  It bounds what one
+ * message can pin at a receiver; the largest legitimate one is a COMMIT or
+ * PREPARE carrying all of a transaction's writes to one server (at most
+ * about 250 values of the 64 KiB maximum), or a batch of replies, which the
+ * server splits at this size (SCAN replies stop at 4 MiB). */
+#define WIRE_MAX_MSG (16u << 20)
 
 enum wire_type {
 	WIRE_REQ = 1,     /* batch of requests */
@@ -71,6 +76,10 @@ enum wire_op {
 			     the writes are held (logged first on a durable
 			     server), not applied, until the COMMIT without
 			     writes that follows, an ABORT, or the resolver */
+	OP_OS_ATTACH,     /* the one-sided baseline: key = table name; reply
+			     value = struct os_attach_info and the packed rkey
+			     of the table's region (src/onesided/os_layout.h),
+			     built from the table's records at the first call */
 	OP_MAX
 };
 
@@ -122,6 +131,9 @@ static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
 static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 
 #define WIRE_REP_F_HINT_STALE 0x1   /* the request's hint did not validate */
+#define WIRE_REP_F_DEP        0x4   /* the read saw a change whose commit
+				       record is not durable yet (sync): its
+				       txn's read-only COMMIT there waits */
 #define WIRE_REP_F_SCAN_MORE  0x2   /* SCAN: the server capped its answer (rows or
 				       bytes); the reply's key is the last key it
 				       covered, and rows after it may exist */
@@ -174,6 +186,9 @@ struct wire_buf {
 };
 void wire_buf_init(struct wire_buf *b);
 void wire_buf_free(struct wire_buf *b);
+/* Make room for cap bytes in all (at most WIRE_MAX_MSG) unless there is:
+ * one allocation instead of doubling from 4 KiB.  0 or -ENOMEM. */
+int wire_buf_prealloc(struct wire_buf *b, size_t cap);
 /* Start a message (resets the buffer). */
 int wire_buf_begin(struct wire_buf *b, enum wire_type type, uint32_t sender, uint64_t seq);
 /* Append an item; key and value are copied.  -ENOMEM, -E2BIG (message limit). */

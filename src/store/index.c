@@ -285,15 +285,30 @@ static void inner_set_key(struct inner *in, unsigned i, const unsigned char *k, 
 	STORE(&in->klen[i], (uint8_t)len);
 }
 
+/* k < separator i?  The separator's first word holds its first 8 bytes
+ * zero-padded, like a prefix: if the prefixes differ they decide (as
+ * entry_cmp), and if either key has at most 8 bytes the length does; only
+ * longer keys with equal prefixes are copied out and compared in full. */
+static inline bool key_below_sep(const struct inner *in, unsigned i, const struct skey *k)
+{
+	uint64_t sp = be_to_host(LOAD(&in->key[i][0]));
+	if (k->pfx != sp)
+		return k->pfx < sp;
+	unsigned len = LOAD(&in->klen[i]);
+	if (k->len <= 8 || len <= 8)
+		return k->len < len;
+	unsigned char buf[INDEX_KEY_MAX];
+	len = inner_key(in, i, buf);
+	return key_cmp(k->b, k->len, buf, len) < 0;
+}
+
 /* Index of the child that covers k: the first i with k < sep[i], else n. */
 static unsigned inner_find(const struct inner *in, unsigned n, const struct skey *k)
 {
-	unsigned char buf[INDEX_KEY_MAX];
 	unsigned lo = 0, hi = n;
 	while (lo < hi) {
 		unsigned mid = (lo + hi) / 2;
-		unsigned len = inner_key(in, mid, buf);
-		if (key_cmp(k->b, k->len, buf, len) < 0)
+		if (key_below_sep(in, mid, k))
 			hi = mid;
 		else
 			lo = mid + 1;

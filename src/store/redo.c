@@ -65,6 +65,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/common.h"
@@ -244,6 +245,7 @@ struct seg_bound {
 };
 
 struct redo {
+	unsigned delay_ms;          /* LOTUS_REDO_DELAY_MS (tests) */
 	char dir[4096];
 	uint64_t segment_bytes;
 	uint32_t max_write;
@@ -754,6 +756,10 @@ static void *writer_main(void *arg)
 		recs_done = r->records_appended;
 		pthread_mutex_unlock(&r->mu);
 
+		if (r->delay_ms) {
+			struct timespec ts = { r->delay_ms / 1000, (long)(r->delay_ms % 1000) * 1000000L };
+			nanosleep(&ts, NULL);
+		}
 		uint64_t cpu0 = clock_thread_cpu_ns();
 		uint64_t start = ALIGN_DOWN_BLOCK(durable);
 		rc = write_range(r, start, ALIGN_UP(end, (uint64_t)REDO_BLOCK), bounds, nb);
@@ -851,6 +857,13 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 	r->segment_bytes = MAX(r->segment_bytes, (uint64_t)REDO_BLOCK);
 	r->use_odsync = o->use_odsync;
 	r->backend = o->backend;
+	/* tests: LOTUS_REDO_DELAY_MS=N holds every log write back N ms, so that
+	 * records stay in the buffer (not durable) for a while */
+	const char *dl = getenv("LOTUS_REDO_DELAY_MS");
+	r->delay_ms = dl ? (unsigned)strtoul(dl, NULL, 10) : 0;
+	if (r->delay_ms)
+		log_warn("redo: LOTUS_REDO_DELAY_MS: every log write waits %u ms (tests only)",
+			 r->delay_ms);
 	r->cur_fd = -1;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_mutex_init(&r->nmu, NULL);

@@ -26,6 +26,16 @@ expect2 memserver --listen 127.0.0.1:0 --memory 4K
 expect2 netbench --outstanding x
 expect2 iobench --nope
 "$L" ycsb --help | grep -q -- '--records' || fail "ycsb --help lacks --records"
+"$L" ycsb --help | grep -q -- '--engine E' || fail "ycsb --help lacks --engine"
+# The one-sided engine: runs, or says in one line that this build lacks it.
+out=$("$L" ycsb --engine onesided --local 1 --records 64 --ops-per-txn 4 --threads 1 --txns 2 \
+      --quiet 2>&1 >/dev/null); rc=$?
+if [ $rc -ne 0 ]; then
+  [ $rc -eq 1 ] || fail "ycsb --engine onesided exited $rc"
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q 'onesided engine is not built' ||
+    fail "ycsb --engine onesided: want one line saying it is not built, got: $out"
+  echo "ok: lotus ycsb --engine onesided -> $out"
+fi
 "$L" memserver --help | grep -q -- '--listen' || fail "memserver --help lacks --listen"
 
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT

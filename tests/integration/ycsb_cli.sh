@@ -7,6 +7,8 @@
 #  - the lock counters cover this run only: with one thread and no aborts,
 #    acquires == committed x ops/txn, also on a second run;
 #  - the human output shows the servers' counters as a table;
+#  - servers.cpu_us_per_req and client.cpu_us_per_req are reported, and the
+#    servers' request count is the client's (+ the closing STATS);
 #  - compute_servers in the config is the compute count (--partitioning co
 #    with --compute-id 1 works; --compute-id 2 of 2 is refused).
 set -u
@@ -53,12 +55,23 @@ assert a == n, "acquires %d, committed x ops %d" % (a, n)
 print("ok: run acquires %d == %d committed x %d ops" % (a, r["txns_committed"], r["ops_per_txn"]))' \
     "$dir/r$run.json" || fail "run $run: lock counters are not this run's"
 done
+# CPU per request: the servers served what the client sent (and one STATS
+# each, the snapshot that ends the run), and both report a CPU cost.
+py 's=r["servers"]; c=r["client"]
+assert s["count"] == 2 and c["threads"] == 1, r
+assert s["requests"] == c["requests"] + 2, (s, c)
+assert 0 < s["cpu_us_per_req"] < 10000 and 0 < c["cpu_us_per_req"] < 10000, (s, c)
+assert r["transport"] == "tcp", r["transport"]
+print("ok: cpu per request: servers %.2f us, client %.2f us over %d requests" %
+      (s["cpu_us_per_req"], c["cpu_us_per_req"], c["requests"]))' "$dir/r2.json" \
+  || fail "cpu per request: $(cat "$dir/r2.json")"
 
 Y --no-load --records 500 --seconds 0.5 --warmup 0 >"$dir/h.txt" 2>&1 || fail "human run: $(cat "$dir/h.txt")"
 grep -q '{' "$dir/h.txt" && fail "human output has a raw JSON line: $(cat "$dir/h.txt")"
 grep -Eq '^ +server +acquires +waits' "$dir/h.txt" || fail "no server counter table: $(cat "$dir/h.txt")"
 grep -Eq '^ +total +[0-9]+' "$dir/h.txt" || fail "no total row: $(cat "$dir/h.txt")"
-echo "ok: server counters as a table"
+grep -Eq '^ +cpu +memory servers [0-9.]+ us/request' "$dir/h.txt" || fail "no cpu line: $(cat "$dir/h.txt")"
+echo "ok: server counters as a table, cpu per request"
 
 # Load progress is printed while loading only, not during the run.
 "$L" ycsb --config "$CLUSTER_INI" --threads 1 --no-load --records 500 --seconds 2.5 \

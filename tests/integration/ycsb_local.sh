@@ -15,9 +15,24 @@ for tr in tcp sm; do
     echo "$tr $w: $out" | cut -c1-200
     for f in workload cc threads ops_per_txn records transport txns_committed txns_aborted \
              abort_rate txn_per_s ops_per_s lat_us p50 p99 p999 net msgs_sent bytes_sent \
-             msgs_per_txn bytes_per_txn reqs_per_msg; do
+             msgs_per_txn bytes_per_txn reqs_per_msg engine round_trips_per_txn \
+             bytes_sent_per_txn bytes_recv_per_txn by_type committed aborted \
+             all_per_committed_txn; do
       echo "$out" | grep -q "\"$f\"" || fail "field $f missing"
     done
+    # the engine's counts: a read-only transaction is an execute and a commit
+    # round, with its 8 reads; every type has its bytes both ways
+    echo "$out" | /usr/bin/python3 -c '
+import json, sys
+w, n = sys.argv[1], json.load(sys.stdin)["net"]
+assert n["engine"] == "twosided", n["engine"]
+assert n["round_trips_per_txn"] >= 2, n
+assert n["bytes_sent_per_txn"] > 0 and n["bytes_recv_per_txn"] > 0, n
+if w == "C":
+    assert 2 <= n["round_trips_per_txn"] <= 2.01, n["round_trips_per_txn"]  # rare extra wait seen under load (2.001)
+    assert n["by_type"]["read"]["ops_per_txn"] == 8, n["by_type"]["read"]
+    assert n["by_type"]["write_lock"]["ops_per_txn"] == 0, n["by_type"]
+' $w || fail "engine counters ($tr $w)"
     c=$(echo "$out" | sed 's/.*"txns_committed":\([0-9]*\).*/\1/')
     [ "$c" -gt 0 ] || fail "no transaction committed ($tr $w)"
   done
@@ -26,6 +41,7 @@ done
 head -n 3 "$dir/keys" | grep -qE '^[0-9]+$' || fail "key trace is not one id per line"
 out=$("$L" ycsb --local 2 --records 1000 --seconds 1 --warmup 0 --quiet) || fail "table output"
 echo "$out" | grep -q "txn/s" || fail "human table lacks txn/s"
+echo "$out" | grep -q "round trips" || fail "human table lacks the round trips per txn"
 sleep 0.5
 pgrep -f "$L memserver" && fail "memory servers left running"
 echo ok

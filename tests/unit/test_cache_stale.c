@@ -10,7 +10,7 @@
  */
 #include <unistd.h>
 #include "common/common.h"
-#include "compute/compute_int.h"
+#include "compute/cluster.h"
 #include "testutil.h"
 
 #define KEYS 64

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/common.h"
-#include "compute/compute_int.h"
+#include "compute/cluster.h"
 #include "testutil.h"
 
 static int child(const char *config, const char *transport, const char *mode)
@@ -65,6 +65,15 @@ static pid_t spawn_child(const char *config, const char *transport, const char *
 	return pid;
 }
 
+struct step { int done, rc; };
+
+static void step_done(lotus_txn_t *t, int rc, void *arg)
+{
+	struct step *st = arg;
+	st->rc = rc;
+	st->done = 1;
+}
+
 /* Take X on key 1 with a fresh NO_WAIT-free (wound_wait) txn, retrying. */
 static double time_to_lock(lotus_session_t *s, lotus_table_t tb, lotus_txn_t *t)
 {
@@ -75,12 +84,13 @@ static double time_to_lock(lotus_session_t *s, lotus_table_t tb, lotus_txn_t *t)
 		CHECK(clock_now_ns() - t0 < 20000000000ULL);
 		lotus_txn_recycle(t);
 		lotus_txn_read_for_update(t, tb, k, 8);
-		int rc = lotus_txn_execute_async(t, NULL, NULL);
+		struct step st = { 0 };
+		int rc = lotus_txn_execute_async(t, step_done, &st);
 		CHECK_RC(rc);
-		while (lotus_txn_result(t, 0, NULL, NULL) == 0 && clock_now_ns() - t0 < 20000000000ULL &&
-		       !((struct lotus_txn *)t)->step_done)
+		while (clock_now_ns() - t0 < 20000000000ULL && !st.done)
 			lotus_session_poll(s, 10);
-		rc = ((struct lotus_txn *)t)->err;
+		CHECK(st.done);
+		rc = st.rc;
 		if (rc == 0) {
 			CHECK_RC(lotus_txn_commit(t));
 			return (double)(clock_now_ns() - t0) / 1e9;

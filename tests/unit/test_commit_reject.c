@@ -15,7 +15,7 @@
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/ycsb_gen.h"
-#include "compute/compute_int.h"
+#include "compute/cluster.h"
 #include "net/net.h"
 #include "testutil.h"
 

@@ -57,6 +57,7 @@ static const char good[] =
 	"cc = wound_wait\n"
 	"durability = sync\n"
 	"compute_servers = 3\n"
+	"lease_ms = 1500\n"
 	"secret_file = cluster.key   ; relative to the file\n"
 	"max_clients = 100\n"
 	"\n"
@@ -82,6 +83,7 @@ static void test_good(void)
 	CHECK(c.cc == LOTUS_WOUND_WAIT && c.durability == LOTUS_DUR_SYNC, "cc/durability");
 	CHECK(c.compute_servers == 3 && c.nservers == 2, "counts %u %u",
 	      c.compute_servers, c.nservers);
+	CHECK(c.lease_ms == 1500, "lease_ms %u", c.lease_ms);
 	CHECK(c.servers[0].id == 0 && strcmp(c.servers[0].host, "10.0.0.1") == 0 &&
 	      c.servers[0].port == 7000 && c.servers[0].threads == 8 &&
 	      c.servers[0].memory == 16ULL << 30 &&
@@ -150,6 +152,7 @@ static void test_errors(void)
 		     3, "unknown key 'colour'");
 	expect_error("[cluster]\n\n\ncc = sometimes\n", 4, "bad value 'sometimes' for 'cc'");
 	expect_error("[cluster]\ntransport = carrier-pigeon\n", 2, "bad value");
+	expect_error("[cluster]\nlease_ms = 10\n", 2, "for 'lease_ms'");
 	expect_error("[cluster]\nmax_clients = -1\n", 2, "bad value");
 	expect_error("[cluster]\nmax_clients = lots\n", 2, "bad value");
 	expect_error("[memserver 0]\nlisten = a:1\nmemory = lots\n", 3, "for 'memory'");

@@ -10,7 +10,7 @@
  *      --checkpoint-log: nothing left to replay after the clean stop; more
  *      changes, several checkpoints; kill -9; restart and compare again.
  */
-#include "compute/compute_int.h"
+#include "compute/cluster.h"
 #include "test_durable_util.h"
 
 static uint32_t model[DT_KEYS];

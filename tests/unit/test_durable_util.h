@@ -271,11 +271,36 @@ static uint32_t dt_value_version(uint64_t key, const void *val, size_t len)
 	return wl == len && !memcmp(want, val, len) ? ver : 0;
 }
 
-/* Read every key; for each call check(key, version found or 0, arg). */
+/* After a restart, recovery takes the X locks of every PREPARE it finds
+ * undecided (also one whose transaction was acknowledged, when the lazily
+ * logged decision missed the crash) until the server's resolver has asked the
+ * other participants.  Until then a NO_WAIT read of such a key gets
+ * LOTUS_EABORTED: the protocol's answer to a conflict, which a client retries.
+ * A verification must read the settled state, so it waits (at most 20 s) until
+ * every server that answers reports "prepared":0.  Each server counts only
+ * what it still holds, so nothing in the check can hide a lock that stays. */
+static inline void dt_wait_settled(lotus_session_t *s)
+{
+	for (unsigned sv = 0; sv < DSRV_MAX; sv++) {
+		const char *st;
+		int polls = 0;
+		while ((st = lotus_server_stats(s, sv)) && !strstr(st, "\"prepared\":0,")) {
+			CHECK(++polls < 2000);
+			usleep(10000);
+		}
+		if (polls)
+			fprintf(stderr, "server %u: in-doubt PREPAREs settled after %d ms\n", sv,
+				polls * 10);
+	}
+}
+
+/* Read every key; for each call check(key, version found or 0, arg).
+ * Waits first until no server holds an undecided PREPARE. */
 typedef void (*dt_check_fn)(uint64_t key, uint32_t found, void *arg);
 static inline void dt_scan_all(lotus_session_t *s, lotus_table_t tb, dt_check_fn check, void *arg)
 {
 	lotus_txn_t *t;
+	dt_wait_settled(s);
 	CHECK_RC(lotus_txn_begin(s, &t));
 	for (uint64_t base = 0; base < DT_KEYS; base += 64) {
 		unsigned char k[8];

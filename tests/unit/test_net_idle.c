@@ -36,17 +36,33 @@ static void test_post_wakes(net_ctx_t *ctx)
 	pthread_t tid;
 	CHECK(net_worker_create(ctx, &h, &s, &s.w) == 0);
 	CHECK(pthread_create(&tid, NULL, sleeper_main, &s) == 0);
+	/*
+	 * A round is 20 posts to the sleeper, each after it has fallen asleep; the
+	 * round's worst latency must be under 100 ms.  A wake-up that never comes
+	 * fails at once (2 s per post).  A wake-up that comes only from a timer
+	 * (a missing or unarmed wakeup fd) is late in every round; one delayed by
+	 * the scheduler on a loaded machine is late once in a while, so a round
+	 * with a late sample is measured again, up to 5 rounds.
+	 */
 	double worst = 0;
-	for (unsigned i = 1; i <= 20; i++) {
-		usleep(20000);   /* let it fall asleep */
-		uint64_t t0 = clock_now_ns();
-		CHECK(net_post(s.w, NULL) == 0);
-		uint64_t deadline = t0 + 2000000000ULL;
-		while (s.posts < i && clock_now_ns() < deadline)
-			usleep(100);
-		CHECK(s.posts == i);
-		double ms = (double)(s.woke_ns - t0) / 1e6;
-		worst = MAX(worst, ms);
+	unsigned posted = 0;
+	for (int round = 0; round < 5; round++) {
+		worst = 0;
+		for (unsigned i = 1; i <= 20; i++) {
+			usleep(20000);   /* let it fall asleep */
+			uint64_t t0 = clock_now_ns();
+			CHECK(net_post(s.w, NULL) == 0);
+			posted++;
+			uint64_t deadline = t0 + 2000000000ULL;
+			while (s.posts < posted && clock_now_ns() < deadline)
+				usleep(100);
+			CHECK(s.posts == posted);
+			double ms = (double)(s.woke_ns - t0) / 1e6;
+			worst = MAX(worst, ms);
+		}
+		if (worst < 100)
+			break;
+		printf("    round %d: worst %.2f ms, measuring again\n", round + 1, worst);
 	}
 	CHECK(worst < 100);
 	s.stop = 1;

@@ -30,8 +30,11 @@ static inline pid_t procs_start_one(unsigned id, unsigned *port)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(pfd[1], STDOUT_FILENO);
 		close(pfd[0]);
+		/* PROCS_LEASE_MS: the servers' lease (a test that stops one longer) */
+		const char *lease = getenv("PROCS_LEASE_MS");
 		execl(getenv("LOTUS_BIN"), "lotus", "memserver", "--listen", "127.0.0.1:0", "--id",
-		      ids, "--threads", "1", "--memory", "64M", "--ready-json", (char *)NULL);
+		      ids, "--threads", "1", "--memory", "64M", "--ready-json", "--lease-ms",
+		      lease ? lease : "3000", (char *)NULL);
 		_exit(127);
 	}
 	close(pfd[1]);

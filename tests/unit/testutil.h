@@ -10,7 +10,7 @@
 #include <string.h>
 #include "lotus.h"
 
-#ifdef LOTUS_COMPUTE_INT_H
+#ifdef LOTUS_CLUSTER_H
 #include <unistd.h>
 /* A "secret_file = ..." line naming local cluster c's secret, for a config
  * file that other processes (or handles) use to reach c's servers. */

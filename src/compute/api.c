@@ -1,0 +1,249 @@
+/*
+ * api.c - the top of the compute side: lotus_connect() composes the layers
+ * (cluster, then the engine's cluster state), lotus_session_open() the
+ * session layer's session and the engine's, and the public transaction API
+ * (lotus.h) goes to the engine interface (engine.h): every lotus_txn_* call
+ * and lotus_session_poll reach the engine the cluster was connected with,
+ * and the synchronous forms wait for the asynchronous ones by polling.
+ * Nothing here knows which engine runs.
+ */
+#include <errno.h>
+#include <string.h>
+#include "common/log.h"
+#include "compute/cluster.h"
+#include "compute/engine.h"
+#include "compute/session.h"
+
+static const struct engine *sess_engine(const lotus_session_t *s)
+{
+	return s->cl->engine;
+}
+
+/* ---- cluster and sessions -------------------------------------------------------- */
+
+const struct engine *engine_find(enum lotus_engine kind)
+{
+	switch (kind) {
+	case LOTUS_ENGINE_TWOSIDED:
+		return &engine_twosided;
+	case LOTUS_ENGINE_ONESIDED:
+		return &engine_onesided;
+	}
+	return NULL;
+}
+
+const char *engine_kind_name(enum lotus_engine kind)
+{
+	return kind == LOTUS_ENGINE_TWOSIDED ? "twosided"
+	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided" : "unknown";
+}
+
+int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
+{
+	const struct engine *eng = engine_find(o->engine);
+	lotus_cluster_t *c;
+	if (!eng) {
+		log_error("lotus_connect: the %s engine is not built yet", engine_kind_name(o->engine));
+		return LOTUS_EUNSUPPORTED;
+	}
+	int rc = cluster_create(o, &c);
+	if (rc)
+		return rc;
+	c->engine = eng;
+	keeper_init(c);
+	if (eng->cluster_open && (rc = eng->cluster_open(c)) != 0) {
+		keeper_stop(c);
+		cluster_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void lotus_disconnect(lotus_cluster_t *c)
+{
+	if (!c)
+		return;
+	keeper_stop(c);
+	if (c->engine->cluster_close)
+		c->engine->cluster_close(c);
+	cluster_destroy(c);
+}
+
+int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
+{
+	lotus_session_t *s;
+	int rc = session_open(c, 0, &s);
+	if (rc)
+		return rc;
+	if (c->engine->session_open && (rc = c->engine->session_open(s)) != 0) {
+		session_close(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void lotus_session_close(lotus_session_t *s)
+{
+	if (!s)
+		return;
+	if (sess_engine(s)->session_close)
+		sess_engine(s)->session_close(s);
+	session_close(s);
+}
+
+int lotus_session_poll(lotus_session_t *s, int timeout_ms)
+{
+	return sess_engine(s)->poll(s, timeout_ms);
+}
+
+void lotus_session_txn_counters(const lotus_session_t *s, struct lotus_txn_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	sess_engine(s)->counters(s, out);
+}
+
+int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out)
+{
+	return sess_engine(s)->begin(s, out);
+}
+
+int lotus_txn_restart(lotus_txn_t *t)
+{
+	return t->eng->restart(t, false);
+}
+
+int lotus_txn_recycle(lotus_txn_t *t)
+{
+	return t->eng->restart(t, true);
+}
+
+void lotus_txn_free(lotus_txn_t *t)
+{
+	if (t)
+		t->eng->free(t);
+}
+
+uint64_t lotus_txn_id(const lotus_txn_t *t) { return t->id; }
+uint64_t lotus_txn_priority(const lotus_txn_t *t) { return t->prio; }
+
+/* ---- staging ----------------------------------------------------------------- */
+
+static int stage(lotus_txn_t *t, enum engine_op_kind kind, lotus_table_t tb, const void *key,
+		 size_t klen, const void *value, size_t vlen, unsigned count)
+{
+	struct engine_op op = { .kind = kind, .table = tb, .key = key, .klen = klen,
+				.value = value, .vlen = vlen, .count = count };
+	return t->eng->stage(t, &op);
+}
+
+int lotus_txn_read(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+{
+	return stage(t, ENGINE_READ, tb, key, klen, NULL, 0, 0);
+}
+
+int lotus_txn_read_for_update(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+{
+	return stage(t, ENGINE_READ_X, tb, key, klen, NULL, 0, 0);
+}
+
+int lotus_txn_write(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
+		    const void *value, size_t vlen)
+{
+	return stage(t, ENGINE_WRITE, tb, key, klen, value, vlen, 0);
+}
+
+int lotus_txn_insert(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen,
+		     const void *value, size_t vlen)
+{
+	return stage(t, ENGINE_INSERT, tb, key, klen, value, vlen, 0);
+}
+
+int lotus_txn_delete(lotus_txn_t *t, lotus_table_t tb, const void *key, size_t klen)
+{
+	return stage(t, ENGINE_DELETE, tb, key, klen, NULL, 0, 0);
+}
+
+int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t slen,
+		   unsigned count)
+{
+	return stage(t, ENGINE_SCAN, tb, start, slen, NULL, 0, count);
+}
+
+/* ---- results ------------------------------------------------------------------ */
+
+int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen)
+{
+	return t->eng->result(t, op, value, vlen);
+}
+
+int lotus_txn_scan_rows(const lotus_txn_t *t, int op)
+{
+	return t->eng->scan_rows(t, op);
+}
+
+int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
+		       const void **value, size_t *vlen)
+{
+	return t->eng->scan_row(t, op, i, key, klen, value, vlen);
+}
+
+/* ---- steps ---------------------------------------------------------------------- */
+
+int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	return t->eng->execute(t, cb, arg);
+}
+
+int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	return t->eng->commit(t, cb, arg);
+}
+
+int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
+{
+	return t->eng->abort(t, cb, arg);
+}
+
+struct sync_wait {
+	int done, result;
+};
+
+static void sync_done(lotus_txn_t *t, int result, void *arg)
+{
+	struct sync_wait *w = arg;
+	w->result = result;
+	w->done = 1;
+}
+
+/* Wait for the step a successful start (rc 0) began. */
+static int sync_wait(lotus_txn_t *t, struct sync_wait *w, int rc)
+{
+	if (rc)
+		return rc;
+	while (!w->done)
+		lotus_session_poll(t->s, 100);
+	return w->result;
+}
+
+int lotus_txn_execute(lotus_txn_t *t)
+{
+	struct sync_wait w = { 0 };
+	return sync_wait(t, &w, t->eng->execute(t, sync_done, &w));
+}
+
+int lotus_txn_commit(lotus_txn_t *t)
+{
+	struct sync_wait w = { 0 };
+	int rc = sync_wait(t, &w, t->eng->commit(t, sync_done, &w));
+	if (rc && !t->eng->finished(t))
+		lotus_txn_abort(t);
+	return rc;
+}
+
+int lotus_txn_abort(lotus_txn_t *t)
+{
+	struct sync_wait w = { 0 };
+	return sync_wait(t, &w, t->eng->abort(t, sync_done, &w));
+}

@@ -1,0 +1,289 @@
+/*
+ * os_region.c - build and publish the one-sided regions (os_region.h).
+ *
+ * Bulk load: the table's records are scanned in key order (two passes: count,
+ * then copy).  Each record is copied into a region record (unlocked, ts 0);
+ * leaves take OS_BUILD_FILL entries each and are chained by sibling and fence
+ * keys; each upper level is built over the one below until one page remains,
+ * the root.  The region is sized for the records plus room for inserts (half
+ * as many again, at least OS_BUILD_SPARE); the allocation cursor in the header
+ * is where compute servers FAA their new pages and records from.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+#include "common/common.h"
+#include "common/log.h"
+#include "lotus.h"
+#include "onesided/os_layout.h"
+#include "onesided/os_region.h"
+
+#define OS_MAX_TABLES  256
+#define OS_BUILD_FILL  45        /* entries per page at build: 3/4 of 60 */
+#define OS_BUILD_SPARE 4096      /* records' room for inserts, at least */
+
+struct os_region {
+	ucp_mem_h memh;
+	unsigned char *base;
+	size_t size;
+	void *rkey;
+	size_t rkey_len;
+	uint32_t value_max;
+};
+
+struct os_regions {
+	ucp_context_h ucp;
+	store_t *st;
+	pthread_mutex_t mu;
+	struct os_region *tab[OS_MAX_TABLES];
+};
+
+int os_regions_create(net_ctx_t *net, store_t *st, os_regions_t **out)
+{
+	os_regions_t *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->ucp = net_ctx_ucp(net);
+	r->st = st;
+	pthread_mutex_init(&r->mu, NULL);
+	*out = r;
+	return 0;
+}
+
+static void region_free(ucp_context_h ucp, struct os_region *g)
+{
+	if (g->rkey)
+		ucp_rkey_buffer_release(g->rkey);
+	if (g->memh)
+		ucp_mem_unmap(ucp, g->memh);
+	free(g);
+}
+
+void os_regions_free(os_regions_t *r)
+{
+	if (!r)
+		return;
+	for (unsigned i = 0; i < OS_MAX_TABLES; i++)
+		if (r->tab[i])
+			region_free(r->ucp, r->tab[i]);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+/* ---- bulk build ------------------------------------------------------------ */
+
+struct build {
+	store_t *st;
+	uint16_t table;
+	struct os_region *g;
+	struct os_region_hdr *hdr;
+	uint64_t n;               /* records seen */
+	int bad_key;
+	uint64_t *leaves;         /* addresses of the leaves, in order */
+	uint64_t nleaves, cap_leaves;
+	struct os_page *leaf;     /* being filled */
+};
+
+static void *bump(struct build *b, uint64_t bytes)
+{
+	uint64_t a = b->hdr->alloc;
+	if (a + bytes > b->hdr->end)
+		return NULL;
+	b->hdr->alloc = a + bytes;
+	return (void *)(uintptr_t)a;
+}
+
+static int count_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc_t loc)
+{
+	struct build *b = arg;
+	(void)key;
+	(void)loc;
+	if (klen != 8)
+		b->bad_key = 1;
+	b->n++;
+	return b->bad_key;
+}
+
+static struct os_page *new_page(struct build *b, uint16_t level, uint64_t low)
+{
+	struct os_page *p = bump(b, OS_PAGE_SIZE);
+	if (!p)
+		return NULL;
+	memset(p, 0, sizeof(*p));
+	p->level = level;
+	p->low = low;
+	p->high = OS_KEY_INF;
+	return p;
+}
+
+static int leaf_push(struct build *b, uint64_t key)
+{
+	if (b->nleaves == b->cap_leaves) {
+		uint64_t cap = b->cap_leaves ? b->cap_leaves * 2 : 64;
+		uint64_t *nl = realloc(b->leaves, cap * sizeof(*nl));
+		if (!nl)
+			return -ENOMEM;
+		b->leaves = nl;
+		b->cap_leaves = cap;
+	}
+	struct os_page *p = new_page(b, 0, b->leaf ? key : 0);
+	if (!p)
+		return LOTUS_ENOSPACE;
+	if (b->leaf) {
+		b->leaf->high = key;
+		b->leaf->sibling = (uint64_t)(uintptr_t)p;
+	}
+	b->leaf = p;
+	b->leaves[b->nleaves++] = (uint64_t)(uintptr_t)p;
+	return 0;
+}
+
+static int copy_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc_t loc)
+{
+	struct build *b = arg;
+	struct store_rec *sr = store_rec_at(b->st, loc, b->table, NULL, 0);
+	if (!sr || klen != 8)
+		return 0;
+	uint64_t k = os_key_u64(key);
+	if ((!b->leaf || b->leaf->count == OS_BUILD_FILL) && leaf_push(b, k) != 0) {
+		b->bad_key = 2;
+		return 1;
+	}
+	struct os_rec_hdr *rec = bump(b, os_rec_size(b->g->value_max));
+	if (!rec) {
+		b->bad_key = 2;
+		return 1;
+	}
+	uint32_t vlen = MIN(sr->value_len, b->g->value_max);
+	rec->lock = 0;
+	rec->ts = 0;
+	rec->len = vlen;
+	memcpy(rec + 1, store_rec_value(sr), vlen);
+	b->leaf->e[b->leaf->count].key = k;
+	b->leaf->e[b->leaf->count].ptr = (uint64_t)(uintptr_t)rec;
+	b->leaf->count++;
+	b->n++;
+	return 0;
+}
+
+/* Build the levels above pages[0..n) (their lows in order) up to one root. */
+static int build_upper(struct build *b, uint64_t *pages, uint64_t n, uint16_t level)
+{
+	while (n > 1) {
+		uint64_t m = 0;
+		struct os_page *parent = NULL;
+		level++;
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t caddr = pages[i];   /* pages[m] below may be pages[i] */
+			struct os_page *child = (struct os_page *)(uintptr_t)caddr;
+			if (!parent || parent->count == OS_BUILD_FILL) {
+				struct os_page *p = new_page(b, level, parent ? child->low : 0);
+				if (!p)
+					return LOTUS_ENOSPACE;
+				if (parent) {
+					parent->high = child->low;
+					parent->sibling = (uint64_t)(uintptr_t)p;
+				}
+				parent = p;
+				pages[m++] = (uint64_t)(uintptr_t)p;   /* m <= i: in place */
+			}
+			parent->e[parent->count].key = parent->count ? child->low : parent->low;
+			parent->e[parent->count].ptr = caddr;
+			parent->count++;
+		}
+		n = m;
+	}
+	b->hdr->root = pages[0];
+	return 0;
+}
+
+static int region_build(os_regions_t *r, uint16_t table, struct os_region **out)
+{
+	uint32_t vmax = store_table_max_value(r->st, table);
+	if (!vmax)
+		return LOTUS_ENOTABLE;
+	struct build b = { .st = r->st, .table = table };
+	store_scan(r->st, table, "", 0, UINT32_MAX, count_cb, &b);
+	if (b.bad_key)
+		return LOTUS_EUNSUPPORTED;
+	uint64_t nrec = b.n + MAX(b.n / 2, OS_BUILD_SPARE);
+	uint64_t npages = 2 * nrec / (OS_PAGE_ENTRIES / 2) + 64;
+	size_t size = OS_PAGE_SIZE + npages * OS_PAGE_SIZE + nrec * os_rec_size(vmax);
+
+	struct os_region *g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->value_max = vmax;
+	ucp_mem_map_params_t mp = {
+		.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+		.length = size,
+		.flags = UCP_MEM_MAP_ALLOCATE,
+	};
+	ucs_status_t st = ucp_mem_map(r->ucp, &mp, &g->memh);
+	ucp_mem_attr_t ma = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS |
+					    UCP_MEM_ATTR_FIELD_LENGTH };
+	if (st == UCS_OK)
+		st = ucp_mem_query(g->memh, &ma);
+	if (st == UCS_OK)
+		st = ucp_rkey_pack(r->ucp, g->memh, &g->rkey, &g->rkey_len);
+	if (st != UCS_OK) {
+		log_error("onesided: cannot allocate a %zu-byte region: %s", size,
+			  ucs_status_string(st));
+		region_free(r->ucp, g);
+		return LOTUS_ENOSPACE;
+	}
+	g->base = ma.address;
+	g->size = ma.length;
+	b.g = g;
+	b.hdr = (struct os_region_hdr *)g->base;
+	memset(b.hdr, 0, sizeof(*b.hdr));
+	b.hdr->magic = OS_MAGIC;
+	b.hdr->value_max = vmax;
+	b.hdr->alloc = (uint64_t)(uintptr_t)g->base + OS_PAGE_SIZE;
+	b.hdr->end = (uint64_t)(uintptr_t)g->base + g->size;
+	b.n = 0;
+	store_scan(r->st, table, "", 0, UINT32_MAX, copy_cb, &b);
+	int rc = b.bad_key ? LOTUS_ENOSPACE : 0;
+	if (rc == 0 && !b.leaf)
+		rc = leaf_push(&b, 0);
+	b.hdr->records = b.n;
+	if (rc == 0)
+		rc = build_upper(&b, b.leaves, b.nleaves, 0);
+	free(b.leaves);
+	if (rc) {
+		region_free(r->ucp, g);
+		return rc;
+	}
+	log_info("onesided: table %u: region of %zu bytes, %llu records", table, g->size,
+		 (unsigned long long)b.n);
+	*out = g;
+	return 0;
+}
+
+int os_regions_attach(os_regions_t *r, uint16_t table, void **info, size_t *len)
+{
+	if (table >= OS_MAX_TABLES)
+		return LOTUS_EUNSUPPORTED;
+	int rc = 0;
+	pthread_mutex_lock(&r->mu);
+	if (!r->tab[table])
+		rc = region_build(r, table, &r->tab[table]);
+	struct os_region *g = r->tab[table];
+	pthread_mutex_unlock(&r->mu);
+	if (rc)
+		return rc;
+	size_t n = sizeof(struct os_attach_info) + g->rkey_len;
+	struct os_attach_info *ai = malloc(n);
+	if (!ai)
+		return -ENOMEM;
+	ai->base = (uint64_t)(uintptr_t)g->base;
+	ai->size = g->size;
+	ai->value_max = g->value_max;
+	ai->rkey_len = (uint32_t)g->rkey_len;
+	memcpy(ai + 1, g->rkey, g->rkey_len);
+	*info = ai;
+	*len = n;
+	return 0;
+}

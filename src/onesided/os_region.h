@@ -1,0 +1,33 @@
+/*
+ * os_region.h - the memory server's side of the one-sided baseline: per
+ * table, a UCX-allocated region holding a B+tree and records (os_layout.h)
+ * that compute servers read and write by RMA without this server's CPU (on
+ * shared memory and RDMA; over tcp UCX emulates RMA on the server's workers).
+ *
+ * The region of a table is built, once, at the first OP_OS_ATTACH for it:
+ * from the table's records in the store as they are at that moment (a bulk
+ * load, leaves 3/4 full, room for inserts).  From then on it lives apart
+ * from the store: one-sided writes go to the region only, two-sided ones to
+ * the store only.
+ *
+ * Threads: os_regions_attach may be called by any worker (a mutex guards the
+ * build); create/free on the main thread, free after the workers stopped.
+ */
+#ifndef LOTUS_OS_REGION_H
+#define LOTUS_OS_REGION_H
+#include <stddef.h>
+#include <stdint.h>
+#include "net/net.h"
+#include "store/store.h"
+
+typedef struct os_regions os_regions_t;
+
+int os_regions_create(net_ctx_t *net, store_t *st, os_regions_t **out);
+void os_regions_free(os_regions_t *r);
+/* The attach answer for table (struct os_attach_info, then the packed rkey)
+ * into a malloc'd *info of *len bytes.  Builds the region on first use.
+ * 0, LOTUS_ENOTABLE, LOTUS_EUNSUPPORTED (a key that is not 8 bytes),
+ * LOTUS_ENOSPACE (UCX could not allocate), -ENOMEM. */
+int os_regions_attach(os_regions_t *r, uint16_t table, void **info, size_t *len);
+
+#endif
