@@ -30,8 +30,9 @@ for point in kill prepared:300 before_commit:300 checkpoint:3; do
   cluster_start "$dir" 2 --threads 1 --memory 64M --durability sync --checkpoint-log 32K \
     || fail "$name: servers did not start"
   led=$dir/bank.ledger
-  # run until server 1 has two checkpoints that hold data
-  for i in $(seq 20); do
+  # run until server 1 has two checkpoints that hold data (up to 60 short
+  # runs: a loaded machine commits few transfers per run)
+  for i in $(seq 60); do
     "$L" bank --config "$CLUSTER_INI" --accounts 40 --opening 1000 --seconds 0.5 --threads 2 \
         --inflight 2 --ledger "$led" --quiet >/dev/null 2>"$dir/bank0.err" \
         || fail "$name: setup run failed: $(tail -n 5 "$dir/bank0.err")"
