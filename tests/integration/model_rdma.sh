@@ -49,6 +49,20 @@ assert j["count"] == 2 and j["within_30pct"] == 1, j
 assert abs(r["onesided"]["ratio"] - 200000 / 190000) < 0.001, r
 assert r["twosided"]["ratio"] == 80.0, r
 ' || fail "--check rows"
+# --check --own: the file's netbench (rtt 5 us, 1e6 round trips/s) and probe
+# (cpu_share 1) replace the profile's.  Two-sided: L = 2*5 + (20 + 50/2)/1 = 55 us,
+# latency 16/55us = 290909.1, nic 2*2e6/8 = 500000, server_cpu 2*4/50us = 160000.
+# One-sided (on tcp rma_us = rtt, rma_rate = 1e6): L = 20*5 + 10 = 110 us,
+# latency 145454.5, nic 2*1e6/20 = 100000 -> 100000, ratio 100000/190000.
+c=$("$M" --check $D/model_rdma_own.jsonl --own --profile $D/model_rdma_profile.json --json) || fail "--own failed"
+echo "$c" | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+r = {x["engine"]: x for x in j["rows"]}
+assert r["twosided"]["predicted_txn_per_s"] == 160000.0 and r["twosided"]["bound"] == "server_cpu", r
+assert r["onesided"]["predicted_txn_per_s"] == 100000.0 and r["onesided"]["bound"] == "nic", r
+assert abs(r["onesided"]["ratio"] - 100000 / 190000) < 0.001, r
+' || fail "--check --own rows"
 # the shipped profiles load and give every field
 for p in cx5-100g local-sm local-tcp; do
   "$M" --profile $p --json $D/model_rdma_runs.jsonl | /usr/bin/python3 -c '
