@@ -42,7 +42,9 @@ _cluster_ready() {
     sleep 0.05
   done
   if ! grep -q ready "$CLUSTER_DIR/ms$id.out"; then
-    echo "memory server $id did not start: $(tail -n 3 "$CLUSTER_DIR/ms$id.err")" >&2
+    local rc=running
+    kill -0 "${CLUSTER_PIDS[$id]}" 2>/dev/null || { wait "${CLUSTER_PIDS[$id]}" 2>/dev/null; rc=$?; }
+    echo "memory server $id did not start (exit $rc): $(tail -n 3 "$CLUSTER_DIR/ms$id.err")" >&2
     return 1
   fi
 }
