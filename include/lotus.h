@@ -54,6 +54,14 @@
  *                 from its next request to that server, whose connection is
  *                 gone for the session (open a new session to use it).  A
  *                 server silent for a lease is lost (LOTUS_ETIMEOUT).
+ *   Limits        a memory server bounds what one connection makes it hold
+ *                 (parked lock requests, bytes in flight); a request over
+ *                 them gets LOTUS_ELIMIT, which fails only its transaction:
+ *                 abort and retry (lotus_err_retryable() says 1).
+ *   Authentication  every connection proves the cluster secret
+ *                 (secret_file); the traffic is NOT encrypted, so keep it on
+ *                 a trusted network.  Whoever has the secret may read and
+ *                 write every table.
  * Co-partitioning: every write is also applied on its memory server at
  * commit (the owner's cache is a clean copy), so scans see committed writes.
  * Only a key's owner may write it (the owner's cache and local locks would
@@ -174,9 +182,10 @@ struct lotus_options {
 	/* Every connection proves knowledge of the cluster's shared secret (an
 	 * HMAC handshake; docs/net.md).  NULL: the config's [cluster] secret_file,
 	 * else none (only servers on loopback without a secret admit that); a
-	 * local cluster makes a random one.  Errors from lotus_connect:
-	 * LOTUS_ECONFIG (unreadable or empty file), -EACCES (a server refused
-	 * the secret), -EUSERS (a server is at its max_clients). */
+	 * local cluster makes a random one.  lotus_connect fails with
+	 * LOTUS_ECONFIG on an unreadable or empty file; lotus_session_open
+	 * (which connects) with -EACCES (the secrets differ) or -EUSERS (a
+	 * server is at its max_clients: each session is one connection). */
 	const char *secret_file;
 	enum lotus_engine engine; /* transaction engine (default LOTUS_ENGINE_TWOSIDED) */
 };
@@ -210,7 +219,9 @@ int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out);
 uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb);
 
 /* One session per thread: the opening thread alone uses it and its
- * transactions from then on.  Errors: LOTUS_EUNAVAIL, -ENOMEM.  Free every
+ * transactions from then on; it connects to every memory server.  Errors:
+ * LOTUS_EUNAVAIL, -EACCES (a server did not accept the cluster secret, see
+ * lotus_options.secret_file), -EUSERS (a server is at max_clients), -ENOMEM.  Free every
  * transaction of a session before closing it. */
 int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out);
 void lotus_session_close(lotus_session_t *s);

@@ -89,7 +89,7 @@ static int cli_set(const char *cmd, struct cli_opt *o, const char *val)
 		return cli_fail(cmd, "--%s: '%s' is not a valid %s", o->name, val,
 				o->kind == OPT_SIZE ? "size" : "number");
 	if (o->max > o->min && (d < o->min || d > o->max))
-		return cli_fail(cmd, "--%s: %s is out of range [%g, %g]", o->name, val, o->min,
+		return cli_fail(cmd, "--%s: %s is out of range [%.15g, %.15g]", o->name, val, o->min,
 				o->max);
 	switch (o->kind) {
 	case OPT_INT:

@@ -28,7 +28,7 @@ const char *lotus_strerror(int err)
 {
 	if (err == 0)
 		return "success";
-	if (err < LOTUS_EBASE && err > LOTUS_ELAST) {
+	if (err < LOTUS_EBASE && err >= LOTUS_ELAST) {
 		const char *s = lotus_errs[-(err - LOTUS_EBASE)];
 		return s ? s : "unknown lotus error";
 	}

@@ -857,6 +857,13 @@ static void worker_snapshot(struct worker *w)
 {
 	struct lotus_net_counters n;
 	lotus_session_counters(w->s, &n);
+	n.msgs_sent += w->net_old.msgs_sent;
+	n.bytes_sent += w->net_old.bytes_sent;
+	n.msgs_recv += w->net_old.msgs_recv;
+	n.bytes_recv += w->net_old.bytes_recv;
+	n.reqs_sent += w->net_old.reqs_sent;
+	n.hint_stale += w->net_old.hint_stale;
+	n.local_hits += w->net_old.local_hits;
 	pthread_mutex_lock(&w->stats_mu);
 	w->net = n;
 	pthread_mutex_unlock(&w->stats_mu);
@@ -906,6 +913,33 @@ static void worker_drain(struct worker *w)
 		reap_dead(w);
 }
 
+/* A session whose connection to a memory server was lost (its lease expired
+ * while this process was paused, or the server went away) stays without it:
+ * open a new one once no transaction of the old one is in flight, so the
+ * clients are served again (by the server that is back).  A failed try keeps
+ * the old session and is repeated at most once a second. */
+static void worker_renew(struct worker *w)
+{
+	if (!w->renew || w->inflight || now_ns() < w->renew_after_ns)
+		return;
+	lotus_session_t *s;
+	int rc = lotus_session_open(w->sv->cl, &s);
+	if (rc) {
+		w->renew_after_ns = now_ns() + 1000000000ull;
+		return;
+	}
+	worker_snapshot(w);
+	w->net_old = w->net;
+	for (unsigned i = 0; i < w->npool; i++)
+		lotus_txn_free(w->txn_pool[i]);
+	w->npool = 0;
+	lotus_session_close(w->s);
+	w->s = s;
+	w->renew = 0;
+	fprintf(stderr, "lotus serve: worker %u: opened a new session (a memory server's "
+		"connection was lost)\n", w->id);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -937,6 +971,7 @@ static void *worker_main(void *arg)
 		worker_run_delayed(w);
 		run_runnable(w);
 		reap_dead(w);
+		worker_renew(w);
 		if ((++iter & 63) == 0 || !w->inflight)
 			worker_snapshot(w);
 	}

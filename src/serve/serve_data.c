@@ -490,6 +490,8 @@ static void job_end(struct job *j)
 		j->t = NULL;
 	}
 	j->w->inflight--;
+	if (j->fail_rc == LOTUS_ELEASE || j->fail_rc == LOTUS_EUNAVAIL)
+		j->w->renew = 1;   /* that connection is gone for the session */
 	if (j->fail_rc) {
 		char why[200];
 		if (j->fail_rc == LOTUS_EABORTED || j->fail_rc == LOTUS_EPREEMPTED)

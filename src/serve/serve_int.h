@@ -124,6 +124,11 @@ struct worker {
 	uint64_t rnd;
 	pthread_mutex_t stats_mu;
 	struct lotus_net_counters net;   /* snapshot of the session's counters */
+	struct lotus_net_counters net_old;   /* the sum of the sessions it replaced */
+	int renew;                   /* a memory server's connection was lost
+					(LOTUS_ELEASE, LOTUS_EUNAVAIL): open a
+					new session once nothing is in flight */
+	uint64_t renew_after_ns;     /* no new try before (after a failed one) */
 };
 
 struct conn {
