@@ -19,7 +19,9 @@
  * The plan runs in groups: ops on distinct keys are staged together and
  * sent with one execute; every group is executed, then the transaction
  * commits with nothing left staged.  Each attempt is logged as JSON lines to
- * --log (one write(2) per line, so a kill -9 loses no line already written):
+ * --log (one write(2) per line, so a kill -9 loses no line already written;
+ * it can cut the line being written short, past its first page, and the
+ * checker drops such a torn last line: its commit was never sent):
  *   {"id":..,"ops":[..],"doomed":0|1}       just before the commit is sent
  *   {"id":..,"end":"ok|aborted|failed|unknown","rc":"..."}  its outcome
  * or a single line with both when the attempt ends before its commit.
