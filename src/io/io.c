@@ -160,7 +160,7 @@ int io_ctx_create(const struct io_opts *opts, io_ctx_t **out)
 	ctx->depth = o.depth ? o.depth : IO_DEFAULT_DEPTH;
 	ctx->flags = o.flags;
 	ctx->disabled = !!(o.flags & IO_F_R_DISABLED);
-	io_fault_init(&ctx->fault);
+	io_fault_init(&ctx->fault, o.fault);
 	ret = backend_choose(o.backend, &b, &ctx->forced);
 	if (ret == 0)
 		ret = io_ctx_alloc_tables(ctx);

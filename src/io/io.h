@@ -36,6 +36,9 @@ struct io_opts {
 	enum io_backend backend;  /* AUTO: LOTUS_IO env, else uring, else aio */
 	unsigned depth;           /* SQ/CQ entries and max in flight (default 128) */
 	unsigned flags;           /* IO_F_* */
+	/* Added: this context's fault spec (the LOTUS_IO_FAULT grammar below),
+	 * instead of the process-wide one; NULL: LOTUS_IO_FAULT / io_fault_set(). */
+	const char *fault;
 };
 #define IO_F_NO_SINGLE_ISSUER 0x1 /* donor rings: others may clone from them */
 #define IO_F_SQPOLL           0x2 /* try SQPOLL (falls back if refused) */
@@ -147,8 +150,10 @@ int io_open_direct(const char *path, int flags, mode_t mode);
 
 /* Fault injection (tests): LOTUS_IO_FAULT="setup", "enter:N" (fail the Nth
  * enter), "reg_ring", "reg_files", "reg_buffers", "clone", "cqe:N:ERRNO"
- * (complete the Nth I/O with -ERRNO), comma-separated.  io_fault_set() sets the
- * same string programmatically for contexts created afterwards. */
+ * (complete the Nth I/O with -ERRNO), "pread:N[:ERRNO]" / "pwrite:N[:ERRNO]" (fail
+ * the Nth pread / pwrite of the context, e.g. an io_read_sync), comma-separated.
+ * io_fault_set() sets the same string programmatically for contexts created
+ * afterwards; io_opts.fault sets it for one context. */
 void io_fault_set(const char *spec);
 
 #endif

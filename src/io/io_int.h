@@ -81,7 +81,9 @@ struct io_fault {
 	int enter_err;
 	uint64_t cqe_nth;
 	int cqe_err;
-	uint64_t enters, cqes;  /* seen so far */
+	uint64_t pread_nth, pwrite_nth;
+	int pread_err, pwrite_err;
+	uint64_t enters, cqes, preads, pwrites;  /* seen so far */
 };
 
 struct io_ctx;
@@ -210,7 +212,7 @@ void io_uring_ctx_detach(struct io_ctx *ctx);
 int io_direct_align(int fd, unsigned *mem_align, unsigned *off_align);
 
 /* io_sys.c: the one wrapper for every system call (counters + faults). */
-void io_fault_init(struct io_fault *f);
+void io_fault_init(struct io_fault *f, const char *spec);  /* spec NULL: the global one */
 int io_fault_cqe(struct io_ctx *ctx, int64_t *res);
 int io_sys_uring_setup(struct io_ctx *ctx, unsigned entries, struct io_uring *ring,
 		       struct io_uring_params *p);

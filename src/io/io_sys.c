@@ -9,11 +9,11 @@
  *     is empty, and the check is one branch.
  *
  * Spec grammar (comma-separated):  setup[:E] | enter:N[:E] | reg_ring[:E] |
- *   reg_files[:E] | reg_buffers[:E] | clone[:E] | cqe:N:E
+ *   reg_files[:E] | reg_buffers[:E] | clone[:E] | cqe:N:E | pread:N[:E] | pwrite:N[:E]
  * E is an errno number or name (EOPNOTSUPP, 95); N counts from 1 per context.
  *
  * Invariants: wrappers return >= 0 or -errno and never leave errno for callers;
- * enter:N and cqe:N fire once (the Nth event only).
+ * enter:N, cqe:N, pread:N and pwrite:N fire once (the Nth event only).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -98,6 +98,16 @@ static void fault_parse_token(struct io_fault *f, char *tok)
 		f->enter_err = parse_errno(b, ENXIO);
 		return;
 	}
+	if (!strcmp(tok, "pread") && a) {
+		f->pread_nth = strtoull(a, NULL, 10);
+		f->pread_err = parse_errno(b, EIO);
+		return;
+	}
+	if (!strcmp(tok, "pwrite") && a) {
+		f->pwrite_nth = strtoull(a, NULL, 10);
+		f->pwrite_err = parse_errno(b, EIO);
+		return;
+	}
 	if (!strcmp(tok, "cqe") && a) {
 		f->cqe_nth = strtoull(a, NULL, 10);
 		f->cqe_err = parse_errno(b, EIO);
@@ -113,12 +123,14 @@ static void fault_parse_token(struct io_fault *f, char *tok)
 		log_warn("io: LOTUS_IO_FAULT: unknown fault '%s' ignored", tok);
 }
 
-void io_fault_init(struct io_fault *f)
+void io_fault_init(struct io_fault *f, const char *own)
 {
 	char spec[256];
 	memset(f, 0, sizeof(*f));
 	pthread_mutex_lock(&fault_lock);
-	if (fault_spec_set) {
+	if (own) {
+		snprintf(spec, sizeof(spec), "%s", own);
+	} else if (fault_spec_set) {
 		snprintf(spec, sizeof(spec), "%s", fault_spec);
 	} else {
 		const char *e = getenv("LOTUS_IO_FAULT");
@@ -196,7 +208,13 @@ int io_sys_aio_getevents(struct io_ctx *ctx, long min, long max, struct io_event
 
 ssize_t io_sys_pread(struct io_ctx *ctx, int fd, void *buf, size_t len, off_t off)
 {
+	struct io_fault *f = &ctx->fault;
 	ctx->st.sys_pread++;
+	if (f->pread_nth && ++f->preads == f->pread_nth) {
+		log_info("io: fault injection: pread %llu fails with -%s",
+			 (unsigned long long)f->preads, io_err_name(f->pread_err));
+		return -f->pread_err;
+	}
 	ssize_t r = pread(fd, buf, len, off);
 	return r < 0 ? -errno : r;
 }
@@ -204,7 +222,13 @@ ssize_t io_sys_pread(struct io_ctx *ctx, int fd, void *buf, size_t len, off_t of
 ssize_t io_sys_pwrite(struct io_ctx *ctx, int fd, const void *buf, size_t len, off_t off,
 		      int dsync)
 {
+	struct io_fault *f = &ctx->fault;
 	ctx->st.sys_pwrite++;
+	if (f->pwrite_nth && ++f->pwrites == f->pwrite_nth) {
+		log_info("io: fault injection: pwrite %llu fails with -%s",
+			 (unsigned long long)f->pwrites, io_err_name(f->pwrite_err));
+		return -f->pwrite_err;
+	}
 	ssize_t r;
 	if (dsync) {
 		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
