@@ -188,6 +188,12 @@ struct lotus_options {
 	 * server is at its max_clients: each session is one connection). */
 	const char *secret_file;
 	enum lotus_engine engine; /* transaction engine (default LOTUS_ENGINE_TWOSIDED) */
+	/* for local clusters with data_dir: data each server may hold (bytes;
+	 * 0: = server_memory, no tiering) and its page-writer threads (0: the
+	 * server's default).  More than server_memory evicts cold pages to the
+	 * server's data directory (memserver --capacity). */
+	uint64_t server_capacity;
+	unsigned server_page_writers;
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);

@@ -86,7 +86,7 @@ int cmd_bank(int argc, char **argv)
 {
 	struct bank_opts o;
 	uint64_t lease_ms = 0;
-	uint64_t local = 2, sthreads = 0, smem = 256ULL << 20, compute_id = 0, accounts, opening;
+	uint64_t local = 2, sthreads = 0, smem = 256ULL << 20, scap = 0, spw = 0, compute_id = 0, accounts, opening;
 	uint64_t threads, inflight;
 	int commit = 0, cc = 0, tr = 0, dur = 0;
 	const char *config = NULL, *data_dir = NULL;
@@ -111,6 +111,8 @@ int cmd_bank(int argc, char **argv)
 		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp, or the config's)", transports },
 		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 256M)" },
+		{ "server-capacity", OPT_SIZE, &scap, "SIZE", "data per local memory server, above --server-memory: cold pages are evicted to its data directory (needs --data-dir; default: all in memory)" },
+		{ "server-page-writers", OPT_U64, &spw, "N", "page-writer threads per local memory server (with --server-capacity; default min(2, cores))", .min = 1, .max = 64 },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start" },
 		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
@@ -137,6 +139,10 @@ int cmd_bank(int argc, char **argv)
 				"apply to --local only");
 	if (dur != 0 && !data_dir)
 		return cli_fail("bank", "--durability %s needs --data-dir DIR", durabilities[dur]);
+	if (config && (scap || spw))
+		return cli_fail("bank", "--server-capacity and --server-page-writers apply to --local only");
+	if (scap && !data_dir)
+		return cli_fail("bank", "--server-capacity needs --data-dir DIR (evicted pages go there)");
 	o.accounts = accounts;
 	o.accounts_given = cli_find(opts, "accounts")->seen;
 	o.opening = (int64_t)opening;
@@ -155,6 +161,8 @@ int cmd_bank(int argc, char **argv)
 	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
 	o.lo.server_threads = (unsigned)sthreads;
 	o.lo.server_memory = smem;
+	o.lo.server_capacity = scap;
+	o.lo.server_page_writers = (unsigned)spw;
 	o.lo.data_dir = data_dir;
 	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[dur] : NULL;
 	if (config) {

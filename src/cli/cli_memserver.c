@@ -7,6 +7,9 @@
  * the server's data_dir).  async or sync needs a data directory; a data
  * directory without a durability setting (or with the config's default none)
  * means sync; --durability none runs in memory and ignores the directory.
+ *
+ * Tiering: --capacity above --memory (needs the data directory) makes the
+ * buffer pool a cache of a larger page space; --page-writers threads evict.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -51,6 +54,33 @@ static int memserver_durability(struct cli_opt *opts, const struct lotus_config 
 	o->data_dir = durability != LOTUS_DUR_NONE ? data_dir : NULL;
 	o->checkpoint_log = ckpt_log;
 	o->checkpoint_interval_ms = (unsigned)ckpt_ms;
+	return 0;
+}
+
+/* --capacity and --page-writers (or capacity / page_writers in the config).
+ * 0, or 2 after a one-line usage error. */
+static int memserver_tiering(struct cli_opt *opts, uint64_t memory, uint64_t capacity,
+			     uint64_t pwriters, struct memserver_opts *o)
+{
+	const char *cap = cli_find(opts, "capacity")->seen ? "--capacity" : "capacity =";
+	if (capacity && capacity < memory)
+		return cli_fail("memserver", "%s %llu is less than the memory %llu: the capacity is "
+				"what the server holds, memory its part in DRAM (leave capacity "
+				"out for a server all in memory)", cap,
+				(unsigned long long)capacity, (unsigned long long)memory);
+	if (capacity > memory && !o->data_dir)
+		return cli_fail("memserver", "%s %llu is more than the memory %llu: pages that do not "
+				"fit are evicted to the data directory, so it needs --data-dir DIR "
+				"(and durability async or sync)", cap, (unsigned long long)capacity,
+				(unsigned long long)memory);
+	if (capacity > memory && capacity / STORE_DEFAULT_PAGE >= (1ULL << 40))
+		return cli_fail("memserver", "%s %llu is too large (at most %lluT)", cap,
+				(unsigned long long)capacity,
+				((1ULL << 40) * STORE_DEFAULT_PAGE) >> 40);
+	if (cli_find(opts, "page-writers")->seen && capacity <= memory)
+		log_warn("--page-writers: no effect without a --capacity above --memory");
+	o->capacity = capacity > memory ? capacity : 0;
+	o->page_writers = (unsigned)pwriters;
 	return 0;
 }
 
@@ -109,7 +139,7 @@ int cmd_memserver(int argc, char **argv)
 	const char *listen = NULL, *config = NULL, *peers = NULL, *secret = NULL;
 	uint64_t max_clients = 0;
 	bool insecure = false;
-	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY;
+	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY, capacity = 0, pwriters = 0;
 	const char *data_dir = NULL;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
 	uint64_t max_parked = MS_DEFAULT_MAX_PARKED, max_conn_bytes = MS_DEFAULT_MAX_CONN_BYTES;
@@ -120,6 +150,8 @@ int cmd_memserver(int argc, char **argv)
 		{ "id", OPT_U64, &id, "N", "memory server id, 0..N-1 (default 0)", .min = 0, .max = 63 },
 		{ "threads", OPT_U64, &threads, "W", "worker threads (default: the core count)", .min = 0, .max = 1024 },
 		{ "memory", OPT_SIZE, &memory, "SIZE", "buffer pool size, e.g. 4G (default 1G)" },
+		{ "capacity", OPT_SIZE, &capacity, "SIZE", "data the server may hold, e.g. 64G (default: = --memory); more than --memory needs --data-dir: cold pages are evicted to DIR/pages.swap and read back on a miss" },
+		{ "page-writers", OPT_U64, &pwriters, "N", "page-writer threads that write evicted pages, each with its own io_uring ring (default: min(2, cores); with --capacity only)", .min = 1, .max = 64 },
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
 		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
@@ -161,6 +193,10 @@ int cmd_memserver(int argc, char **argv)
 			threads = cfg.servers[i].threads;
 		if (!cli_find(opts, "memory")->seen)
 			memory = cfg.servers[i].memory;
+		if (!cli_find(opts, "capacity")->seen)
+			capacity = cfg.servers[i].capacity;
+		if (!cli_find(opts, "page-writers")->seen)
+			pwriters = cfg.servers[i].page_writers;
 	}
 	if (listen && parse_hostport(listen, host, sizeof(host), &port))
 		return cli_fail("memserver", "--listen: '%s' is not HOST:PORT", listen);
@@ -196,6 +232,8 @@ int cmd_memserver(int argc, char **argv)
 	o.max_clients = cli_find(opts, "max-clients")->seen ? (unsigned)max_clients
 			: config ? cfg.max_clients : 0;
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
+		return 2;
+	if (memserver_tiering(opts, memory, capacity, pwriters, &o))
 		return 2;
 	/* Before any bind: off loopback, the port must not be open to anyone. */
 	struct in_addr la;

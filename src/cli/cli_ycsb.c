@@ -30,7 +30,7 @@ int cmd_ycsb(int argc, char **argv)
 	struct ycsb_opts o;
 	uint64_t lease_ms = 0;
 	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
-	uint64_t smem = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
+	uint64_t smem = 0, scap = 0, spw = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
 	uint64_t group = 8, spin = 0;
 	int commit = 0, wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0, engine = 0;
 	double admit = 1.0;
@@ -68,6 +68,8 @@ int cmd_ycsb(int argc, char **argv)
 		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp)", transports },
 		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default: fits the data)" },
+		{ "server-capacity", OPT_SIZE, &scap, "SIZE", "data per local memory server, above --server-memory: cold pages are evicted to its data directory (needs --data-dir; default: all in memory)" },
+		{ "server-page-writers", OPT_U64, &spw, "N", "page-writer threads per local memory server (with --server-capacity; default min(2, cores))", .min = 1, .max = 64 },
 		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i>" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
@@ -136,6 +138,13 @@ int cmd_ycsb(int argc, char **argv)
 		return cli_fail("ycsb", "--durability %s needs --data-dir", durabilities[durability]);
 	o.lo.data_dir = data_dir;
 	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[durability] : NULL;
+	if (config && (scap || spw))
+		return cli_fail("ycsb", "--server-capacity and --server-page-writers are for --local clusters");
+	if (scap && (!data_dir || !smem))
+		return cli_fail("ycsb", "--server-capacity needs --data-dir DIR (evicted pages go there) "
+				"and --server-memory SIZE (the part held in memory)");
+	o.lo.server_capacity = scap;
+	o.lo.server_page_writers = (unsigned)spw;
 	o.lo.partitioning = (enum lotus_partitioning)part;
 	struct lotus_config cfg;
 	if (config) {

@@ -240,6 +240,27 @@ static int set_data_dir(struct lotus_server_config *s, const char *v, const char
 	return 0;
 }
 
+static int set_capacity(struct lotus_server_config *s, const char *v, const char **why)
+{
+	uint64_t n;
+	*why = "expected a size such as 64G (0: the same as memory)";
+	int rc = parse_size(v, &n);
+	if (rc)
+		return rc;
+	s->capacity = n;
+	return 0;
+}
+
+static int set_page_writers(struct lotus_server_config *s, const char *v, const char **why)
+{
+	uint64_t n;
+	*why = "expected a number of threads, 0..64 (0: the default)";
+	if (parse_u64(v, &n) || n > 64)
+		return -EINVAL;
+	s->page_writers = (unsigned)n;
+	return 0;
+}
+
 static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "transport", set_transport },
 	{ "cc", set_cc },
@@ -257,6 +278,8 @@ static const struct { const char *name; server_set_fn set; } server_keys[] = {
 	{ "threads", set_threads },
 	{ "memory", set_memory },
 	{ "data_dir", set_data_dir },
+	{ "capacity", set_capacity },
+	{ "page_writers", set_page_writers },
 };
 #define KEY_LISTEN 0
 
@@ -544,6 +567,12 @@ int config_write(FILE *f, const struct lotus_config *c)
 			s->id, s->host, s->port, s->threads, mem);
 		if (s->data_dir[0])
 			fprintf(f, "data_dir = %s\n", s->data_dir);
+		if (s->capacity) {
+			format_size(s->capacity, mem, sizeof(mem));
+			fprintf(f, "capacity = %s\n", mem);
+		}
+		if (s->page_writers)
+			fprintf(f, "page_writers = %u\n", s->page_writers);
 	}
 	return fflush(f) || ferror(f) ? -EIO : 0;
 }

@@ -20,6 +20,10 @@
  *   threads = 8                    ; 0 (default): follow the core count
  *   memory = 16G                   ; default 1G; K/M/G/T are powers of 1024
  *   data_dir = /var/lib/lotus/ms0  ; default: none (no log, no checkpoint)
+ *   capacity = 64G                 ; data it may hold; default: = memory (no
+ *                                  ; tiering); more than memory needs data_dir
+ *   page_writers = 2               ; page-writer threads (tiering only);
+ *                                  ; 0 (default): min(2, cores)
  *
  * Every section is optional except at least one [memserver N].  Command-line
  * flags override the file: the CLI loads the file, then calls config_set()
@@ -49,6 +53,8 @@ struct lotus_server_config {
 	unsigned threads;        /* 0: follow the core count */
 	uint64_t memory;         /* bytes */
 	char data_dir[4096];     /* "" if none */
+	uint64_t capacity;       /* bytes of data it may hold; 0: = memory */
+	unsigned page_writers;   /* 0: the default (min(2, cores)) */
 };
 
 struct lotus_config {

@@ -113,8 +113,8 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
-	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16];
-	const char *argv[26];
+	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16], cap[32], pw[16];
+	const char *argv[32];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* Its own process group: a Ctrl-C (or `timeout -s INT`, or any signal to
@@ -141,6 +141,16 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 	if (c->opts.durability) {
 		argv[n++] = "--durability";
 		argv[n++] = c->opts.durability;
+	}
+	if (c->opts.server_capacity) {
+		snprintf(cap, sizeof(cap), "%llu", (unsigned long long)c->opts.server_capacity);
+		argv[n++] = "--capacity";
+		argv[n++] = cap;
+	}
+	if (c->opts.server_page_writers) {
+		snprintf(pw, sizeof(pw), "%u", c->opts.server_page_writers);
+		argv[n++] = "--page-writers";
+		argv[n++] = pw;
 	}
 	snprintf(lease, sizeof(lease), "%u", c->lease_ms);
 	argv[n++] = "--lease-ms";

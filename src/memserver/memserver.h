@@ -48,6 +48,13 @@ struct memserver_opts {
 	const char *secret_file;
 	int insecure;
 	unsigned max_clients;
+	/* Tiering (docs/durability.md, "Memory servers larger than memory"):
+	 * capacity = bytes of data the server may hold (logical pages); 0 or
+	 * <= memory: no tiering, the whole store lives in the buffer pool.  More
+	 * than memory needs a data directory: cold pages are evicted to
+	 * DIR/pages.swap by page_writers threads (0: min(2, cores)). */
+	uint64_t capacity;
+	unsigned page_writers;
 };
 #define MS_DEFAULT_MAX_PARKED     1024
 /* A transaction step's replies must fit (test_big_reply reads 67.5 MB in one
