@@ -153,26 +153,31 @@ static void rep_status(struct ms_worker *wk, struct wire_buf *b, const struct wi
 	ms_rep_add(wk, b, &rep, NULL);
 }
 
-/* Find the record named by (table, key), trying the client's hint first. */
-static struct store_rec *ms_find(struct ms_worker *wk, const struct wire_req *r,
-				 const unsigned char *key, store_loc_t *loc, int *stale)
+/* Find the record named by (table, key), trying the client's hint first.
+ * 0 with *rec pinned (store_rec_put(st, *loc) when done with it),
+ * LOTUS_ENOTFOUND, or the error of reading its page in (-EIO,
+ * LOTUS_ENOSPACE: a tiered store), which fails the request. */
+static int ms_find(struct ms_worker *wk, const struct wire_req *r, const unsigned char *key,
+		   store_loc_t *loc, int *stale, struct store_rec **rec)
 {
 	store_t *st = wk->srv->store;
-	struct store_rec *rec;
+	int rc;
 	*stale = 0;
 	if (r->hint) {
-		rec = store_rec_at(st, r->hint, r->table, key, r->key_len);
-		if (rec) {
+		rc = store_rec_get(st, r->hint, r->table, key, r->key_len, rec);
+		if (rc == 0) {
 			wk->hint_hits++;
 			*loc = r->hint;
-			return rec;
+			return 0;
 		}
+		if (rc != LOTUS_ENOTFOUND)
+			return rc;
 		*stale = 1;
 		wk->hint_stale++;
 	}
 	if (store_get(st, r->table, key, r->key_len, loc) != 0)
-		return NULL;
-	return store_rec_at(st, *loc, r->table, NULL, 0);
+		return LOTUS_ENOTFOUND;
+	return store_rec_get(st, *loc, r->table, NULL, 0, rec);
 }
 
 /* An INSERT or a blind write (LOCK_X) of an absent key will need a slot at
@@ -194,11 +199,21 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 {
 	store_loc_t loc = 0;
 	int stale;
-	struct store_rec *rec = ms_find(wk, r, key, &loc, &stale);
+	struct store_rec *rec = NULL;
+	int frc = ms_find(wk, r, key, &loc, &stale, &rec);
 	struct wire_rep rep = {
-		.op = r->op, .tag = r->tag, .txn_id = r->txn_id, .loc = rec ? loc : 0,
+		.op = r->op, .tag = r->tag, .txn_id = r->txn_id, .loc = frc == 0 ? loc : 0,
 		.flags = stale ? WIRE_REP_F_HINT_STALE : 0,
 	};
+	if (frc != 0 && frc != LOTUS_ENOTFOUND) {
+		/* its page could not be read in (tiered store): this request
+		 * fails, nothing changed; the lock stays with the txn */
+		rep.status = frc;
+		ms_rep_add(wk, b, &rep, NULL);
+		return;
+	}
+	if (frc != 0)
+		rec = NULL;
 	if (!rec && (r->op == OP_INSERT || r->op == OP_LOCK_X))
 		rep.status = lockop_reserve(wk->srv, txn, r->table);
 	if (wk->srv->log) {
@@ -222,6 +237,7 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 		void *dst = rep_put(wk, b, &rep, NULL, NULL, 1);
 		if (dst) {
 			memcpy(dst, store_rec_value(rec), rec->value_len);
+			store_rec_put(wk->srv->store, loc);
 			return;
 		}
 		rep.value_len = 0;       /* no memory for the value: say so */
@@ -237,6 +253,8 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	default: /* OP_LOCK_X: a blind write needs only the lock */
 		break;
 	}
+	if (rec)
+		store_rec_put(wk->srv->store, loc);
 	ms_rep_add(wk, b, &rep, NULL);
 }
 
@@ -465,13 +483,23 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 		struct scan_key *k = &p->scan_keys[i];
 		if (store_get(wk->srv->store, p->req.table, k->key, k->klen, &loc))
 			continue;
-		struct store_rec *rec = store_rec_at(wk->srv->store, loc, p->req.table, NULL, 0);
-		if (!rec)
+		struct store_rec *rec;
+		int rc = store_rec_get(wk->srv->store, loc, p->req.table, NULL, 0, &rec);
+		if (rc == LOTUS_ENOTFOUND)
 			continue;
-		if (n && rows.len + sizeof(struct wire_row) + k->klen + rec->value_len > SCAN_MAX_BYTES)
+		if (rc) {             /* a page could not be read in: the scan fails */
+			wire_buf_free(&rows);
+			rep_status(wk, b, &p->req, rc, 0);
+			return;
+		}
+		if (n && rows.len + sizeof(struct wire_row) + k->klen + rec->value_len > SCAN_MAX_BYTES) {
+			store_rec_put(wk->srv->store, loc);
 			break;
+		}
 		struct wire_row row = { .key_len = k->klen, .value_len = rec->value_len, .loc = loc };
-		if (wire_buf_append_row(&rows, &row, k->key, store_rec_value(rec)) != 0) {
+		rc = wire_buf_append_row(&rows, &row, k->key, store_rec_value(rec));
+		store_rec_put(wk->srv->store, loc);
+		if (rc != 0) {
 			wire_buf_free(&rows);
 			rep_status(wk, b, &p->req, -ENOMEM, 0);
 			return;
@@ -582,8 +610,17 @@ int ms_write_apply(store_t *st, store_resv_t **rp, const struct wire_write *w,
 		int rc = store_delete_resv(st, rp, w->table, k, w->key_len);
 		return rc == LOTUS_ENOTFOUND ? 0 : rc;
 	}
-	if (w->hint && store_rec_at(st, w->hint, w->table, k, w->key_len))
-		return store_update(st, w->hint, v, w->value_len);
+	if (w->hint) {
+		struct store_rec *rec;
+		int rc = store_rec_get(st, w->hint, w->table, k, w->key_len, &rec);
+		if (rc == 0) {
+			rc = store_update(st, w->hint, v, w->value_len);
+			store_rec_put(st, w->hint);
+			return rc;
+		}
+		if (rc != LOTUS_ENOTFOUND)
+			return rc;
+	}
 	if (store_get(st, w->table, k, w->key_len, &loc) == 0)
 		return store_update(st, loc, v, w->value_len);
 	int rc = store_insert_resv(st, rp, w->table, k, w->key_len, v, w->value_len, &loc);
@@ -605,10 +642,27 @@ int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned
 		if (w->op == OP_DELETE || w->key_len == 0 || w->key_len > STORE_KEY_MAX ||
 		    w->table >= STORE_MAX_TABLES)
 			continue;   /* needs no slot, or fails its own check */
-		if (w->hint && store_rec_at(st, w->hint, w->table, k, w->key_len))
+		struct store_rec *rec;
+		store_loc_t loc;
+		if (w->hint && (rc = store_rec_get(st, w->hint, w->table, k, w->key_len, &rec)) == 0) {
+			store_rec_put(st, w->hint);     /* its page is in now (tiered) */
 			continue;
-		if (store_get(st, w->table, k, w->key_len, NULL) != LOTUS_ENOTFOUND)
+		}
+		if (w->hint && rc != LOTUS_ENOTFOUND)
+			return rc;           /* unreadable page: refuse before logging */
+		if ((rc = store_get(st, w->table, k, w->key_len, &loc)) != LOTUS_ENOTFOUND) {
+			/* present: fault its page in now, so that applying the commit
+			 * after its log write is unlikely to miss (tiered) */
+			if (rc == 0 && store_tiered(st)) {
+				if ((rc = store_rec_get(st, loc, w->table, NULL, 0, &rec)) == 0)
+					store_rec_put(st, loc);
+				else if (rc != LOTUS_ENOTFOUND)
+					return rc;
+			}
+			rc = 1;
 			continue;
+		}
+		rc = 1;
 		if (!any++)
 			memset(need, 0, sizeof(need));
 		need[w->table]++;

@@ -80,7 +80,8 @@ struct build {
 	struct os_region *g;
 	struct os_region_hdr *hdr;
 	uint64_t n;               /* records seen */
-	int bad_key;
+	int bad_key;              /* 1 not 8 bytes, 2 no space, 3 store error err */
+	int err;
 	uint64_t *leaves;         /* addresses of the leaves, in order */
 	uint64_t nleaves, cap_leaves;
 	struct os_page *leaf;     /* being filled */
@@ -140,12 +141,30 @@ static int leaf_push(struct build *b, uint64_t key)
 	return 0;
 }
 
+static int copy_rec(struct build *b, const unsigned char *key, const struct store_rec *sr);
+
 static int copy_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc_t loc)
 {
 	struct build *b = arg;
-	struct store_rec *sr = store_rec_at(b->st, loc, b->table, NULL, 0);
-	if (!sr || klen != 8)
+	struct store_rec *sr;
+	if (klen != 8)
 		return 0;
+	int rc = store_rec_get(b->st, loc, b->table, NULL, 0, &sr);
+	if (rc == LOTUS_ENOTFOUND)
+		return 0;
+	if (rc) {                  /* a page could not be read in (tiered store) */
+		b->bad_key = 3;
+		b->err = rc;
+		return 1;
+	}
+	rc = copy_rec(b, key, sr);
+	store_rec_put(b->st, loc);
+	return rc;
+}
+
+/* copy_cb's work on the pinned record sr of an 8-byte key. */
+static int copy_rec(struct build *b, const unsigned char *key, const struct store_rec *sr)
+{
 	uint64_t k = os_key_u64(key);
 	if ((!b->leaf || b->leaf->count == OS_BUILD_FILL) && leaf_push(b, k) != 0) {
 		b->bad_key = 2;
@@ -160,7 +179,7 @@ static int copy_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc
 	rec->lock = 0;
 	rec->ts = 0;
 	rec->len = vlen;
-	memcpy(rec + 1, store_rec_value(sr), vlen);
+	memcpy(rec + 1, store_rec_value((struct store_rec *)sr), vlen);
 	b->leaf->e[b->leaf->count].key = k;
 	b->leaf->e[b->leaf->count].ptr = (uint64_t)(uintptr_t)rec;
 	b->leaf->count++;
@@ -245,7 +264,7 @@ static int region_build(os_regions_t *r, uint16_t table, struct os_region **out)
 	b.hdr->end = (uint64_t)(uintptr_t)g->base + g->size;
 	b.n = 0;
 	store_scan(r->st, table, "", 0, UINT32_MAX, copy_cb, &b);
-	int rc = b.bad_key ? LOTUS_ENOSPACE : 0;
+	int rc = b.bad_key == 3 ? b.err : b.bad_key ? LOTUS_ENOSPACE : 0;
 	if (rc == 0 && !b.leaf)
 		rc = leaf_push(&b, 0);
 	b.hdr->records = b.n;

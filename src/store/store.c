@@ -72,6 +72,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
+#include <time.h>
+#include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
 #include "store/index.h"
@@ -90,6 +93,23 @@
 #define STORE(p, v)      __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ADD(p, v)        __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define CAS(p, e, n)     __atomic_compare_exchange_n((p), (e), (n), false, __ATOMIC_ACQ_REL, \
+						 __ATOMIC_ACQUIRE)
+
+/* Tiered stores: the state word of a logical page. */
+#define PS_RESIDENT      0x01ull   /* in frame PS_FRAME(s) */
+#define PS_LOCKED        0x02ull   /* being read in or written out: no pins */
+#define PS_REF           0x04ull   /* CLOCK bit: used since the hand passed */
+#define PS_DIRTY         0x08ull   /* frame differs from the backing copy */
+#define PS_BACKED        0x10ull   /* a backing copy exists (else: zeros) */
+#define PS_PIN1          (1ull << 8)
+#define PS_PINS(s)       (((s) >> 8) & 0xffffffu)
+#define PS_FRAME(s)      ((uint32_t)((s) >> 32))
+#define PIN_QUIET        0ull                    /* checkpointer, key reads */
+#define PIN_READ         PS_REF
+#define PIN_WRITE        (PS_REF | PS_DIRTY)
+#define EVICT_PARTS      64
 
 _Static_assert(sizeof(struct store_rec) == 16, "record header is 16 bytes");
 
@@ -111,6 +131,8 @@ struct shard {
 	uint64_t carve_page;       /* extent being carved, 0 = none */
 	uint32_t carve_next;       /* its next never-used slot */
 	int64_t records;           /* inserts - deletes through this shard (atomic) */
+	store_loc_t *fl;           /* tiered: free slots in DRAM, fl[0..fl_n) */
+	uint32_t fl_n, fl_cap;
 } __attribute__((aligned(CACHELINE)));
 
 struct table {
@@ -138,6 +160,24 @@ struct store {
 	pthread_mutex_t tables_mu; /* serialises store_table_create */
 	unsigned ntables;          /* atomic; tables[0..ntables) are set */
 	struct table *tables[STORE_MAX_TABLES];
+
+	/* tiered stores only (tiered == 0: all zero) */
+	int tiered;
+	struct store_tier_opts topts;
+	uint64_t *pstate;          /* per logical page: the state word */
+	size_t pstate_bytes;
+	uint32_t nframes;          /* frames incl. the unused frame 0 */
+	uint64_t *frame_page;      /* per frame: its logical page (0: none) */
+	uint32_t *free_fr;         /* free frames, free_fr[0..nfree) */
+	uint32_t nfree;            /* atomic reads; written under fr_mu */
+	uint32_t low_water;
+	unsigned fr_waiters;       /* under fr_mu */
+	pthread_mutex_t fr_mu;
+	pthread_cond_t fr_cv;
+	uint64_t hand;             /* CLOCK hand of misses (atomic) */
+	uint64_t part_hand[EVICT_PARTS];
+	uint64_t resident, misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero;
+	uint64_t evict_clean, evict_dirty, evict_errors, frame_waits, frame_timeouts;
 };
 
 /* ---- locations and slots ---- */
@@ -158,6 +198,13 @@ static inline struct store_rec *slot_rec(const struct table *t, uint64_t page, u
 				    sizeof(struct extent_hdr) + (size_t)slot * t->slot_size);
 }
 
+/* Slot `slot` of the one-page (tiered) or first-page (untiered) extent
+ * whose bytes start at base. */
+static inline struct store_rec *rec_in(const struct table *t, unsigned char *base, unsigned slot)
+{
+	return (struct store_rec *)(base + sizeof(struct extent_hdr) + (size_t)slot * t->slot_size);
+}
+
 static inline struct table *table_get(store_t *st, unsigned id)
 {
 	if (id >= LOAD_ACQ(&st->ntables))
@@ -165,9 +212,9 @@ static inline struct table *table_get(store_t *st, unsigned id)
 	return LOAD_ACQ(&st->tables[id]);
 }
 
-/* The table owning loc's extent and the slot's record, or NULL if loc cannot
- * name a slot (generation not checked). */
-static struct store_rec *loc_rec(store_t *st, store_loc_t loc, struct table **tp)
+/* The table owning loc's extent, or NULL if loc cannot name a slot
+ * (generation not checked). */
+static struct table *loc_table(store_t *st, store_loc_t loc)
 {
 	uint64_t page = loc_page(loc);
 	if (page == 0 || page >= st->npages)
@@ -176,8 +223,230 @@ static struct store_rec *loc_rec(store_t *st, store_loc_t loc, struct table **tp
 	struct table *t = owner ? table_get(st, owner - 1) : NULL;
 	if (!t || loc_slot(loc) >= t->nslots)
 		return NULL;
+	return t;
+}
+
+/* Untiered: the table owning loc's extent and the slot's record, or NULL. */
+static struct store_rec *loc_rec(store_t *st, store_loc_t loc, struct table **tp)
+{
+	struct table *t = loc_table(st, loc);
+	if (!t)
+		return NULL;
 	*tp = t;
-	return slot_rec(t, page, loc_slot(loc));
+	return slot_rec(t, loc_page(loc), loc_slot(loc));
+}
+
+/* ---- tiered stores: frames, pins, misses, CLOCK ---- */
+
+static void backoff(unsigned *spins)
+{
+	if (++*spins < 64) {
+		__builtin_ia32_pause();
+	} else if (*spins < 256) {
+		sched_yield();
+	} else {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void want_frames(store_t *st)
+{
+	if (st->topts.want_frames)
+		st->topts.want_frames(st->topts.arg);
+}
+
+static void frame_put(store_t *st, uint32_t f)
+{
+	pthread_mutex_lock(&st->fr_mu);
+	st->free_fr[st->nfree] = f;
+	STORE(&st->nfree, st->nfree + 1);
+	if (st->fr_waiters)
+		pthread_cond_broadcast(&st->fr_cv);
+	pthread_mutex_unlock(&st->fr_mu);
+}
+
+static int frame_pop(store_t *st, uint32_t *f)
+{
+	uint32_t left = 0;
+	int got = 0;
+	if (!LOAD(&st->nfree))
+		return 0;
+	pthread_mutex_lock(&st->fr_mu);
+	if (st->nfree) {
+		*f = st->free_fr[st->nfree - 1];
+		STORE(&st->nfree, st->nfree - 1);
+		left = st->nfree;
+		got = 1;
+	}
+	pthread_mutex_unlock(&st->fr_mu);
+	if (got && left < st->low_water)
+		want_frames(st);
+	return got;
+}
+
+/* Look at frame f for the CLOCK: 0 skip (free, locked, pinned, or its bit
+ * was set: now cleared), 1 a clean victim was dropped (f is now the
+ * caller's), 2 a dirty victim was locked for writing (*pagep). */
+static int clock_visit(store_t *st, uint32_t f, int take_dirty, uint64_t *pagep)
+{
+	uint64_t page = LOAD_ACQ(&st->frame_page[f]);
+	if (page == 0)
+		return 0;
+	uint64_t *w = &st->pstate[page];
+	uint64_t s = LOAD_ACQ(w);
+	for (;;) {
+		if ((s & (PS_RESIDENT | PS_LOCKED)) != PS_RESIDENT || PS_FRAME(s) != f)
+			return 0;
+		if (s & PS_REF) {
+			if (CAS(w, &s, s & ~PS_REF))
+				return 0;
+			continue;
+		}
+		if (PS_PINS(s))
+			return 0;
+		if (!(s & PS_DIRTY)) {
+			if (!CAS(w, &s, s & PS_BACKED))
+				continue;
+			STORE(&st->frame_page[f], 0);
+			__atomic_fetch_sub(&st->resident, 1, __ATOMIC_RELAXED);
+			ADD(&st->evict_clean, 1);
+			return 1;
+		}
+		if (!take_dirty)
+			return 0;
+		if (!CAS(w, &s, (s | PS_LOCKED) & ~PS_DIRTY))
+			continue;
+		*pagep = page;
+		return 2;
+	}
+}
+
+/* A miss found no free frame: drop a clean unpinned victim itself. */
+static int clock_drop_one(store_t *st, uint32_t *f)
+{
+	uint32_t nf = st->nframes - 1;
+	uint64_t dummy;
+	for (uint32_t i = 0; i < 2 * nf; i++) {
+		uint32_t c = 1 + (uint32_t)(ADD(&st->hand, 1) % nf);
+		if (clock_visit(st, c, 0, &dummy) == 1) {
+			*f = c;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* A frame for a miss: a free one, a clean victim, or (only dirty ones left)
+ * wait for the page writers, bounded.  0 or LOTUS_ENOSPACE. */
+static int frame_get(store_t *st, uint32_t *f)
+{
+	uint64_t deadline = 0;
+	for (;;) {
+		if (frame_pop(st, f))
+			return 0;
+		if (clock_drop_one(st, f)) {
+			want_frames(st);
+			return 0;
+		}
+		want_frames(st);
+		uint64_t now = clock_now_ns();
+		if (!deadline) {
+			deadline = now + (uint64_t)st->topts.frame_wait_ms * 1000000u;
+			ADD(&st->frame_waits, 1);
+		} else if (now >= deadline) {
+			ADD(&st->frame_timeouts, 1);
+			return LOTUS_ENOSPACE;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 2000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&st->fr_mu);
+		st->fr_waiters++;
+		if (!st->nfree)
+			pthread_cond_timedwait(&st->fr_cv, &st->fr_mu, &ts);
+		st->fr_waiters--;
+		pthread_mutex_unlock(&st->fr_mu);
+	}
+}
+
+/* The page is LOCKED by us (its state was s, not resident): bring it in. */
+static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsigned char **base)
+{
+	uint64_t *w = &st->pstate[page];
+	uint32_t f;
+	int rc = frame_get(st, &f);
+	if (rc) {
+		STORE_REL(w, s);
+		return rc;
+	}
+	unsigned char *buf = st->pool + ((size_t)f << st->page_shift);
+	uint64_t t0 = clock_now_ns();
+	int r = (s & PS_BACKED) && st->topts.read_page ? st->topts.read_page(st->topts.arg, page, buf) : 1;
+	if (r < 0) {
+		frame_put(st, f);
+		STORE_REL(w, s);
+		if (ADD(&st->miss_errors, 1) < 10)
+			log_warn("store: reading page %" PRIu64 " failed: %s", page, strerror(-r));
+		return -EIO;
+	}
+	if (r == 1) {
+		memset(buf, 0, st->page_size);
+		ADD(&st->miss_zero, 1);
+	} else {
+		uint64_t ns = clock_now_ns() - t0, m = LOAD(&st->miss_ns_max);
+		ADD(&st->miss_ns_sum, ns);
+		while (ns > m && !__atomic_compare_exchange_n(&st->miss_ns_max, &m, ns, true,
+							      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
+	ADD(&st->misses, 1);
+	ADD(&st->resident, 1);
+	STORE_REL(&st->frame_page[f], page);
+	STORE_REL(w, (uint64_t)f << 32 | PS_PIN1 | PS_RESIDENT | (s & PS_BACKED) | how);
+	*base = buf;
+	return 0;
+}
+
+static int tier_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
+{
+	uint64_t *w = &st->pstate[page];
+	uint64_t s = LOAD_ACQ(w);
+	unsigned spins = 0;
+	for (;;) {
+		if ((s & (PS_RESIDENT | PS_LOCKED)) == PS_RESIDENT) {
+			if (CAS(w, &s, (s + PS_PIN1) | how)) {
+				*base = st->pool + ((size_t)PS_FRAME(s) << st->page_shift);
+				return 0;
+			}
+		} else if (s & PS_LOCKED) {
+			backoff(&spins);
+			s = LOAD_ACQ(w);
+		} else if (CAS(w, &s, s | PS_LOCKED)) {
+			return tier_miss(st, page, s, how, base);
+		}
+	}
+}
+
+/* Pin logical page `page` (valid: 1..npages-1) and get its bytes.  0, -EIO
+ * or LOTUS_ENOSPACE.  Untiered: the pool page, never fails. */
+static inline int page_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
+{
+	if (!st->tiered) {
+		*base = st->pool + (page << st->page_shift);
+		return 0;
+	}
+	return tier_pin(st, page, how, base);
+}
+
+static inline void page_unpin(store_t *st, uint64_t page)
+{
+	if (st->tiered)
+		__atomic_fetch_sub(&st->pstate[page], PS_PIN1, __ATOMIC_RELEASE);
 }
 
 /* Free-list link, stored over value_len/reserved of a free slot. */
@@ -243,9 +512,20 @@ static void rec_value_store(struct store_rec *r, const unsigned char *v, uint32_
 static unsigned table_key_fn(void *ctx, uint64_t loc, unsigned char *buf)
 {
 	struct table *t = ctx;
-	if (loc_page(loc) == 0 || loc_page(loc) >= t->st->npages || loc_slot(loc) >= t->nslots)
+	store_t *st = t->st;
+	unsigned char *base;
+	if (loc_page(loc) == 0 || loc_page(loc) >= st->npages || loc_slot(loc) >= t->nslots)
 		return 0;
-	return rec_key_load(slot_rec(t, loc_page(loc), loc_slot(loc)), buf);
+	if (!st->tiered)
+		return rec_key_load(slot_rec(t, loc_page(loc), loc_slot(loc)), buf);
+	/* Tiered: the key is in the page; pin it (may read it in).  A read
+	 * error gives length 0 (the caller's comparison is then wrong: the
+	 * index's own-keys mode removes this path). */
+	if (page_pin(st, loc_page(loc), PIN_QUIET, &base) != 0)
+		return 0;
+	unsigned n = rec_key_load(rec_in(t, base, loc_slot(loc)), buf);
+	page_unpin(st, loc_page(loc));
+	return n;
 }
 
 /* ---- dirty pages ---- */
@@ -257,17 +537,34 @@ static void mark_range_dirty(store_t *st, size_t off, size_t len)
 			STORE(&st->dirty[p], 1);
 }
 
-static void mark_rec_dirty(store_t *st, const struct table *t, const struct store_rec *r)
+/* r is a record of logical page `page` (a tiered page is pinned for write,
+ * which set its DIRTY flag; the checkpointer's mark is separate). */
+static void mark_rec_dirty(store_t *st, const struct table *t, uint64_t page,
+			   const struct store_rec *r)
 {
+	if (st->tiered) {
+		if (!LOAD(&st->dirty[page]))
+			STORE(&st->dirty[page], 1);
+		return;
+	}
 	mark_range_dirty(st, (const unsigned char *)r - st->pool, t->slot_size);
 }
 
 void store_mark_dirty(store_t *st, store_loc_t loc)
 {
 	struct table *t;
+	if (st->tiered) {
+		if (!(t = loc_table(st, loc)))
+			return;
+		uint64_t page = loc_page(loc);
+		if (LOAD(&st->pstate[page]) & PS_RESIDENT)   /* the caller's pin keeps it so */
+			__atomic_fetch_or(&st->pstate[page], PS_DIRTY, __ATOMIC_RELAXED);
+		mark_rec_dirty(st, t, page, NULL);
+		return;
+	}
 	struct store_rec *r = loc_rec(st, loc, &t);
 	if (r)
-		mark_rec_dirty(st, t, r);
+		mark_rec_dirty(st, t, loc_page(loc), r);
 }
 
 size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_t max)
@@ -304,26 +601,57 @@ static unsigned my_shard(void)
 	return (id_plus1 - 1) % NSHARD;
 }
 
-/* Take an extent from the pool and format it for t; 0 if the pool is full. */
+/* Take an extent from the pool and format it for t; 0 if the pool is full
+ * (or, tiered, no frame could be had for the new page: the page is lost). */
 static uint64_t extent_alloc(store_t *st, struct table *t)
 {
 	uint64_t p = LOAD(&st->next_page);
+	unsigned char *base;
 	do {
 		if (p + t->ext_pages > st->npages)
 			return 0;
 	} while (!__atomic_compare_exchange_n(&st->next_page, &p, p + t->ext_pages, false,
 					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-	struct extent_hdr *h = (struct extent_hdr *)(st->pool + (p << st->page_shift));
+	if (page_pin(st, p, PIN_WRITE, &base) != 0) {   /* tiered: a zero-filled frame */
+		log_warn("store: no frame for new page %" PRIu64 " of table %s", p, t->name);
+		return 0;
+	}
+	struct extent_hdr *h = (struct extent_hdr *)base;
 	h->table = t->id;
 	h->npages = (uint16_t)t->ext_pages;
 	h->nslots = (uint16_t)(t->nslots == SLOTS_MAX ? 0 : t->nslots);  /* 0 = 4096 */
 	h->slot_size = t->slot_size;
 	h->magic = EXTENT_MAGIC;
 	for (unsigned i = 0; i < t->nslots; i++)
-		STORE(&slot_rec(t, p, i)->gen, 1u);
-	mark_range_dirty(st, p << st->page_shift, sizeof(*h));
+		STORE(&rec_in(t, base, i)->gen, 1u);
+	if (st->tiered)
+		mark_rec_dirty(st, t, p, NULL);
+	else
+		mark_range_dirty(st, p << st->page_shift, sizeof(*h));
+	page_unpin(st, p);
 	STORE_REL(&st->page_owner[p], (uint16_t)(t->id + 1));
 	return p;
+}
+
+/* Tiered free lists: an array per shard, under its mutex. */
+static int fl_push(struct shard *sh, store_loc_t l)
+{
+	if (sh->fl_n == sh->fl_cap) {
+		uint32_t cap = sh->fl_cap ? 2 * sh->fl_cap : 64;
+		store_loc_t *p = realloc(sh->fl, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		sh->fl = p;
+		sh->fl_cap = cap;
+	}
+	sh->fl[sh->fl_n] = l;
+	STORE(&sh->fl_n, sh->fl_n + 1);
+	return 0;
+}
+
+static inline int shard_has_free(const store_t *st, struct shard *sh)
+{
+	return st->tiered ? LOAD(&sh->fl_n) != 0 : LOAD(&sh->free) != 0;
 }
 
 /* Pop a free or never-used slot of one shard; 0 if it has none. */
@@ -331,7 +659,10 @@ static store_loc_t shard_pop(store_t *st, struct table *t, struct shard *sh)
 {
 	store_loc_t l = 0;
 	pthread_mutex_lock(&sh->mu);
-	if (sh->free) {
+	if (st->tiered && sh->fl_n) {
+		l = sh->fl[sh->fl_n - 1];
+		STORE(&sh->fl_n, sh->fl_n - 1);
+	} else if (!st->tiered && sh->free) {
 		l = sh->free;
 		STORE(&sh->free, LOAD(rec_link(slot_rec(t, loc_page(l), loc_slot(l)))));
 	} else if (sh->carve_page) {
@@ -356,11 +687,11 @@ static store_loc_t slot_alloc(store_t *st, struct table *t)
 		return l;
 	for (unsigned i = 1; i < NSHARD; i++) {
 		struct shard *o = &t->shard[(me + i) % NSHARD];
-		if (LOAD(&o->free) && (l = shard_pop(st, t, o)) != 0)
+		if (shard_has_free(st, o) && (l = shard_pop(st, t, o)) != 0)
 			return l;
 	}
 	pthread_mutex_lock(&sh->mu);
-	if (!sh->carve_page && !sh->free) {
+	if (!sh->carve_page && !shard_has_free(st, sh)) {
 		uint64_t p = extent_alloc(st, t);
 		if (p) {
 			sh->carve_page = p;
@@ -378,26 +709,41 @@ static store_loc_t slot_alloc(store_t *st, struct table *t)
 static void slot_link(store_t *st, struct table *t, store_loc_t loc)
 {
 	struct shard *sh = &t->shard[my_shard()];
-	struct store_rec *r = slot_rec(t, loc_page(loc), loc_slot(loc));
 	store_loc_t l = loc_make(loc_page(loc), loc_slot(loc), 0);
+	if (st->tiered) {             /* no page access: the page may be out */
+		pthread_mutex_lock(&sh->mu);
+		int rc = fl_push(sh, l);
+		pthread_mutex_unlock(&sh->mu);
+		if (rc)
+			log_warn("store: out of memory for a free list: slot lost");
+		return;
+	}
+	struct store_rec *r = slot_rec(t, loc_page(loc), loc_slot(loc));
 	pthread_mutex_lock(&sh->mu);
 	STORE(rec_link(r), sh->free);
 	STORE(&sh->free, l);
 	pthread_mutex_unlock(&sh->mu);
 }
 
-/* Mark an in-use slot free (the record was removed from the index). */
-static void slot_unuse(store_t *st, struct table *t, store_loc_t loc)
+/* Mark an in-use slot free (the record was removed from the index).  0, or
+ * (tiered, page not resident and not readable) -EIO / LOTUS_ENOSPACE. */
+static int slot_unuse(store_t *st, struct table *t, store_loc_t loc)
 {
-	struct store_rec *r = slot_rec(t, loc_page(loc), loc_slot(loc));
+	unsigned char *base;
+	int rc = page_pin(st, loc_page(loc), PIN_WRITE, &base);
+	if (rc)
+		return rc;
+	struct store_rec *r = rec_in(t, base, loc_slot(loc));
 	STORE_REL(&r->gen, LOAD(&r->gen) + 1);          /* odd: free */
-	mark_rec_dirty(st, t, r);
+	mark_rec_dirty(st, t, loc_page(loc), r);
+	page_unpin(st, loc_page(loc));
+	return 0;
 }
 
-/* Return an in-use slot (the record was removed from the index). */
+/* Return an in-use slot whose page the caller has pinned. */
 static void slot_free(store_t *st, struct table *t, store_loc_t loc)
 {
-	slot_unuse(st, t, loc);
+	(void)slot_unuse(st, t, loc);      /* pinned: cannot fail */
 	slot_link(st, t, loc);
 }
 
@@ -410,14 +756,20 @@ static void *map_lazy(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-int store_create(size_t memory_bytes, uint32_t page_size, store_t **out)
+/* o == NULL: untiered (npages pool pages); else tiered (memory_bytes of
+ * frames, o->capacity of logical pages). */
+static int create(size_t memory_bytes, uint32_t page_size, const struct store_tier_opts *o,
+		  store_t **out)
 {
 	if (page_size == 0)
 		page_size = STORE_DEFAULT_PAGE;
 	if (page_size < 4096 || page_size > (1u << 20) || (page_size & (page_size - 1)))
 		return -EINVAL;
-	uint64_t npages = memory_bytes / page_size;
+	uint64_t nframes = memory_bytes / page_size;
+	uint64_t npages = o ? o->capacity / page_size : nframes;
 	if (npages < 2 || npages > PAGE_MAX)
+		return -EINVAL;
+	if (o && (nframes < 3 || nframes > UINT32_MAX || !o->read_page))
 		return -EINVAL;
 	store_t *st = calloc(1, sizeof(*st));
 	if (!st)
@@ -426,18 +778,62 @@ int store_create(size_t memory_bytes, uint32_t page_size, store_t **out)
 	st->page_shift = (unsigned)__builtin_ctz(page_size);
 	st->npages = npages;
 	st->next_page = 1;
-	st->pool_bytes = npages * page_size;
+	st->pool_bytes = nframes * page_size;
 	st->meta_bytes = ALIGN_UP(npages * sizeof(uint16_t), 4096);
 	st->pool = map_lazy(st->pool_bytes);
 	st->page_owner = map_lazy(st->meta_bytes);
 	st->dirty = map_lazy(st->meta_bytes);
 	pthread_mutex_init(&st->tables_mu, NULL);
-	if (!st->pool || !st->page_owner || !st->dirty) {
+	int bad = !st->pool || !st->page_owner || !st->dirty;
+	if (o && !bad) {
+		st->tiered = 1;
+		st->topts = *o;
+		if (!st->topts.frame_wait_ms)
+			st->topts.frame_wait_ms = 10000;
+		st->nframes = (uint32_t)nframes;
+		st->pstate_bytes = ALIGN_UP(npages * sizeof(uint64_t), 4096);
+		st->pstate = map_lazy(st->pstate_bytes);
+		st->frame_page = calloc(nframes, sizeof(*st->frame_page));
+		st->free_fr = calloc(nframes, sizeof(*st->free_fr));
+		pthread_mutex_init(&st->fr_mu, NULL);
+		pthread_cond_init(&st->fr_cv, NULL);
+		bad = !st->pstate || !st->frame_page || !st->free_fr;
+		/* frame 0 unused; pop low frames first */
+		for (uint32_t f = st->nframes - 1; !bad && f >= 1; f--)
+			st->free_fr[st->nfree++] = f;
+		st->low_water = (uint32_t)MIN((nframes - 1) / 16, 64);
+		if (st->low_water < 1)
+			st->low_water = 1;
+	}
+	if (bad) {
 		store_destroy(st);
 		return -ENOMEM;
 	}
 	*out = st;
 	return 0;
+}
+
+int store_create(size_t memory_bytes, uint32_t page_size, store_t **out)
+{
+	return create(memory_bytes, page_size, NULL, out);
+}
+
+int store_create_tiered(size_t memory_bytes, uint32_t page_size,
+			const struct store_tier_opts *o, store_t **out)
+{
+	if (!o)
+		return -EINVAL;
+	return create(memory_bytes, page_size, o, out);
+}
+
+int store_tiered(const store_t *st)
+{
+	return st->tiered;
+}
+
+uint64_t store_npages(const store_t *st)
+{
+	return st->npages;
 }
 
 void store_destroy(store_t *st)
@@ -447,9 +843,19 @@ void store_destroy(store_t *st)
 	for (unsigned i = 0; i < st->ntables; i++) {
 		struct table *t = st->tables[i];
 		index_destroy(t->ix);
-		for (unsigned s = 0; s < NSHARD; s++)
+		for (unsigned s = 0; s < NSHARD; s++) {
 			pthread_mutex_destroy(&t->shard[s].mu);
+			free(t->shard[s].fl);
+		}
 		free(t);
+	}
+	if (st->tiered) {
+		if (st->pstate)
+			munmap(st->pstate, st->pstate_bytes);
+		free(st->frame_page);
+		free(st->free_fr);
+		pthread_mutex_destroy(&st->fr_mu);
+		pthread_cond_destroy(&st->fr_cv);
 	}
 	if (st->pool)
 		munmap(st->pool, st->pool_bytes);
@@ -462,10 +868,10 @@ void store_destroy(store_t *st)
 }
 
 /* Pick the extent size: the fewest pages wasting < 1/32, else the least waste. */
-static void table_geometry(struct table *t, uint32_t page_size)
+static void table_geometry(struct table *t, uint32_t page_size, uint32_t max_pages)
 {
 	uint64_t best_waste_ppm = UINT64_MAX;
-	for (uint32_t k = 1; k <= EXT_MAX_PAGES; k++) {
+	for (uint32_t k = 1; k <= max_pages; k++) {
 		uint64_t bytes = (uint64_t)k * page_size;
 		uint64_t n = (bytes - sizeof(struct extent_hdr)) / t->slot_size;
 		if (n == 0)
@@ -502,7 +908,14 @@ static int table_new(store_t *st, const char *name, uint32_t max_value, struct t
 	t->max_value = max_value;
 	t->slot_size = ALIGN_UP((uint32_t)sizeof(struct store_rec) + STORE_KEY_MAX + max_value, 8u);
 	strcpy(t->name, name);
-	table_geometry(t, st->page_size);
+	table_geometry(t, st->page_size, st->tiered ? 1 : EXT_MAX_PAGES);
+	if (!t->nslots) {          /* tiered: a slot must fit one page */
+		log_error("store: table %s: a slot of %u bytes (max_value %u) does not fit one "
+			  "%u-byte page of a tiered store", name, t->slot_size, max_value,
+			  st->page_size);
+		free(t);
+		return LOTUS_ETOOBIG;
+	}
 	for (unsigned s = 0; s < NSHARD; s++)
 		pthread_mutex_init(&t->shard[s].mu, NULL);
 	int rc = index_create(table_key_fn, t, &t->ix);
@@ -605,7 +1018,14 @@ int store_get(store_t *st, uint16_t table, const void *key, uint16_t klen, store
 static int insert_at(store_t *st, struct table *t, store_loc_t l, const void *key, uint16_t klen,
 		     const void *val, uint32_t vlen, store_loc_t *loc)
 {
-	struct store_rec *r = slot_rec(t, loc_page(l), loc_slot(l));
+	unsigned char *base;
+	uint64_t page = loc_page(l);
+	int rc = page_pin(st, page, PIN_WRITE, &base);
+	if (rc) {
+		slot_link(st, t, l);       /* still free (odd): back on a list */
+		return rc;
+	}
+	struct store_rec *r = rec_in(t, base, loc_slot(l));
 	uint32_t gen = LOAD(&r->gen) + 1;                  /* even: in use */
 	l |= gen_tag(gen);
 	r->table = t->id;
@@ -614,14 +1034,16 @@ static int insert_at(store_t *st, struct table *t, store_loc_t l, const void *ke
 	rec_value_store(r, val, vlen);
 	STORE_REL(&r->gen, gen);
 	uint64_t old = 0;
-	int rc = index_insert(t->ix, key, klen, l, &old);
+	rc = index_insert(t->ix, key, klen, l, &old);
 	if (rc) {
 		slot_free(st, t, l);
+		page_unpin(st, page);
 		if (rc == LOTUS_EEXISTS && loc)
 			*loc = old;
 		return rc;
 	}
-	mark_rec_dirty(st, t, r);
+	mark_rec_dirty(st, t, page, r);
+	page_unpin(st, page);
 	__atomic_fetch_add(&t->shard[my_shard()].records, 1, __ATOMIC_RELAXED);
 	if (loc)
 		*loc = l;
@@ -636,18 +1058,26 @@ int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
 
 int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen)
 {
-	struct table *t;
-	struct store_rec *r = loc_rec(st, loc, &t);
-	if (!r)
-		return LOTUS_ENOTFOUND;
-	uint32_t gen = LOAD_ACQ(&r->gen);
-	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
+	struct table *t = loc_table(st, loc);
+	unsigned char *base;
+	if (!t)
 		return LOTUS_ENOTFOUND;
 	if (vlen > t->max_value)
 		return LOTUS_ETOOBIG;
-	rec_value_store(r, val, vlen);
-	mark_rec_dirty(st, t, r);
-	return 0;
+	uint64_t page = loc_page(loc);
+	int rc = page_pin(st, page, PIN_WRITE, &base);
+	if (rc)
+		return rc;
+	struct store_rec *r = rec_in(t, base, loc_slot(loc));
+	uint32_t gen = LOAD_ACQ(&r->gen);
+	if ((gen & 1) || gen_tag(gen) != loc_gen(loc)) {
+		rc = LOTUS_ENOTFOUND;
+	} else {
+		rec_value_store(r, val, vlen);
+		mark_rec_dirty(st, t, page, r);
+	}
+	page_unpin(st, page);
+	return rc;
 }
 
 int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen)
@@ -781,11 +1211,23 @@ int store_delete_resv(store_t *st, store_resv_t **rp, uint16_t table, const void
 	int rc = check_key(key, klen);
 	if (rc)
 		return rc;
-	uint64_t old;
+	uint64_t old, guess = 0;
+	unsigned char *base;
+	if (st->tiered) {
+		/* Pin the record's page before it leaves the index, so that the
+		 * slot's generation can be bumped (stale hints must fail). */
+		if ((rc = index_get(t->ix, key, klen, &guess)) != 0)
+			return rc;
+		if ((rc = page_pin(st, loc_page(guess), PIN_WRITE, &base)) != 0)
+			return rc;
+	}
 	rc = index_delete(t->ix, key, klen, &old);
+	if (rc == 0 && (rc = slot_unuse(st, t, old)) != 0)
+		index_insert(t->ix, key, klen, old, NULL);   /* moved meanwhile, unreadable */
+	if (guess)
+		page_unpin(st, loc_page(guess));
 	if (rc)
 		return rc;
-	slot_unuse(st, t, old);
 	if (!rp || resv_push(rp, table, loc_make(loc_page(old), loc_slot(old), 0)) != 0)
 		slot_link(st, t, old);
 	__atomic_fetch_sub(&t->shard[my_shard()].records, 1, __ATOMIC_RELAXED);
@@ -802,22 +1244,61 @@ uint64_t store_table_extent_bytes(store_t *st, uint16_t table, unsigned *slots_p
 	return (uint64_t)t->ext_pages * st->page_size;
 }
 
+/* Does r (of a slot named by loc) hold loc's generation and (if key) key? */
+static int rec_matches(const struct store_rec *r, store_loc_t loc, const void *key, uint16_t klen)
+{
+	uint32_t gen = LOAD_ACQ(&r->gen);
+	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
+		return 0;
+	if (key) {
+		unsigned char buf[STORE_KEY_MAX];
+		if (klen != rec_key_load(r, buf) || memcmp(buf, key, klen) != 0)
+			return 0;
+	}
+	return 1;
+}
+
 struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
 			       const void *key, uint16_t klen)
 {
 	struct table *t;
+	if (st->tiered)
+		return NULL;       /* no pointer without a pin: store_rec_get */
 	struct store_rec *r = loc_rec(st, loc, &t);
-	if (!r || t->id != table)
+	if (!r || t->id != table || !rec_matches(r, loc, key, klen))
 		return NULL;
-	uint32_t gen = LOAD_ACQ(&r->gen);
-	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
-		return NULL;
-	if (key) {
-		unsigned char buf[STORE_KEY_MAX];
-		if (klen != rec_key_load(r, buf) || memcmp(buf, key, klen) != 0)
-			return NULL;
-	}
 	return r;
+}
+
+int store_rec_get(store_t *st, store_loc_t loc, uint16_t table, const void *key,
+		  uint16_t klen, struct store_rec **out)
+{
+	if (!st->tiered) {
+		struct store_rec *r = store_rec_at(st, loc, table, key, klen);
+		if (!r)
+			return LOTUS_ENOTFOUND;
+		*out = r;
+		return 0;
+	}
+	struct table *t = loc_table(st, loc);
+	unsigned char *base;
+	if (!t || t->id != table)
+		return LOTUS_ENOTFOUND;
+	int rc = page_pin(st, loc_page(loc), PIN_READ, &base);
+	if (rc)
+		return rc;
+	struct store_rec *r = rec_in(t, base, loc_slot(loc));
+	if (!rec_matches(r, loc, key, klen)) {
+		page_unpin(st, loc_page(loc));
+		return LOTUS_ENOTFOUND;
+	}
+	*out = r;
+	return 0;
+}
+
+void store_rec_put(store_t *st, store_loc_t loc)
+{
+	page_unpin(st, loc_page(loc));
 }
 
 /* ---- recovery ---- */
@@ -851,7 +1332,7 @@ static int rebuild_extent(store_t *st, uint64_t p, struct table *t, unsigned *rr
 			 * Replay settles the key; this copy becomes a free slot. */
 			r->gen++;
 			rebuild_free_slot(t, r, l, rr);
-			mark_rec_dirty(st, t, r);
+			mark_rec_dirty(st, t, p, r);
 			(*moved)++;
 			continue;
 		}
@@ -867,7 +1348,7 @@ int store_rebuild(store_t *st, uint64_t pages_used)
 {
 	unsigned rr = 0;
 	uint64_t p = 1, moved = 0;
-	if (pages_used >= st->npages || st->next_page != 1)
+	if (st->tiered || pages_used >= st->npages || st->next_page != 1)
 		return -EINVAL;
 	while (p <= pages_used) {
 		const struct extent_hdr *h = (const void *)(st->pool + (p << st->page_shift));
@@ -889,6 +1370,178 @@ int store_rebuild(store_t *st, uint64_t pages_used)
 		log_debug("store: rebuild freed %" PRIu64 " stale copies of records that moved "
 			  "during the checkpoint (log replay settles their keys)", moved);
 	return 0;
+}
+
+/* Does the extent header h (of page p) fit table t?  (npages: the pages the
+ * image holds from p on.) */
+static int hdr_ok(const struct extent_hdr *h, const struct table *t, uint64_t p, uint64_t last)
+{
+	return h->npages == t->ext_pages && h->slot_size == t->slot_size &&
+	       (h->nslots ? h->nslots : SLOTS_MAX) == t->nslots && p + h->npages - 1 <= last;
+}
+
+int store_rebuild_page(store_t *st, uint64_t page, const void *img)
+{
+	if (!st->tiered || page == 0 || page >= st->npages)
+		return -EINVAL;
+	const struct extent_hdr *h = img;
+	struct table *t = h->magic == EXTENT_MAGIC ? table_get(st, h->table) : NULL;
+	if (!t)
+		return 0;            /* never written back: its records are in the log */
+	if (!hdr_ok(h, t, page, page) || LOAD(&st->pstate[page]) != 0)
+		return -EINVAL;
+	/* Install the page first (resident and clean if a frame is free or a
+	 * clean one can be dropped, else non-resident with a backing copy), so
+	 * that index key reads of its records find it. */
+	uint32_t f;
+	if (frame_pop(st, &f) || clock_drop_one(st, &f)) {
+		memcpy(st->pool + ((size_t)f << st->page_shift), img, st->page_size);
+		ADD(&st->resident, 1);
+		STORE_REL(&st->frame_page[f], page);
+		STORE_REL(&st->pstate[page], (uint64_t)f << 32 | PS_RESIDENT | PS_BACKED);
+	} else {
+		STORE_REL(&st->pstate[page], PS_BACKED);
+	}
+	STORE_REL(&st->page_owner[page], (uint16_t)(t->id + 1));
+	struct shard *sh = &t->shard[0];
+	unsigned char *ib = (unsigned char *)img;
+	int64_t n = 0;
+	int rc = 0;
+	for (unsigned i = 0; i < t->nslots && !rc; i++) {
+		const struct store_rec *r = rec_in(t, ib, i);
+		store_loc_t l = loc_make(page, i, 0);
+		if (r->gen & 1) {
+			rc = fl_push(sh, l);
+			continue;
+		}
+		if (r->key_len == 0 || r->key_len > STORE_KEY_MAX || r->value_len > t->max_value)
+			return -EINVAL;
+		rc = index_insert(t->ix, r->data, r->key_len, l | gen_tag(r->gen), NULL);
+		if (rc == LOTUS_EEXISTS) {
+			/* a record that moved during a fuzzy checkpoint (see
+			 * store_rebuild): free this copy, in the page itself */
+			unsigned char *base;
+			if ((rc = page_pin(st, page, PIN_WRITE, &base)) != 0)
+				break;
+			struct store_rec *w = rec_in(t, base, i);
+			STORE(&w->gen, w->gen + 1);
+			mark_rec_dirty(st, t, page, w);
+			page_unpin(st, page);
+			rc = fl_push(sh, l);
+			continue;
+		}
+		if (rc == 0)
+			n++;
+	}
+	ADD(&sh->records, n);
+	return rc;
+}
+
+int store_rebuild_finish(store_t *st, uint64_t pages_used)
+{
+	if (!st->tiered || pages_used >= st->npages)
+		return -EINVAL;
+	if (LOAD(&st->next_page) < pages_used + 1)
+		STORE(&st->next_page, pages_used + 1);
+	return 0;
+}
+
+/* ---- tiered stores: eviction, page access, stats ---- */
+
+size_t store_evict_pick(store_t *st, unsigned part, unsigned nparts,
+			struct store_victim *v, size_t max, size_t *dropped)
+{
+	if (!st->tiered || nparts == 0 || part >= nparts || max == 0)
+		return 0;
+	uint64_t nf = st->nframes - 1;
+	uint64_t lo = 1 + nf * part / nparts, hi = 1 + nf * (part + 1) / nparts;
+	if (hi <= lo)
+		return 0;
+	uint64_t *hand = &st->part_hand[part % EVICT_PARTS];
+	size_t n = 0, freed = 0;
+	for (uint64_t i = 0; i < 2 * (hi - lo) && n + freed < max; i++) {
+		uint32_t f = (uint32_t)(lo + ADD(hand, 1) % (hi - lo));
+		uint64_t page;
+		int r = clock_visit(st, f, 1, &page);
+		if (r == 1) {
+			frame_put(st, f);
+			freed++;
+		} else if (r == 2) {
+			v[n].page = page;
+			v[n].frame = f;
+			v[n].buf = st->pool + ((size_t)f << st->page_shift);
+			n++;
+		}
+	}
+	if (dropped)
+		*dropped += freed;
+	return n;
+}
+
+void store_evict_done(store_t *st, const struct store_victim *v, int status)
+{
+	uint64_t *w = &st->pstate[v->page];
+	uint64_t s = LOAD(w);
+	if (!(s & PS_LOCKED) || PS_FRAME(s) != v->frame) {
+		log_error("store: evict_done for page %" PRIu64 " that is not a victim", v->page);
+		return;
+	}
+	if (status < 0) {            /* stays resident; to be written again */
+		ADD(&st->evict_errors, 1);
+		STORE_REL(w, (s & ~PS_LOCKED) | PS_DIRTY);
+		return;
+	}
+	STORE(&st->frame_page[v->frame], 0);
+	__atomic_fetch_sub(&st->resident, 1, __ATOMIC_RELAXED);
+	ADD(&st->evict_dirty, 1);
+	STORE_REL(w, PS_BACKED);
+	frame_put(st, v->frame);
+}
+
+unsigned store_free_frames(const store_t *st)
+{
+	return st->tiered ? LOAD(&st->nfree) : 0;
+}
+
+void *store_page_get(store_t *st, uint64_t page, int *err)
+{
+	unsigned char *base;
+	int rc = page == 0 || page >= st->npages ? -EINVAL : page_pin(st, page, PIN_QUIET, &base);
+	if (err)
+		*err = rc;
+	return rc ? NULL : base;
+}
+
+void store_page_put(store_t *st, uint64_t page)
+{
+	page_unpin(st, page);
+}
+
+void store_tier_stats(store_t *st, struct store_tier_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (!st->tiered)
+		return;
+	s->frames = st->nframes - 1;
+	s->pages = st->npages;
+	s->resident = LOAD(&st->resident);
+	s->free_frames = LOAD(&st->nfree);
+	for (uint32_t f = 1; f < st->nframes; f++) {
+		uint64_t page = LOAD(&st->frame_page[f]);
+		if (page && (LOAD(&st->pstate[page]) & (PS_RESIDENT | PS_DIRTY)) ==
+			    (PS_RESIDENT | PS_DIRTY))
+			s->dirty++;
+	}
+	s->misses = LOAD(&st->misses);
+	s->miss_ns_sum = LOAD(&st->miss_ns_sum);
+	s->miss_ns_max = LOAD(&st->miss_ns_max);
+	s->miss_errors = LOAD(&st->miss_errors);
+	s->miss_zero = LOAD(&st->miss_zero);
+	s->evict_clean = LOAD(&st->evict_clean);
+	s->evict_dirty = LOAD(&st->evict_dirty);
+	s->evict_errors = LOAD(&st->evict_errors);
+	s->frame_waits = LOAD(&st->frame_waits);
+	s->frame_timeouts = LOAD(&st->frame_timeouts);
 }
 
 /* ---- scan and stats ---- */

@@ -11,6 +11,10 @@
  *    under an X lock.  The store protects its own structures (index, free lists)
  *    and is safe to call from any thread.
  *  - Index readers never block writers for long (optimistic lock coupling).
+ *  - Tiered stores (store_create_tiered): record bytes are reachable only
+ *    through a pin (store_rec_get/put, store_page_get/put); a pointer is valid
+ *    until its unpin.  A page that is not resident is read in by the thread
+ *    that needs it (which may then fail with -EIO or LOTUS_ENOSPACE).
  *
  * Returns 0 or -errno, or LOTUS_ENOTFOUND / LOTUS_EEXISTS / LOTUS_ETOOBIG /
  * LOTUS_ENOSPACE / LOTUS_ENOTABLE.
@@ -48,6 +52,77 @@ static inline unsigned char *store_rec_value(struct store_rec *r) { return r->da
  * page_size: 0 for the default 8 KiB. */
 int store_create(size_t memory_bytes, uint32_t page_size, store_t **out);
 void store_destroy(store_t *st);
+
+/* ---- tiered stores (data larger than memory) ----
+ * The pool (memory_bytes) becomes a set of frames; records live in logical
+ * pages 1..capacity/page_size, each resident in some frame or not resident
+ * (its bytes then live wherever the durable side put them).  A location still
+ * names a logical page.  Every extent is one page.  See store.c. */
+struct store_tier_opts {
+	uint64_t capacity;          /* bytes of logical page space (> memory_bytes) */
+	/* Read logical page `page` into buf (page_size bytes): 0 done, 1 there
+	 * is no backing copy (the store zero-fills it), <0 -errno (the request
+	 * that missed fails with -EIO).  Called by the thread that missed, with
+	 * the page locked (nobody else can pin it), from any thread. */
+	int (*read_page)(void *arg, uint64_t page, void *buf);
+	/* Free frames fell below the low watermark (or a miss found only dirty
+	 * victims): wake the page writers.  Cheap, any thread, may be NULL. */
+	void (*want_frames)(void *arg);
+	void *arg;
+	unsigned frame_wait_ms;     /* a miss waits this long for a frame, 0: 10000 */
+};
+int store_create_tiered(size_t memory_bytes, uint32_t page_size,
+			const struct store_tier_opts *o, store_t **out);
+int store_tiered(const store_t *st);         /* 1 for a tiered store */
+uint64_t store_npages(const store_t *st);    /* logical pages (incl. page 0) */
+
+/* Eviction, for the page writers.  A victim is a dirty unpinned page whose
+ * CLOCK bit was clear; it is returned LOCKED (nobody can pin it until
+ * store_evict_done) with its DIRTY flag cleared; buf is its frame. */
+struct store_victim {
+	uint64_t page;
+	uint32_t frame;
+	void *buf;
+};
+/* CLOCK over the frames of part `part` of `nparts` (a writer's share):
+ * clears CLOCK bits as it passes, drops clean unpinned victims at once
+ * (*dropped += n, may be NULL), and returns up to max dirty victims.  It
+ * visits each frame of the part at most twice per call. */
+size_t store_evict_pick(store_t *st, unsigned part, unsigned nparts,
+			struct store_victim *v, size_t max, size_t *dropped);
+/* status 0: the page was written to its backing copy: it becomes non-resident
+ * and the frame free.  status < 0: it stays resident and DIRTY, unlocked
+ * (counted as an eviction write error); nothing is lost. */
+void store_evict_done(store_t *st, const struct store_victim *v, int status);
+unsigned store_free_frames(const store_t *st);
+
+/* Page access for the checkpointer and recovery (both kinds of store): pin
+ * logical page `page` (faulting it in) and return its bytes, or NULL with
+ * *err = -EIO / LOTUS_ENOSPACE / -EINVAL (page out of range).  Does not set
+ * the CLOCK bit.  store_page_put unpins. */
+void *store_page_get(store_t *st, uint64_t page, int *err);
+void store_page_put(store_t *st, uint64_t page);
+
+/* Lazy recovery of a tiered store, single thread, fresh store, tables
+ * re-created first (as store_rebuild): index the records of the checkpoint
+ * image img (page_size bytes) of logical page `page` and put its free slots
+ * on the free lists; the page is installed resident and clean if a frame is
+ * free (or must be changed: a stale duplicate is freed), else left
+ * non-resident with a backing copy (read_page fetches it later).  An
+ * all-zero / foreign page is skipped.  0, -EINVAL, -ENOMEM, LOTUS_ENOSPACE.
+ * Then store_rebuild_finish(pages_used) sets the bump pointer. */
+int store_rebuild_page(store_t *st, uint64_t page, const void *img);
+int store_rebuild_finish(store_t *st, uint64_t pages_used);
+
+struct store_tier_stats {
+	uint64_t frames;            /* usable frames (pool pages - 1) */
+	uint64_t pages;             /* logical pages (capacity / page size) */
+	uint64_t resident, free_frames, dirty;   /* dirty: resident and DIRTY */
+	uint64_t misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero;
+	uint64_t evict_clean, evict_dirty, evict_errors, frame_waits, frame_timeouts;
+};
+/* Zeros (frames = 0) for an untiered store.  Any thread. */
+void store_tier_stats(store_t *st, struct store_tier_stats *s);
 
 /* Create a table or return the existing one of that name (same max_value, else
  * LOTUS_EEXISTS).  max_value 0 means 1 KiB; at most STORE_VALUE_MAX. */
@@ -92,9 +167,23 @@ int store_delete_resv(store_t *st, store_resv_t **rp, uint16_t table, const void
 uint64_t store_table_extent_bytes(store_t *st, uint16_t table, unsigned *slots_per_extent);
 
 /* The record at loc, or NULL if loc is stale (slot free, other generation).
- * If key is non-NULL it must also match (the shortcut-hint check). */
+ * If key is non-NULL it must also match (the shortcut-hint check).
+ * UNTIERED stores only (a pointer without a pin); on a tiered store it
+ * returns NULL.  Code that may run on either kind uses store_rec_get/put. */
 struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
 			       const void *key, uint16_t klen);
+
+/* The record at loc, pinned: *out stays valid (its page resident, in the
+ * same frame) until store_rec_put(st, loc).  Checks as store_rec_at.
+ * 0, LOTUS_ENOTFOUND (stale loc, key mismatch), -EIO (the page was not
+ * resident and reading it failed; nothing changed, a later call retries),
+ * LOTUS_ENOSPACE (no frame could be freed in time).  Reading through the pin
+ * sets the page's CLOCK bit; writing through it is for store_update only
+ * (or call store_mark_dirty while still pinned).  On an untiered store this
+ * is store_rec_at and the put does nothing. */
+int store_rec_get(store_t *st, store_loc_t loc, uint16_t table, const void *key,
+		  uint16_t klen, struct store_rec **out);
+void store_rec_put(store_t *st, store_loc_t loc);
 
 /* Ascending scan from the first key >= start.  cb returns 0 to continue, 1 to
  * stop.  At most limit records are visited.  Returns the number visited. */
@@ -110,11 +199,14 @@ void store_stats(store_t *st, struct store_stats *out);
 /* ---- additions for the I/O layer and the checkpointer (any thread) ---- */
 
 /* The buffer pool: one contiguous region of *bytes (register it with io_uring
- * as one buffer).  Pool page p starts at base + p * store_page_size(). */
+ * as one buffer).  Untiered: pool page p starts at base + p *
+ * store_page_size().  Tiered: this is the frame region (frame f at base + f *
+ * page size); reach logical pages through store_page_get. */
 void *store_pool(store_t *st, size_t *bytes);
 uint32_t store_page_size(const store_t *st);
-/* Every store write marks the pool pages under the record dirty.  A caller
- * that writes a value directly through store_rec_value() calls this after. */
+/* Every store write marks the pool pages under the record dirty (for the
+ * checkpointer: per logical page).  A caller that writes a value directly
+ * through store_rec_value() calls this after, with the record still pinned. */
 void store_mark_dirty(store_t *st, store_loc_t loc);
 /* Collect and clear up to max dirty page numbers, from page *cursor on
  * (start with 0); advances *cursor.  Returns the number stored in pages;
@@ -131,7 +223,7 @@ size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_
  * that does not match its table, a corrupt slot) or -ENOMEM.  A key found in
  * two slots (a fuzzy image caught a record that moved) keeps one copy: the
  * log replay that follows every rebuild settles the key's final value. */
-int store_rebuild(store_t *st, uint64_t pages_used);
+int store_rebuild(store_t *st, uint64_t pages_used);   /* untiered only (-EINVAL) */
 
 /* Addition for the checkpoint manifest (any thread): the number of tables
  * (their ids are 0..n-1, in creation order), and one table's name (copied,
