@@ -63,6 +63,7 @@
 #include "memserver/handlers.h"
 #include "memserver/outcomes.h"
 #include "memserver/durable.h"
+#include "store/tierback.h"
 
 static uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len);
 static void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw);
@@ -453,7 +454,7 @@ static int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len)
 		waits += srv->workers[i].dur_waits;
 		immediate += srv->workers[i].dur_immediate;
 	}
-	return snprintf(buf, len,
+	int n = snprintf(buf, len,
 		",\"durability\":{\"mode\":\"%s\",\"readonly\":%d,\"durable_lsn\":%" PRIu64
 		",\"log_writes\":%" PRIu64 ",\"log_ios\":%" PRIu64 ",\"log_records\":%" PRIu64
 		",\"log_bytes\":%" PRIu64 ",\"reply_batches_waited\":%" PRIu64
@@ -461,6 +462,9 @@ static int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len)
 		config_durability_name(srv->durability), redo_status(srv->log) != 0,
 		redo_durable_lsn(srv->log), rs.writes, rs.ios, rs.records, rs.bytes, waits,
 		immediate);
+	if (srv->tier && n > 0 && (size_t)n < len)   /* memserver stats: the tier's figures */
+		n += tierback_stats_json(srv->tier, buf + n, len - (size_t)n);
+	return n;
 }
 
 int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len)
@@ -487,7 +491,9 @@ static int ms_recover(struct ms_server *srv)
 	struct redo_replay_stats rs = { 0 };
 	struct replay rp = { .srv = srv };
 	uint64_t replay_from = 0, t0 = clock_now_ns();
-	int rc = ckpt_recover(srv->store, srv->data_dir, IO_BACKEND_AUTO, &replay_from, &cs);
+	/* a tiered store recovers lazily: pages stay on the image until touched */
+	int rc = ckpt_recover_home(srv->store, srv->data_dir, IO_BACKEND_AUTO,
+				   srv->tier ? tierback_set_home : NULL, srv->tier, &replay_from, &cs);
 	if (rc) {
 		log_error("recovery from %s failed: %s", srv->data_dir, lotus_strerror(rc));
 		return rc;
@@ -545,7 +551,15 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 /* ms_durable_open, with the directory locked. */
 static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
 {
-	int rc = ms_recover(srv);
+	/* The swap file and the page writers first: log replay may need frames
+	 * that only an eviction can free.  The directory is locked: no other
+	 * server truncates the swap file under us. */
+	int rc = srv->tier ? tierback_start(srv->tier, srv->store, o->data_dir) : 0;
+	if (rc) {
+		log_error("cannot start the page writers in %s: %s", o->data_dir, lotus_strerror(rc));
+		return rc;
+	}
+	rc = ms_recover(srv);
 	if (rc)
 		return rc;
 	struct redo_opts ro = { .dir = o->data_dir };
@@ -593,6 +607,10 @@ void ms_durable_close(struct ms_server *srv, int clean)
 	}
 	ckpt_close(srv->ckpt);
 	srv->ckpt = NULL;
+	if (srv->tier) {   /* after the final checkpoint, which may fault pages in */
+		tierback_log_summary(srv->tier);
+		tierback_stop(srv->tier);
+	}
 	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
 	srv->log = NULL;        /* undecided PREPAREs stay in the log */
 	free((void *)srv->deps);

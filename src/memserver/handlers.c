@@ -843,7 +843,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct store_stats ss;
 	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0, pref = 0, bref = 0;
 	struct net_stats ns = { 0 };
-	char buf[4096];
+	char buf[8192];   /* a tiered server adds its page writers' figures */
 	lock_table_stats(srv->locks, &ls);
 	store_stats(srv->store, &ss);
 	for (unsigned i = 0; i < srv->nworkers; i++) { /* racy reads of counters: fine */

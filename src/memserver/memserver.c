@@ -32,6 +32,7 @@
 #include "memserver/handlers.h"
 #include "memserver/durable.h"
 #include "memserver/termination.h"
+#include "store/tierback.h"
 #include "onesided/os_region.h"
 
 static _Atomic int ms_stop_flag;
@@ -68,6 +69,26 @@ static void *ms_worker_main(void *arg)
 	return NULL;
 }
 
+/* The record store: all in the pool, or (capacity > memory) a tiered store
+ * whose pages live on the data directory (tierback.c) when not resident. */
+static int ms_store_create(struct ms_server *srv, const struct memserver_opts *o)
+{
+	if (!o->capacity || o->capacity <= o->memory)
+		return store_create(o->memory, 0, &srv->store);
+	struct tierback_opts to = { .capacity = o->capacity, .page_writers = o->page_writers };
+	struct store_tier_opts so;
+	int rc = tierback_create(&to, &srv->tier);
+	if (rc)
+		return rc;
+	tierback_store_opts(srv->tier, &so);
+	rc = store_create_tiered(o->memory, 0, &so, &srv->store);
+	if (rc)
+		log_error("memory server %u: cannot create a store of %llu bytes in %llu of memory: "
+			  "%s", o->id, (unsigned long long)o->capacity,
+			  (unsigned long long)o->memory, lotus_strerror(rc));
+	return rc;
+}
+
 static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 {
 	const char *hosts[] = { o->host };
@@ -78,7 +99,7 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 	ms_handlers_register(srv);
 	ms_durable_register(srv);
 	ms_term_register(srv);
-	int rc = store_create(o->memory, 0, &srv->store);
+	int rc = ms_store_create(srv, o);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
 	if (rc == 0)  /* a txn's slot reservation goes back with the txn */
@@ -145,8 +166,11 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		net_ctx_destroy(srv->net);
 	if (srv->locks)
 		lock_table_destroy(srv->locks);
+	tierback_stop(srv->tier);   /* ms_durable_close did, unless start failed early */
 	if (srv->store)
 		store_destroy(srv->store);
+	tierback_destroy(srv->tier);
+	srv->tier = NULL;
 	ms_prep_close(srv);
 	pthread_mutex_destroy(&srv->tables_mu);
 }
@@ -184,6 +208,11 @@ int memserver_run(const struct memserver_opts *o)
 	sigset_t set, old;
 	int rc, started = 0;
 
+	if (o->capacity > o->memory && o->durability == LOTUS_DUR_NONE) {
+		log_error("memory server %u: a capacity above the memory needs a data directory "
+			  "(evicted pages live there)", o->id);
+		return LOTUS_ECONFIG;
+	}
 	if (o->durability != LOTUS_DUR_NONE && (!o->data_dir || !*o->data_dir)) {
 		log_error("memory server %u: durability %s needs a data directory", o->id,
 			  config_durability_name(o->durability));

@@ -239,6 +239,7 @@ struct ms_server {
 	unsigned max_parked;       /* per connection (memserver_opts) */
 	uint64_t max_conn_bytes;
 	store_t *store;
+	struct tierback *tier;      /* tiered store's backing files (NULL: untiered) */
 	lock_table_t *locks;
 	net_ctx_t *net;
 	net_listener_t *listener;

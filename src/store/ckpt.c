@@ -122,7 +122,9 @@ struct ckpt {
 	unsigned interval_ms;
 	int checkpoint_on_close;
 	uint32_t page_size;
-	uint64_t npages;            /* pool pages */
+	uint64_t npages;            /* pool pages (tiered: logical pages) */
+	int tiered;                 /* store_tiered(): pages are reached through pins */
+	unsigned pin_max;           /* tiered: most pages pinned at once */
 
 	/* gate */
 	int closed;
@@ -531,9 +533,9 @@ static int run_reap(struct run *r, unsigned until_inflight)
 	return 0;
 }
 
-/* Copy up to CK_COPY_BATCH stale pages from *next on (gate closed), make the
- * log durable past every change in them, and write them. */
-static int run_batch(struct run *r, uint64_t *next, uint64_t last)
+/* Untiered: copy up to CK_COPY_BATCH stale pages from *next on out of the
+ * pool, gate closed.  Returns the count; *hi = the log tail at the copy. */
+static unsigned copy_pool_pages(struct run *r, uint64_t *next, uint64_t last, uint64_t *hi)
 {
 	struct ckpt *c = r->c;
 	uint32_t ps = c->page_size;
@@ -549,9 +551,66 @@ static int run_batch(struct run *r, uint64_t *next, uint64_t last)
 		memcpy(c->staging + (size_t)(first + n) * ps, pool + p * ps, ps);
 		r->slot_page[first + n++] = p;
 	}
-	uint64_t hi = c->log ? redo_next_lsn(c->log) : 0;
+	*hi = c->log ? redo_next_lsn(c->log) : 0;
 	gate_open(c);
 	*next = p;
+	return n;
+}
+
+/* Tiered: pin the next stale pages first (a page that is not resident is
+ * faulted in here, outside the gate: a miss read must not stall the
+ * writers), then copy them with the gate closed, then unpin.  At most
+ * pin_max pins at once, so the checkpoint never holds a large share of the
+ * frames.  Returns the count, or a pin error (-EIO, LOTUS_ENOSPACE). */
+static int copy_pinned_pages(struct run *r, uint64_t *next, uint64_t last, uint64_t *hi)
+{
+	struct ckpt *c = r->c;
+	uint32_t ps = c->page_size;
+	uint8_t bit = (uint8_t)(1u << r->image);
+	unsigned first = r->staged, n = 0, max = MIN(CK_COPY_BATCH, c->pin_max);
+	unsigned char *bufs[CK_COPY_BATCH];
+	uint64_t p = *next;
+	int rc = 0;
+	for (; p <= last && n < max; p++) {
+		if (!(c->stale[p] & bit))
+			continue;
+		bufs[n] = store_page_get(c->st, p, &rc);
+		if (!bufs[n]) {
+			log_error("ckpt: page %" PRIu64 " cannot be read in for the checkpoint: %s",
+				  p, lotus_strerror(rc));
+			break;
+		}
+		r->slot_page[first + n++] = p;
+	}
+	if (!rc) {
+		gate_close(c);
+		for (unsigned i = 0; i < n; i++)
+			memcpy(c->staging + (size_t)(first + i) * ps, bufs[i], ps);
+		*hi = c->log ? redo_next_lsn(c->log) : 0;
+		gate_open(c);
+	}
+	for (unsigned i = 0; i < n; i++)
+		store_page_put(c->st, r->slot_page[first + i]);
+	*next = p;
+	return rc ? rc : (int)n;
+}
+
+/* Copy a batch of stale pages (gate closed), make the log durable past
+ * every change in them, and write them. */
+static int run_batch(struct run *r, uint64_t *next, uint64_t last)
+{
+	struct ckpt *c = r->c;
+	uint32_t ps = c->page_size;
+	unsigned first = r->staged, n;
+	uint64_t hi = 0;
+	if (c->tiered) {
+		int k = copy_pinned_pages(r, next, last, &hi);
+		if (k < 0)
+			return k;
+		n = (unsigned)k;
+	} else {
+		n = copy_pool_pages(r, next, last, &hi);
+	}
 	if (!n)
 		return 0;
 	for (unsigned i = 0; i < n; i++)
@@ -875,6 +934,23 @@ static void ckpt_load_state(struct ckpt *c)
 	free(m);
 	struct store_stats ss;
 	store_stats(c->st, &ss);
+	if (c->tiered) {
+		/* Pages are not all in memory: what recovery loaded is its image
+		 * (every page's CRC was checked), so that image is current for each
+		 * of them and the other one where its CRC differs.  Pages changed
+		 * since (log replay) are dirty in the store: collect_dirty marks them. */
+		unsigned li = c->last.image & 1, oi = li ^ 1;
+		for (uint64_t p = 1; p <= ss.pages_used && p < c->npages; p++) {
+			uint8_t bits = 0;
+			if (p >= c->crc_n[li])
+				bits = 3;
+			else if (p >= c->crc_n[oi] || c->crc[oi][p] != c->crc[li][p])
+				bits = (uint8_t)(1u << oi);
+			c->stale[p] |= bits;
+		}
+		c->marked_upto = ss.pages_used;
+		return;
+	}
 	size_t pool_bytes;
 	const unsigned char *pool = store_pool(c->st, &pool_bytes);
 	for (uint64_t p = 1; p <= ss.pages_used; p++) {
@@ -912,7 +988,9 @@ int ckpt_open(store_t *st, redo_t *log, const struct ckpt_opts *o, ckpt_t **out)
 	c->page_size = store_page_size(st);
 	size_t pool_bytes;
 	store_pool(st, &pool_bytes);
-	c->npages = pool_bytes / c->page_size;
+	c->tiered = store_tiered(st);
+	c->npages = c->tiered ? store_npages(st) : pool_bytes / c->page_size;
+	c->pin_max = (unsigned)MAX(MIN((uint64_t)CK_COPY_BATCH, pool_bytes / c->page_size / 8), 1);
 	c->keep_lsn = UINT64_MAX;
 	pthread_mutex_init(&c->run_mu, NULL);
 	pthread_mutex_init(&c->mu, NULL);
@@ -1106,8 +1184,211 @@ out:
 	return rc;
 }
 
-int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t *replay_from,
-		 struct ckpt_recover_stats *out)
+/* ---- lazy recovery of a tiered store ----
+ * The image is streamed through a staging buffer (CK_LAZY_DEPTH reads of
+ * CK_READ_CHUNK in flight), never into the frames wholesale: the image can
+ * be larger than the pool.  Pass 1 checks every page's CRC (a damaged image
+ * must be refused before any of it is indexed, so that the previous image
+ * can be used instead); pass 2 reads it again and hands each page to
+ * store_rebuild_page, which indexes it and keeps it resident while frames
+ * are free.  The rest stays on the image until a request touches it. */
+#define CK_LAZY_DEPTH 32u
+
+struct streamer {
+	struct loader l;
+	store_t *st;
+	int rebuild;
+	unsigned char *staging;
+	uint64_t slot_off[CK_LAZY_DEPTH];
+	uint32_t free_slots[CK_LAZY_DEPTH];
+	unsigned nfree;
+	uint64_t end;
+};
+
+static void stream_done(struct streamer *sm, const struct io_cqe *e)
+{
+	unsigned slot = (unsigned)e->user_data;
+	uint64_t off = sm->slot_off[slot];
+	size_t len = (size_t)MIN((uint64_t)CK_READ_CHUNK, sm->end - off);
+	unsigned char *buf = sm->staging + (size_t)slot * CK_READ_CHUNK;
+	uint32_t ps = sm->l.ps;
+	sm->free_slots[sm->nfree++] = slot;
+	if (e->res != (int64_t)len) {
+		if (!sm->l.err) {
+			sm->l.err = e->res < 0 ? (int)e->res : -EIO;
+			log_error("ckpt: reading %s at offset %" PRIu64 ": %s", sm->l.path, off,
+				  e->res < 0 ? strerror((int)-e->res)
+					     : "the file is shorter than the manifest says");
+		}
+		return;
+	}
+	for (uint64_t i = 0; i < len / ps; i++) {
+		uint64_t p = off / ps + i;
+		const unsigned char *img = buf + i * ps;
+		uint32_t got = crc32c(0, img, ps);
+		if (got != sm->l.crc[p]) {
+			if (sm->l.bad++ < 8)
+				log_error("ckpt: page %" PRIu64 " of %s is damaged (CRC %08x, "
+					  "expected %08x)", p, sm->l.path, got, sm->l.crc[p]);
+			if (!sm->l.first_bad)
+				sm->l.first_bad = p;
+			continue;
+		}
+		if (sm->rebuild && !sm->l.err) {
+			int rc = store_rebuild_page(sm->st, p, img);
+			if (rc) {
+				log_error("ckpt: page %" PRIu64 " of %s cannot be rebuilt: %s", p,
+					  sm->l.path, lotus_strerror(rc));
+				sm->l.err = rc;
+			}
+		}
+	}
+}
+
+/* Stream image ci (pages 1..pages_used); rebuild: index the pages.  0 or
+ * -EIO (damage, logged) or another error. */
+static int stream_image(store_t *st, const char *dir, const struct ck_info *ci,
+			enum io_backend backend, int rebuild, struct ckpt_recover_stats *out)
+{
+	uint32_t ps = store_page_size(st), *crc = NULL;
+	uint64_t ncrc = 0, P = ci->pages_used;
+	char path[4200];
+	ck_path(path, sizeof(path), dir, image_name(ci->image, 0));
+	if (crc_read(dir, ci->image, ci->seq, ps, &crc, &ncrc, 0))
+		return -EIO;
+	struct streamer sm = { .l = { .ps = ps, .crc = crc, .path = path, .file = -1 }, .st = st,
+			       .rebuild = rebuild, .end = (P + 1) * ps };
+	int fd = -1, rc = -EIO;
+	if (ncrc < P + 1 || P + 1 > store_npages(st)) {
+		log_error("ckpt: %s: %" PRIu64 " pages do not fit (crc entries %" PRIu64
+			  ", %" PRIu64 " logical pages)", path, P, ncrc, store_npages(st));
+		goto out;
+	}
+	if (P == 0) {
+		rc = 0;
+		goto out;
+	}
+	sm.staging = mmap(NULL, (size_t)CK_LAZY_DEPTH * CK_READ_CHUNK, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	rc = -ENOMEM;
+	if (sm.staging == MAP_FAILED) {
+		sm.staging = NULL;
+		goto out;
+	}
+	fd = io_open_direct(path, O_RDONLY, 0);
+	rc = fd;
+	if (fd < 0)
+		goto out;
+	struct io_opts o = { .backend = backend, .depth = CK_LAZY_DEPTH, .flags = IO_F_NO_CPU_STATS };
+	rc = io_ctx_create(&o, &sm.l.ctx);
+	if (rc < 0)
+		goto out;
+	io_ctx_register_buffer(sm.l.ctx, sm.staging, (size_t)CK_LAZY_DEPTH * CK_READ_CHUNK);
+	sm.l.file = io_ctx_add_file(sm.l.ctx, fd);
+	rc = sm.l.file < 0 ? sm.l.file : 0;
+	for (unsigned i = 0; i < CK_LAZY_DEPTH; i++)
+		sm.free_slots[sm.nfree++] = CK_LAZY_DEPTH - 1 - i;
+	uint64_t off = ps;
+	struct io_cqe cqes[CK_LAZY_DEPTH];
+	while (!rc && !sm.l.err && (off < sm.end || sm.nfree < CK_LAZY_DEPTH)) {
+		while (off < sm.end && sm.nfree) {
+			unsigned slot = sm.free_slots[--sm.nfree];
+			size_t len = (size_t)MIN((uint64_t)CK_READ_CHUNK, sm.end - off);
+			rc = io_prep_read(sm.l.ctx, sm.l.file, sm.staging + (size_t)slot * CK_READ_CHUNK,
+					  len, (off_t)off, slot);
+			if (rc < 0) {
+				sm.free_slots[sm.nfree++] = slot;
+				break;
+			}
+			sm.slot_off[slot] = off;
+			off += len;
+		}
+		if (rc < 0 || (rc = io_submit_batch(sm.l.ctx)) < 0)
+			break;
+		rc = io_reap(sm.l.ctx, cqes, CK_LAZY_DEPTH, 1);
+		if (rc < 0)
+			break;
+		for (int i = 0; i < rc; i++)
+			stream_done(&sm, &cqes[i]);
+		rc = 0;
+	}
+	if (sm.l.ctx) {
+		while (sm.nfree < CK_LAZY_DEPTH) {   /* drain after an error */
+			int n = io_reap(sm.l.ctx, cqes, CK_LAZY_DEPTH, 1);
+			if (n <= 0)
+				break;
+			sm.nfree += (unsigned)n;
+		}
+		out->backend = io_backend_name(io_ctx_backend(sm.l.ctx));
+		io_ctx_destroy(sm.l.ctx);
+	}
+	if (rc < 0 && !sm.l.err)
+		log_error("ckpt: reading %s: %s", path, strerror(-rc));
+	if (!rc && !sm.l.err && !sm.l.bad) {
+		out->pages = P;
+		out->bytes = P * ps;
+	} else {
+		if (sm.l.bad)
+			log_error("ckpt: %s: %" PRIu64 " damaged page(s), first page %" PRIu64,
+				  path, sm.l.bad, sm.l.first_bad);
+		rc = sm.l.err && sm.l.err != -EIO && !sm.l.bad ? sm.l.err : -EIO;
+	}
+out:
+	if (sm.staging)
+		munmap(sm.staging, (size_t)CK_LAZY_DEPTH * CK_READ_CHUNK);
+	if (fd >= 0)
+		close(fd);
+	free(crc);
+	return rc;
+}
+
+/* The tiered part of ckpt_recover_home: check the newest image (else the
+ * previous one, as for untiered stores), name it the pages' home, rebuild. */
+static int recover_tiered(store_t *st, const char *dir, const struct manifest *m,
+			  enum io_backend backend, ckpt_home_fn home, void *home_arg,
+			  struct ckpt_recover_stats *out, const struct ck_info **used)
+{
+	if (m->cur.pages_used + 1 > store_npages(st)) {
+		log_error("ckpt: the checkpoint in %s holds %" PRIu64 " pages of %u bytes: it needs "
+			  "--capacity %" PRIu64 "M or more (this server holds %" PRIu64 " pages)", dir,
+			  m->cur.pages_used, store_page_size(st),
+			  (((m->cur.pages_used + 1) * store_page_size(st)) + (1u << 20) - 1) >> 20,
+			  store_npages(st));
+		return LOTUS_ENOSPACE;
+	}
+	*used = &m->cur;
+	int rc = stream_image(st, dir, &m->cur, backend, 0, out);
+	if (rc == -EIO && m->prev.seq && m->prev.need_lsn >= m->log_from) {
+		log_warn("ckpt: checkpoint %" PRIu64 " (%s) is damaged; recovering from the "
+			 "previous checkpoint %" PRIu64 " (%s) and a longer log replay from LSN %"
+			 PRIu64, m->cur.seq, image_name(m->cur.image, 0), m->prev.seq,
+			 image_name(m->prev.image, 0), m->prev.begin_lsn);
+		*used = &m->prev;
+		rc = stream_image(st, dir, &m->prev, backend, 0, out);
+	} else if (rc == -EIO && m->prev.seq) {
+		log_error("ckpt: checkpoint %" PRIu64 " (%s) is damaged and the log no longer "
+			  "reaches back to LSN %" PRIu64 ", which the previous checkpoint needs",
+			  m->cur.seq, image_name(m->cur.image, 0), m->prev.need_lsn);
+	}
+	if (rc) {
+		log_error("ckpt: recovery from %s failed: no undamaged checkpoint image", dir);
+		return -EIO;
+	}
+	if (home)
+		home(home_arg, 1, (*used)->pages_used, (*used)->image);
+	rc = stream_image(st, dir, *used, backend, 1, out);
+	if (rc == 0)
+		rc = store_rebuild_finish(st, (*used)->pages_used);
+	if (rc) {
+		log_error("ckpt: rebuilding the store from %s/%s failed: %s", dir,
+			  image_name((*used)->image, 0), lotus_strerror(rc));
+		return -EIO;
+	}
+	return 0;
+}
+
+int ckpt_recover_home(store_t *st, const char *dir, enum io_backend backend, ckpt_home_fn home,
+		      void *home_arg, uint64_t *replay_from, struct ckpt_recover_stats *out)
 {
 	struct ckpt_recover_stats tmp;
 	if (!out)
@@ -1144,6 +1425,12 @@ int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t
 		}
 	}
 	const struct ck_info *used = &m->cur;
+	if (store_tiered(st)) {
+		rc = recover_tiered(st, dir, m, backend, home, home_arg, out, &used);
+		if (rc)
+			goto out;
+		goto rebuilt;
+	}
 	size_t pool_bytes0;
 	store_pool(st, &pool_bytes0);
 	if ((m->cur.pages_used + 1) * store_page_size(st) > pool_bytes0) {
@@ -1188,6 +1475,7 @@ int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t
 		rc = -EIO;
 		goto out;
 	}
+rebuilt:;
 	struct store_stats ss;
 	store_stats(st, &ss);
 	out->records = ss.records;
@@ -1200,4 +1488,10 @@ out:
 	free(m);
 	out->elapsed_ns = clock_now_ns() - t0;
 	return rc;
+}
+
+int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t *replay_from,
+		 struct ckpt_recover_stats *out)
+{
+	return ckpt_recover_home(st, dir, backend, NULL, NULL, replay_from, out);
 }

@@ -99,5 +99,13 @@ struct ckpt_recover_stats {
  * log line), or another -errno. */
 int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t *replay_from,
 		 struct ckpt_recover_stats *out);
+/* The same; for a tiered store (store_create_tiered) recovery is lazy: the
+ * image is streamed twice (CRC check, then store_rebuild_page per page) and
+ * home(arg, 1, pages_used, image) names the image the pages stay on until
+ * they are touched (called before any page is rebuilt; image 0 = a, 1 = b).
+ * home may be NULL. */
+typedef void (*ckpt_home_fn)(void *arg, uint64_t first, uint64_t last, unsigned image);
+int ckpt_recover_home(store_t *st, const char *dir, enum io_backend backend, ckpt_home_fn home,
+		      void *home_arg, uint64_t *replay_from, struct ckpt_recover_stats *out);
 
 #endif

@@ -1,0 +1,433 @@
+/*
+ * tierback.c - the backing files of a tiered store: the home of every logical
+ * page, the synchronous miss read, and the page writers' eviction glue.
+ *
+ * where[page] (one byte per logical page, MAP_NORESERVE) says where the
+ * latest copy of a non-resident page is:
+ *
+ *        ZERO ----------------------------+  (never written: read_page says 1,
+ *          |  recovery: tierback_set_home |   the store zero-fills)
+ *          v                              |
+ *     IMAGE_A / IMAGE_B                   |
+ *          |  evicted dirty: written to pages.swap by a page writer,
+ *          v  then where = SWAP (tb_done, before store_evict_done)
+ *        SWAP <---------------------------+
+ *
+ * Invariants:
+ *  1. where[p] changes only while p is LOCKED for eviction (tb_done) or
+ *     before the server serves (recovery); read_page reads it while p is
+ *     LOCKED for its miss.  So a miss never sees a home that is being
+ *     written.
+ *  2. A page is non-resident only if where[p] holds its latest bytes: the
+ *     store drops only clean pages (equal to their home), and a dirty page
+ *     leaves memory only after its swap write succeeded (status 0).
+ *  3. Checkpoints never change where[]: an image write is a copy of a
+ *     resident page, whose home stays valid (it is not overwritten: a page
+ *     whose home is image X is not stale for X, so X's checkpoints skip it).
+ *
+ * The miss read is the paper's foreground path: one pread (io_read_sync) on
+ * the thread that missed, off io_uring by design.  Reader contexts are a
+ * small array of sync-backend io_ctx, one per thread slot, each behind its
+ * own mutex (uncontended unless more threads than slots miss at once).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "common/clock.h"
+#include "common/common.h"
+#include "common/log.h"
+#include "io/io.h"
+#include "store/pwriter.h"
+#include "store/tierback.h"
+
+#define TB_READERS   16u
+#define TB_HIST      48u
+#define LOAD(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ADD(p, v)    __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+
+_Static_assert(sizeof(struct pw_page) == sizeof(struct store_victim) &&
+	       offsetof(struct pw_page, page) == offsetof(struct store_victim, page) &&
+	       offsetof(struct pw_page, frame) == offsetof(struct store_victim, frame) &&
+	       offsetof(struct pw_page, buf) == offsetof(struct store_victim, buf),
+	       "a page writer's page is a store victim");
+
+struct reader {
+	pthread_mutex_t mu;
+	io_ctx_t *ctx;
+	int file[3];              /* image a, image b, swap: io_ctx file index or -1 */
+} __attribute__((aligned(CACHELINE)));
+
+/* LOTUS_TIER_FAULT "what:N[:ERRNO[:COUNT]]" */
+struct tb_fault {
+	uint64_t nth, count;      /* nth 0: off; count 0: every one from nth on */
+	int err;
+	uint64_t seen;            /* atomic */
+};
+
+struct tierback {
+	struct tierback_opts o;
+	uint64_t npages;
+	uint8_t *where;
+	size_t where_bytes;
+	store_t *st;
+	pwriter_t *pw;
+	int swap_fd, img_fd[2];
+	uint64_t target;          /* the writers evict while free frames < target */
+	struct reader r[TB_READERS];
+	struct tb_fault fmiss, fevict;
+	/* figures (atomic) */
+	uint64_t reads, read_errors, read_ns_sum, hist[TB_HIST];
+};
+
+static __thread unsigned tb_slot = UINT32_MAX;
+static unsigned tb_next_slot;
+
+/* ---- faults ---- */
+
+static void fault_parse(struct tierback *tb)
+{
+	const char *e = getenv("LOTUS_TIER_FAULT");
+	char spec[256];
+	if (!e || !*e)
+		return;
+	snprintf(spec, sizeof(spec), "%s", e);
+	char *save = NULL;
+	for (char *t = strtok_r(spec, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char what[16] = "", err[24] = "";
+		unsigned long long n = 0, count = 1;
+		if (sscanf(t, "%15[a-z]:%llu:%23[A-Z0-9]:%llu", what, &n, err, &count) < 2 || !n) {
+			log_warn("LOTUS_TIER_FAULT: '%s' is not what:N[:ERRNO[:COUNT]]; ignored", t);
+			continue;
+		}
+		struct tb_fault *f = !strcmp(what, "miss") ? &tb->fmiss
+				     : !strcmp(what, "evict") ? &tb->fevict : NULL;
+		if (!f) {
+			log_warn("LOTUS_TIER_FAULT: unknown fault '%s' (miss, evict); ignored", what);
+			continue;
+		}
+		f->nth = n;
+		f->count = count;
+		f->err = !err[0] ? EIO : !strcmp(err, "EIO") ? EIO : !strcmp(err, "ENOSPC") ? ENOSPC
+			 : atoi(err) > 0 ? atoi(err) : EIO;
+	}
+}
+
+/* 0, or the errno this event is to fail with. */
+static int fault_hit(struct tb_fault *f)
+{
+	if (!f->nth)
+		return 0;
+	uint64_t k = ADD(&f->seen, 1) + 1;
+	if (k < f->nth || (f->count && k >= f->nth + f->count))
+		return 0;
+	return f->err;
+}
+
+/* ---- the store's hooks ---- */
+
+static unsigned hist_bucket(uint64_t ns)
+{
+	unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
+	return b < TB_HIST ? b : TB_HIST - 1;
+}
+
+static int tb_read_page(void *arg, uint64_t page, void *buf)
+{
+	struct tierback *tb = arg;
+	if (page >= tb->npages)
+		return -EINVAL;
+	unsigned home = LOAD(&tb->where[page]);
+	if (home == TIER_HOME_ZERO)
+		return 1;
+	int err = fault_hit(&tb->fmiss);
+	if (err) {
+		ADD(&tb->read_errors, 1);
+		log_info("tier: fault injection: the miss read of page %" PRIu64 " fails with %s",
+			 page, strerror(err));
+		return -err;
+	}
+	if (tb_slot == UINT32_MAX)
+		tb_slot = ADD(&tb_next_slot, 1) % TB_READERS;
+	struct reader *r = &tb->r[tb_slot];
+	uint32_t ps = tb->o.page_size;
+	uint64_t t0 = clock_now_ns();
+	ssize_t n = -EBADF;
+	pthread_mutex_lock(&r->mu);
+	if (r->ctx && r->file[home - 1] >= 0)
+		n = io_read_sync(r->ctx, r->file[home - 1], buf, ps, (off_t)(page * ps));
+	pthread_mutex_unlock(&r->mu);
+	uint64_t ns = clock_now_ns() - t0;
+	if (n != (ssize_t)ps) {
+		if (ADD(&tb->read_errors, 1) < 10)
+			log_error("tier: reading page %" PRIu64 " from %s failed: %s", page,
+				  home == TIER_HOME_SWAP ? "pages.swap" : home == TIER_HOME_IMAGE_A
+				  ? "pages-a.dat" : "pages-b.dat",
+				  n < 0 ? strerror((int)-n) : "short read");
+		return n < 0 ? (int)n : -EIO;
+	}
+	ADD(&tb->reads, 1);
+	ADD(&tb->read_ns_sum, ns);
+	ADD(&tb->hist[hist_bucket(ns)], 1);
+	return 0;
+}
+
+static void tb_want_frames(void *arg)
+{
+	struct tierback *tb = arg;
+	pwriter_kick(__atomic_load_n(&tb->pw, __ATOMIC_ACQUIRE));
+}
+
+static size_t tb_pick(void *arg, unsigned part, unsigned nparts, struct pw_page *v, size_t max,
+		      size_t *dropped)
+{
+	struct tierback *tb = arg;
+	return store_evict_pick(tb->st, part, nparts, (struct store_victim *)v, max, dropped);
+}
+
+static void tb_done(void *arg, const struct pw_page *v, int status)
+{
+	struct tierback *tb = arg;
+	if (status == 0) {
+		int err = fault_hit(&tb->fevict);
+		if (err) {   /* written, but reported failed: the page must stay */
+			log_info("tier: fault injection: the eviction write of page %" PRIu64
+				 " fails with %s", v->page, strerror(err));
+			status = -err;
+		}
+	}
+	if (status == 0)
+		STORE(&tb->where[v->page], (uint8_t)TIER_HOME_SWAP);   /* before it can miss */
+	store_evict_done(tb->st, (const struct store_victim *)v, status);
+}
+
+static int tb_need(void *arg)
+{
+	struct tierback *tb = arg;
+	return store_free_frames(tb->st) < tb->target;
+}
+
+/* ---- life cycle ---- */
+
+int tierback_create(const struct tierback_opts *o, tierback_t **out)
+{
+	*out = NULL;
+	struct tierback *tb = calloc(1, sizeof(*tb));
+	if (!tb)
+		return -ENOMEM;
+	tb->o = *o;
+	if (!tb->o.page_size)
+		tb->o.page_size = STORE_DEFAULT_PAGE;
+	if (!tb->o.page_writers)
+		tb->o.page_writers = (unsigned)MIN(2, MAX(cpu_count(), 1));
+	tb->npages = o->capacity / tb->o.page_size;
+	tb->where_bytes = ALIGN_UP(MAX(tb->npages, 1), 4096);
+	tb->where = mmap(NULL, tb->where_bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	tb->swap_fd = tb->img_fd[0] = tb->img_fd[1] = -1;
+	for (unsigned i = 0; i < TB_READERS; i++)
+		pthread_mutex_init(&tb->r[i].mu, NULL);
+	if (tb->where == MAP_FAILED) {
+		tb->where = NULL;
+		tierback_destroy(tb);
+		return -ENOMEM;
+	}
+	fault_parse(tb);
+	*out = tb;
+	return 0;
+}
+
+void tierback_store_opts(tierback_t *tb, struct store_tier_opts *so)
+{
+	memset(so, 0, sizeof(*so));
+	so->capacity = tb->o.capacity;
+	so->read_page = tb_read_page;
+	so->want_frames = tb_want_frames;
+	so->arg = tb;
+}
+
+static int open_readers(struct tierback *tb)
+{
+	int fds[3] = { tb->img_fd[0], tb->img_fd[1], tb->swap_fd };
+	for (unsigned i = 0; i < TB_READERS; i++) {
+		struct reader *r = &tb->r[i];
+		struct io_opts io = { .backend = IO_BACKEND_SYNC, .depth = 1 };
+		int rc = io_ctx_create(&io, &r->ctx);
+		if (rc < 0)
+			return rc;
+		for (unsigned f = 0; f < 3; f++)
+			r->file[f] = fds[f] >= 0 ? io_ctx_add_file(r->ctx, fds[f]) : -1;
+	}
+	return 0;
+}
+
+int tierback_start(tierback_t *tb, store_t *st, const char *dir)
+{
+	char path[4200];
+	static const char *const images[2] = { "pages-a.dat", "pages-b.dat" };
+	tb->st = st;
+	snprintf(path, sizeof(path), "%s/pages.swap", dir);
+	tb->swap_fd = io_open_direct(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (tb->swap_fd < 0) {
+		int rc = tb->swap_fd;
+		log_error("tier: cannot create the swap file %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, images[i]);
+		if (access(path, F_OK) == 0 && (tb->img_fd[i] = io_open_direct(path, O_RDONLY, 0)) < 0) {
+			int rc = tb->img_fd[i];
+			log_error("tier: cannot open %s for miss reads: %s", path, strerror(-rc));
+			return rc;
+		}
+	}
+	int rc = open_readers(tb);
+	if (rc < 0)
+		return rc;
+	struct store_tier_stats ts;
+	store_tier_stats(st, &ts);
+	uint64_t low = MAX(MIN(ts.frames / 16, 64), 1);
+	tb->target = MAX(2 * low, MIN(ts.frames / 8, 512));
+	size_t region_len;
+	void *region = store_pool(st, &region_len);
+	struct pwriter_opts po = {
+		.nwriters = tb->o.page_writers, .fd = tb->swap_fd, .page_size = tb->o.page_size,
+		.region = region, .region_len = region_len,
+		.batch = (unsigned)MIN(256, MAX(ts.frames / 8 / tb->o.page_writers, 1)),
+		.ops = { .pick = tb_pick, .done = tb_done, .need = tb_need, .arg = tb },
+	};
+	pwriter_t *pw;
+	rc = pwriter_start(&po, &pw);
+	if (rc < 0)
+		return rc;
+	__atomic_store_n(&tb->pw, pw, __ATOMIC_RELEASE);
+	log_info("tier: %" PRIu64 " logical pages in %" PRIu64 " frames; %u page writers, pool "
+		 "%s", tb->npages, ts.frames, tb->o.page_writers,
+		 pwriter_registered(pw) ? "registered once and cloned" : "not registered");
+	return 0;
+}
+
+void tierback_set_home(void *arg, uint64_t first, uint64_t last, unsigned image)
+{
+	struct tierback *tb = arg;
+	for (uint64_t p = first; p <= last && p < tb->npages; p++)
+		STORE(&tb->where[p], (uint8_t)(image ? TIER_HOME_IMAGE_B : TIER_HOME_IMAGE_A));
+}
+
+void tierback_stop(tierback_t *tb)
+{
+	if (!tb)
+		return;
+	pwriter_t *pw = __atomic_exchange_n(&tb->pw, NULL, __ATOMIC_ACQ_REL);
+	pwriter_stop(pw);
+}
+
+void tierback_destroy(tierback_t *tb)
+{
+	if (!tb)
+		return;
+	tierback_stop(tb);
+	for (unsigned i = 0; i < TB_READERS; i++) {
+		io_ctx_destroy(tb->r[i].ctx);
+		pthread_mutex_destroy(&tb->r[i].mu);
+	}
+	if (tb->swap_fd >= 0)
+		close(tb->swap_fd);
+	for (unsigned i = 0; i < 2; i++)
+		if (tb->img_fd[i] >= 0)
+			close(tb->img_fd[i]);
+	if (tb->where)
+		munmap(tb->where, tb->where_bytes);
+	free(tb);
+}
+
+/* ---- figures ---- */
+
+/* The upper edge of the bucket holding the 99th percentile read (ns). */
+static uint64_t read_p99(struct tierback *tb)
+{
+	uint64_t total = 0, h[TB_HIST];
+	for (unsigned i = 0; i < TB_HIST; i++)
+		total += h[i] = LOAD(&tb->hist[i]);
+	if (!total)
+		return 0;
+	uint64_t want = total - total / 100, seen = 0;
+	for (unsigned i = 0; i < TB_HIST; i++)
+		if ((seen += h[i]) >= want)
+			return 2ull << i;
+	return 0;
+}
+
+int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
+{
+	struct store_tier_stats s;
+	store_tier_stats(tb->st, &s);
+	pwriter_t *pw = tb->pw;
+	unsigned nw = pwriter_count(pw), clones = 0;
+	uint64_t fallbacks = 0, reads = LOAD(&tb->reads);
+	size_t n = 0;
+#define EMIT(...) do { int k_ = snprintf(buf + MIN(n, len), len > n ? len - n : 0, __VA_ARGS__); \
+	n += k_ > 0 ? (size_t)k_ : 0; } while (0)
+	EMIT(",\"tier\":{\"pages\":%" PRIu64 ",\"frames\":%" PRIu64 ",\"resident\":%" PRIu64
+	     ",\"free_frames\":%" PRIu64 ",\"dirty\":%" PRIu64 ",\"misses\":%" PRIu64
+	     ",\"miss_zero\":%" PRIu64 ",\"miss_reads\":%" PRIu64 ",\"miss_read_mean_ns\":%" PRIu64
+	     ",\"miss_read_max_ns\":%" PRIu64 ",\"miss_read_p99_ns\":%" PRIu64
+	     ",\"miss_errors\":%" PRIu64 ",\"evict_clean\":%" PRIu64 ",\"evict_dirty\":%" PRIu64
+	     ",\"evict_errors\":%" PRIu64 ",\"frame_waits\":%" PRIu64 ",\"frame_timeouts\":%" PRIu64,
+	     s.pages, s.frames, s.resident, s.free_frames, s.dirty, s.misses, s.miss_zero, reads,
+	     reads ? LOAD(&tb->read_ns_sum) / reads : 0, s.miss_ns_max, read_p99(tb),
+	     s.miss_errors, s.evict_clean, s.evict_dirty, s.evict_errors, s.frame_waits,
+	     s.frame_timeouts);
+	EMIT(",\"page_writers\":[");
+	for (unsigned i = 0; i < nw; i++) {
+		struct pwriter_stats w;
+		pwriter_stats(pw, i, &w);
+		clones += (unsigned)w.cloned;
+		fallbacks += w.fallbacks + (uint64_t)w.setup_fallback;
+		EMIT("%s{\"backend\":\"%s\",\"ios\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"pages\":%" PRIu64
+		     ",\"fixed_ios\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"cpu_ns\":%" PRIu64
+		     ",\"cloned\":%d,\"fallbacks\":%" PRIu64 "}", i ? "," : "", w.backend, w.ios,
+		     w.bytes, w.pages, w.fixed_ios, w.write_errors, w.cpu_ns, w.cloned,
+		     w.fallbacks + (uint64_t)w.setup_fallback);
+	}
+	EMIT("],\"registrations\":%d,\"clones\":%u,\"fallbacks\":%" PRIu64 "}",
+	     pwriter_registered(pw), clones, fallbacks);
+#undef EMIT
+	return (int)n;
+}
+
+void tierback_log_summary(tierback_t *tb)
+{
+	struct store_tier_stats s;
+	store_tier_stats(tb->st, &s);
+	uint64_t reads = LOAD(&tb->reads), ios = 0, pages = 0, cpu = 0, fb = 0;
+	unsigned nw = pwriter_count(tb->pw), clones = 0;
+	for (unsigned i = 0; i < nw; i++) {
+		struct pwriter_stats w;
+		pwriter_stats(tb->pw, i, &w);
+		ios += w.ios;
+		pages += w.pages;
+		cpu += w.cpu_ns;
+		clones += (unsigned)w.cloned;
+		fb += w.fallbacks + (uint64_t)w.setup_fallback;
+	}
+	log_info("tier: %" PRIu64 " of %" PRIu64 " frames resident; %" PRIu64 " misses (%" PRIu64
+		 " preads, mean %.1f us, max %.1f us, p99 < %.1f us, %" PRIu64 " errors); evictions %"
+		 PRIu64 " clean, %" PRIu64 " dirty, %" PRIu64 " write errors; %u page writers: %"
+		 PRIu64 " writes, %" PRIu64 " pages, %.2f us CPU per page, registrations %d, clones %u,"
+		 " fallbacks %" PRIu64, s.resident, s.frames, s.misses, reads,
+		 reads ? LOAD(&tb->read_ns_sum) / reads / 1e3 : 0.0, s.miss_ns_max / 1e3,
+		 read_p99(tb) / 1e3, s.miss_errors, s.evict_clean, s.evict_dirty, s.evict_errors, nw,
+		 ios, pages, pages ? cpu / 1e3 / (double)pages : 0.0, pwriter_registered(tb->pw),
+		 clones, fb);
+}

@@ -1,0 +1,56 @@
+/*
+ * tierback.h - the backing files of a tiered store (store_create_tiered) on a
+ * memory server's data directory: where each logical page's latest copy
+ * lives, the miss read (read_page), and the page writers that evict.
+ *
+ *   DIR/pages.swap        evicted dirty pages, page p at p * page_size;
+ *                         created empty at every start, never read by recovery
+ *   DIR/pages-a.dat, -b   the checkpoint images (ckpt.c); a page recovery
+ *                         loaded lazily is read from its image until changed
+ *
+ * Use (main thread, in this order):
+ *   tierback_create -> tierback_store_opts -> store_create_tiered ->
+ *   (data directory locked) tierback_start -> ckpt_recover with
+ *   tierback_set_home as its page-home hook -> ... -> tierback_stop ->
+ *   store_destroy -> tierback_destroy.
+ * read_page and want_frames run on any thread (the store calls them).
+ *
+ * Fault seam for tests, LOTUS_TIER_FAULT="miss:N[:ERRNO[:COUNT]],evict:N[:ERRNO[:COUNT]]"
+ * (see TIER_FAULT_DOC below): from the Nth miss read / evicted page on,
+ * COUNT of them (default 1, 0 = all) fail with ERRNO (default EIO).
+ */
+#ifndef LOTUS_TIERBACK_H
+#define LOTUS_TIERBACK_H
+#include <stddef.h>
+#include <stdint.h>
+#include "store/store.h"
+
+typedef struct tierback tierback_t;
+
+enum tier_home { TIER_HOME_ZERO = 0, TIER_HOME_IMAGE_A = 1, TIER_HOME_IMAGE_B = 2,
+		 TIER_HOME_SWAP = 3 };
+
+struct tierback_opts {
+	uint64_t capacity;        /* logical page space, bytes */
+	uint32_t page_size;       /* 0: STORE_DEFAULT_PAGE */
+	unsigned page_writers;    /* 0: min(2, cores) */
+};
+
+int tierback_create(const struct tierback_opts *o, tierback_t **out);
+/* Fill the store's tiering options (capacity, read_page, want_frames). */
+void tierback_store_opts(tierback_t *tb, struct store_tier_opts *so);
+/* Create DIR/pages.swap (empty), open the images that exist, start the page
+ * writers on st's frame region.  0 or -errno (logged). */
+int tierback_start(tierback_t *tb, store_t *st, const char *dir);
+/* Recovery: pages first..last have their latest copy in image (0 = a, 1 = b). */
+void tierback_set_home(void *tb, uint64_t first, uint64_t last, unsigned image);
+/* Stop the page writers (before the store goes). */
+void tierback_stop(tierback_t *tb);
+void tierback_destroy(tierback_t *tb);
+
+/* ,"tier":{...} (leading comma) into buf, snprintf rules; any thread. */
+int tierback_stats_json(tierback_t *tb, char *buf, size_t len);
+/* One log line with the main figures (at exit). */
+void tierback_log_summary(tierback_t *tb);
+
+#endif
