@@ -47,6 +47,9 @@ const char *const ycsb_srv_keys[YCSB_SRV_KEYS] = {
 	"preempted_aborts", "hint_hits", "hint_stale", "bad_msgs",
 	"parked_refused", "bytes_refused",   /* LOTUS_ELIMIT answers (docs/net.md) */
 	"requests", "cpu_ns",
+	/* tiered servers (memserver --capacity): misses and page writers */
+	"misses", "miss_reads", "miss_read_ns", "evict_clean", "evict_dirty", "evict_errors",
+	"pw_ios", "pw_pages", "pw_cpu_ns",
 };
 
 static _Atomic int ycsb_stopping;
@@ -919,6 +922,20 @@ static void srv_delta(lotus_session_t *s, const struct srv_snap *before, struct 
 		snprintf(out + n, len - n, "}");
 }
 
+/* The tiered servers' counters over the run, summed over the servers:
+ * t[i] = ycsb_srv_keys[YCSB_SRV_TIER + i].  0 if no server is tiered. */
+static int tier_sums(const struct ycsb_result *r, uint64_t t[9])
+{
+	uint64_t any = 0;
+	memset(t, 0, 9 * sizeof(*t));
+	for (unsigned sv = 0; sv < YCSB_MAX_SERVERS; sv++)
+		for (unsigned i = 0; r->srv_ok[sv] && i < 9; i++)
+			t[i] += r->srv[sv][YCSB_SRV_TIER + i];
+	for (unsigned i = 0; i < 9; i++)
+		any |= t[i];
+	return any != 0;
+}
+
 static const char *cc_name(enum lotus_cc cc)
 {
 	return cc == LOTUS_WAIT_DIE ? "wait_die" : cc == LOTUS_WOUND_WAIT ? "wound_wait" : "no_wait";
@@ -1091,6 +1108,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	unsigned threads = o->threads ? o->threads : (unsigned)cpu_count();
 	uint64_t lookups = r->cache.hits + r->cache.misses;
 	double hit_rate = lookups ? (double)r->cache.hits / (double)lookups : 0;
+	uint64_t tier[9];
 	/* CPU per request: "null" when a figure is missing */
 	char srv_cpu[32] = "null", cli_cpu[32] = "null";
 	if (r->srv_cpu_ok && r->srv_reqs)
@@ -1139,6 +1157,17 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			(unsigned long long)r->cache.misses, hit_rate,
 			(unsigned long long)r->cache.stale_hints, (unsigned long long)r->cache.evictions,
 			(unsigned long long)r->cache.writebacks, (unsigned long long)r->net.local_hits);
+		if (tier_sums(r, tier))
+			fprintf(f, ",\"tier\":{\"misses\":%llu,\"misses_per_txn\":%.3f,\"miss_reads\":%llu,"
+				"\"miss_read_mean_us\":%.1f,\"evict_clean\":%llu,\"evict_dirty\":%llu,"
+				"\"evict_errors\":%llu,\"pw_ios\":%llu,\"pw_pages\":%llu,\"pw_iops\":%.1f,"
+				"\"pw_cpu_us_per_page\":%.3f}", (unsigned long long)tier[0],
+				(double)tier[0] / c, (unsigned long long)tier[1],
+				tier[1] ? (double)tier[2] / 1e3 / (double)tier[1] : 0.0,
+				(unsigned long long)tier[3], (unsigned long long)tier[4],
+				(unsigned long long)tier[5], (unsigned long long)tier[6],
+				(unsigned long long)tier[7], (double)tier[6] / secs,
+				tier[7] ? (double)tier[8] / 1e3 / (double)tier[7] : 0.0);
 		if (o->digest)   /* no digest was computed without --digest */
 			fprintf(f, ",\"digest\":\"%016llx\",\"digest_rows\":%llu",
 				(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
@@ -1172,6 +1201,15 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			"cache", 100 * hit_rate, (unsigned long long)r->cache.hits,
 			(unsigned long long)lookups, (unsigned long long)r->cache.stale_hints,
 			(unsigned long long)r->cache.evictions, (unsigned long long)r->cache.writebacks);
+	if (tier_sums(r, tier))
+		fprintf(f, "  %-12s %llu misses (%.2f/txn), %llu preads of mean %.1f us; evictions %llu "
+			"clean, %llu dirty, %llu write errors; page writers %llu writes (%.0f/s), %llu "
+			"pages, %.2f us CPU/page\n", "tier", (unsigned long long)tier[0],
+			(double)tier[0] / c, (unsigned long long)tier[1],
+			tier[1] ? (double)tier[2] / 1e3 / (double)tier[1] : 0.0,
+			(unsigned long long)tier[3], (unsigned long long)tier[4],
+			(unsigned long long)tier[5], (unsigned long long)tier[6], (double)tier[6] / secs,
+			(unsigned long long)tier[7], tier[7] ? (double)tier[8] / 1e3 / (double)tier[7] : 0.0);
 	if (o->digest)
 		fprintf(f, "  %-12s %016llx over %llu rows\n", "digest", (unsigned long long)r->digest,
 			(unsigned long long)r->digest_rows);

@@ -138,7 +138,7 @@ static void stats_snapshot(struct pw_writer *w, uint64_t cpu0)
 	w->st.syscalls = io.sys_enter + io.sys_submit + io.sys_getevents + io.sys_pwrite;
 	w->st.fallbacks = io.fallbacks;
 	w->st.setup_fallback = io.setup_fallback;
-	w->st.cloned = io.cloned_buffers;
+	w->st.cloned |= io.cloned_buffers;   /* sticky: a fallback drops the clone */
 	if (cpu0)
 		w->st.cpu_ns += clock_thread_cpu_ns() - cpu0;
 	pthread_mutex_unlock(&w->stats_mu);

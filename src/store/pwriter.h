@@ -84,7 +84,7 @@ struct pwriter_stats {
 	uint64_t cpu_ns;           /* the writer thread's CPU time */
 	uint64_t io_cpu_ns;        /* of which inside the I/O layer */
 	uint64_t syscalls;
-	int cloned;                /* 1: the pool registration was cloned in */
+	int cloned;                /* 1: the pool registration was cloned in (at start) */
 	uint64_t fallbacks;        /* level 2 switches to libaio (0 or 1) */
 	int setup_fallback;        /* level 1: the ring never came up */
 };

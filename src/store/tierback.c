@@ -374,7 +374,7 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 	store_tier_stats(tb->st, &s);
 	pwriter_t *pw = tb->pw;
 	unsigned nw = pwriter_count(pw), clones = 0;
-	uint64_t fallbacks = 0, reads = LOAD(&tb->reads);
+	uint64_t fallbacks = 0, reads = LOAD(&tb->reads), ios = 0, pages = 0, cpu = 0;
 	size_t n = 0;
 #define EMIT(...) do { int k_ = snprintf(buf + MIN(n, len), len > n ? len - n : 0, __VA_ARGS__); \
 	n += k_ > 0 ? (size_t)k_ : 0; } while (0)
@@ -394,14 +394,19 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 		pwriter_stats(pw, i, &w);
 		clones += (unsigned)w.cloned;
 		fallbacks += w.fallbacks + (uint64_t)w.setup_fallback;
+		ios += w.ios;
+		pages += w.pages;
+		cpu += w.cpu_ns;
 		EMIT("%s{\"backend\":\"%s\",\"ios\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"pages\":%" PRIu64
 		     ",\"fixed_ios\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"cpu_ns\":%" PRIu64
 		     ",\"cloned\":%d,\"fallbacks\":%" PRIu64 "}", i ? "," : "", w.backend, w.ios,
 		     w.bytes, w.pages, w.fixed_ios, w.write_errors, w.cpu_ns, w.cloned,
 		     w.fallbacks + (uint64_t)w.setup_fallback);
 	}
-	EMIT("],\"registrations\":%d,\"clones\":%u,\"fallbacks\":%" PRIu64 "}",
-	     pwriter_registered(pw), clones, fallbacks);
+	EMIT("],\"pw_ios\":%" PRIu64 ",\"pw_pages\":%" PRIu64 ",\"pw_cpu_ns\":%" PRIu64
+	     ",\"miss_read_ns\":%" PRIu64 ",\"registrations\":%d,\"clones\":%u,\"fallbacks\":%"
+	     PRIu64 "}", ios, pages, cpu, LOAD(&tb->read_ns_sum), pwriter_registered(pw), clones,
+	     fallbacks);
 #undef EMIT
 	return (int)n;
 }
