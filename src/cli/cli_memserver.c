@@ -59,23 +59,38 @@ static int memserver_durability(struct cli_opt *opts, const struct lotus_config 
 
 /* --capacity and --page-writers (or capacity / page_writers in the config).
  * 0, or 2 after a one-line usage error. */
+static const char *size_text(uint64_t v, char *buf, size_t len)
+{
+	static const char sfx[] = "KMGT";
+	int unit = -1;
+	while (unit < 3 && v && (v & 1023) == 0) {
+		v >>= 10;
+		unit++;
+	}
+	if (unit < 0)
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[unit]);
+	return buf;
+}
+
 static int memserver_tiering(struct cli_opt *opts, uint64_t memory, uint64_t capacity,
 			     uint64_t pwriters, struct memserver_opts *o)
 {
 	const char *cap = cli_find(opts, "capacity")->seen ? "--capacity" : "capacity =";
+	char cs[32], ms[32];
+	size_text(capacity, cs, sizeof(cs));
+	size_text(memory, ms, sizeof(ms));
 	if (capacity && capacity < memory)
-		return cli_fail("memserver", "%s %llu is less than the memory %llu: the capacity is "
+		return cli_fail("memserver", "%s %s is less than the memory %s: the capacity is "
 				"what the server holds, memory its part in DRAM (leave capacity "
-				"out for a server all in memory)", cap,
-				(unsigned long long)capacity, (unsigned long long)memory);
+				"out for a server all in memory)", cap, cs, ms);
 	if (capacity > memory && !o->data_dir)
-		return cli_fail("memserver", "%s %llu is more than the memory %llu: pages that do not "
+		return cli_fail("memserver", "%s %s is more than the memory %s: pages that do not "
 				"fit are evicted to the data directory, so it needs --data-dir DIR "
-				"(and durability async or sync)", cap, (unsigned long long)capacity,
-				(unsigned long long)memory);
+				"(and durability async or sync)", cap, cs, ms);
 	if (capacity > memory && capacity / STORE_DEFAULT_PAGE >= (1ULL << 40))
-		return cli_fail("memserver", "%s %llu is too large (at most %lluT)", cap,
-				(unsigned long long)capacity,
+		return cli_fail("memserver", "%s %s is too large (at most %lluT)", cap, cs,
 				((1ULL << 40) * STORE_DEFAULT_PAGE) >> 40);
 	if (cli_find(opts, "page-writers")->seen && capacity <= memory)
 		log_warn("--page-writers: no effect without a --capacity above --memory");
@@ -231,6 +246,11 @@ int cmd_memserver(int argc, char **argv)
 	o.insecure = insecure;
 	o.max_clients = cli_find(opts, "max-clients")->seen ? (unsigned)max_clients
 			: config ? cfg.max_clients : 0;
+	if (capacity > memory && cli_find(opts, "durability")->seen && durability == LOTUS_DUR_NONE)
+		return cli_fail("memserver", "%s above the memory needs durability async or sync: "
+				"evicted pages live in the data directory, which --durability none "
+				"does not use", cli_find(opts, "capacity")->seen ? "--capacity"
+				: "capacity =");
 	if (memserver_durability(opts, &cfg, si, data_dir, durability, ckpt_log, ckpt_ms, &o))
 		return 2;
 	if (memserver_tiering(opts, memory, capacity, pwriters, &o))

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# `lotus memserver --capacity / --page-writers`: usage errors (exit 2, one
+# line); a server holding 3x its --memory (capacity and page_writers from the
+# config) whose page writer 1 loses its io_uring ring mid-run
+# (LOTUS_PW_FAULT) and whose eviction writes fail for a while
+# (LOTUS_TIER_FAULT) serves the same data as a server all in memory, through
+# a clean stop (registrations/clones/fallbacks in its exit line) and a
+# kill -9 with lazy recovery.
+# timeout: 120
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+L=${LOTUS_BIN:?}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/lotus-pwcli.XXXXXX")
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+expect2() {
+  local out rc
+  out=$("$L" "$@" 2>&1 >/dev/null); rc=$?
+  [ $rc -eq 2 ] || fail "lotus $* exited $rc, want 2"
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "lotus $*: want one line, got: $out"
+  echo "ok: lotus $* -> $out"
+}
+expect2 memserver --listen 127.0.0.1:0 --memory 16M --capacity 1G
+expect2 memserver --listen 127.0.0.1:0 --memory 16M --capacity 1G --data-dir "$dir/x" --durability none
+expect2 memserver --listen 127.0.0.1:0 --memory 64M --capacity 16M --data-dir "$dir/x"
+expect2 memserver --listen 127.0.0.1:0 --memory 16M --capacity 1G --data-dir "$dir/x" --page-writers 0
+expect2 memserver --listen 127.0.0.1:0 --memory 16M --capacity lots --data-dir "$dir/x"
+printf '[memserver 0]\nlisten = 127.0.0.1:7000\nmemory = 16M\ncapacity = 1G\n' >"$dir/nodir.ini"
+expect2 memserver --config "$dir/nodir.ini" --id 0
+expect2 ycsb --local 1 --server-capacity 1G --server-memory 16M
+[ -d "$dir/x" ] && fail "a refused start created $dir/x"
+
+# The server: 16M of frames, 256M of pages, 3 page writers (from the config).
+printf '[cluster]\ntransport = tcp\n\n[memserver 0]\nlisten = 127.0.0.1:7000\nthreads = 2\nmemory = 16M\ncapacity = 256M\npage_writers = 3\ndata_dir = %s/ms0\n' "$dir" >"$dir/s.ini"
+start() {   # start [env...]: the server, its port into $dir/c.ini
+  env "$@" LOTUS_LOG=info "$L" memserver --config "$dir/s.ini" --id 0 --listen 127.0.0.1:0 \
+    --ready-json >"$dir/ready" 2>>"$dir/err" &
+  pid=$!
+  for _ in $(seq 200); do grep -q ready "$dir/ready" 2>/dev/null && break; sleep 0.1; done
+  local port
+  port=$(grep -o '"port":[0-9]*' "$dir/ready" | head -1 | cut -d: -f2)
+  [ -n "$port" ] || fail "server did not start: $(tail -5 "$dir/err")"
+  printf '[cluster]\ntransport = tcp\n\n[memserver 0]\nlisten = 127.0.0.1:%s\n' "$port" >"$dir/c.ini"
+}
+Y="nice $L ycsb --records 40000 --workload A --threads 1 --quiet --json"
+digest() { grep -o '"digest":"[0-9a-f]*"' | cut -d'"' -f4; }
+
+start LOTUS_PW_FAULT="1=enter:6" LOTUS_TIER_FAULT="evict:20:ENOSPC:30"
+grep -q "tier: 32768 logical pages in 2047 frames; 3 page writers, pool registered once and cloned" "$dir/err" ||
+  fail "no tier start line: $(tail -3 "$dir/err")"
+d1=$($Y --config "$dir/c.ini" --txns 1500 --seed 9 --digest 2>"$dir/y1") || fail "ycsb 1: $(tail -3 "$dir/y1")"
+d1=$(printf '%s' "$d1" | digest)
+kill -TERM "$pid"; wait "$pid"; rc=$?; pid=
+[ $rc -eq 0 ] || fail "SIGTERM exit $rc: $(tail -3 "$dir/err")"
+line=$(grep "tier: .* frames resident" "$dir/err")
+echo "ok: $line"
+printf '%s' "$line" | grep -q "registrations 1, clones 3, fallbacks 1" || fail "exit line: $line"
+printf '%s' "$line" | grep -qE " 30 write errors" || fail "the 30 failed eviction writes: $line"
+grep -q "switches to libaio" "$dir/err" || fail "writer 1 did not fall back"
+
+start
+$Y --config "$dir/c.ini" --no-load --txns 800 --seed 2 >/dev/null 2>"$dir/y2" || fail "ycsb 2: $(tail -3 "$dir/y2")"
+kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+start
+grep -q "recovered .* 40000 records" "$dir/err" || fail "recovery line: $(grep recovered "$dir/err" | tail -1)"
+d2=$($Y --config "$dir/c.ini" --no-load --no-run --digest 2>"$dir/y3" | digest) || fail "ycsb 3"
+kill -TERM "$pid"; wait "$pid"; pid=
+
+# the same two runs against a server with everything in memory
+ref=$($Y --local 1 --server-threads 2 --server-memory 256M --data-dir "$dir/ref" --txns 1500 \
+      --seed 9 --digest 2>/dev/null | digest)
+r2=$($Y --local 1 --server-threads 2 --server-memory 256M --data-dir "$dir/ref" --no-load \
+     --txns 800 --seed 2 --digest 2>/dev/null | digest)
+echo "digests: tiered $d1 then $d2; in memory $ref then $r2"
+[ -n "$d1" ] && [ "$d1" = "$ref" ] || fail "after run 1: tiered $d1, in memory $ref"
+[ -n "$d2" ] && [ "$d2" = "$r2" ] || fail "after kill -9 and recovery: tiered $d2, in memory $r2"
+echo "PASS"
