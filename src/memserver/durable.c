@@ -21,6 +21,10 @@
  *      for cooperative termination.
  *   3. redo_open where the replay ended (after any torn tail was cut),
  *      ckpt_open, ckpt_start (the page writer).
+ *   A tiered store (--capacity, tierback.c) first gets its swap file and page
+ *   writers (replay may need frames that only an eviction frees); its
+ *   recovery is lazy: pages stay on the image they were loaded from until a
+ *   request (or the replay) touches them.
  *
  * Write path (worker threads), write-ahead, inside the checkpoint gate:
  *     t = ckpt_change_begin();  redo_append();  apply;  ckpt_change_end(t)
@@ -136,11 +140,17 @@ static int replay_space_verdict(struct ms_server *srv, const struct replay *rp)
 	}
 	if (!writes)
 		return 0;
+	if (srv->tier) {
+		struct store_tier_stats ts;
+		store_tier_stats(srv->store, &ts);
+		pool = ts.pages * store_page_size(srv->store);   /* the capacity */
+	}
 	uint64_t mib = (pool + extra + (1u << 20) - 1) >> 20;
-	log_error("recovery: the data in %s does not fit in this server's --memory (%zu MiB): %"
-		  PRIu64 " logged writes found no space.  Restart with --memory %" PRIu64 "M (enough "
-		  "for everything the log holds)", srv->data_dir,
-		  pool >> 20, writes, mib);
+	const char *opt = srv->tier ? "--capacity" : "--memory";
+	log_error("recovery: the data in %s does not fit in this server's %s (%zu MiB): %"
+		  PRIu64 " logged writes found no space.  Restart with %s %" PRIu64 "M (enough "
+		  "for everything the log holds)", srv->data_dir, opt,
+		  pool >> 20, writes, opt, mib);
 	return LOTUS_ENOSPACE;
 }
 

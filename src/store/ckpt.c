@@ -21,6 +21,8 @@
  *   1. gate closed: begin = redo_next_lsn(), P = pages used, tables; open
  *   2. collect dirty pages -> stale bits of both images
  *   3. per batch of pages of image seq&1 with a stale bit, p <= P:
+ *        (tiered store: pin the batch first, reading in pages that are not
+ *        resident, so no miss read happens with the gate closed)
  *        gate closed: copy the pages to the staging buffer, hi = redo_next_lsn()
  *        gate open; CRC the copies; redo_wait(hi)       (write-ahead rule)
  *        write the copies (runs of adjacent pages coalesced, <= 1 MiB each),

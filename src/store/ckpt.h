@@ -28,6 +28,13 @@
  * -EIO rather than load bad data), re-create the tables, store_rebuild(),
  * and return the LSN the log must be replayed from.
  *
+ * Tiered stores (store_create_tiered): a stale page that is not resident is
+ * pinned with store_page_get (read in) before the gate closes, copied with it
+ * closed, then unpinned; checkpoint writes keep this module's own ring (they
+ * come from the staging copy, not the pool the page writers register).
+ * Recovery is lazy (ckpt_recover_home): the image is streamed through a
+ * staging buffer, checked, then handed to store_rebuild_page page by page.
+ *
  * Threads: one page writer thread (ckpt_start) or explicit ckpt_run calls
  * from one thread at a time.  Recovery runs before any other use.
  */
