@@ -28,7 +28,7 @@
  *
  * Free lists.  Each table has NSHARD shards {mutex, free list, extent being
  * carved}; a thread uses the shard of its thread number, so threads rarely
- * share a mutex.  Free slots are linked through the 8 bytes after gen
+ * share a mutex.  Free slots (of an untiered store) are linked through the 8 bytes after gen
  * (value_len/reserved) as locations without generation.  A thread whose shard
  * is empty takes free slots from the other shards before it carves a new
  * extent, so deletes on one thread and inserts on another do not grow the
@@ -45,15 +45,66 @@
  * slot per write of an absent key can apply them all without LOTUS_ENOSPACE.
  *
  * Thread rules: store_create/store_destroy from one thread with no other
- * users; everything else from any thread.  Table creation takes one mutex;
+ * users; everything else from any thread (store_rebuild_page: one thread
+ * before other use).  Table creation takes one mutex;
  * table lookup is lock-free (tables are never dropped).  Key bytes and gen are
  * written and read with atomics because the index and store_rec_at read them
  * optimistically from slots that may be concurrently reused.  Record values are
  * the caller's (lock manager's) business.
  *
- * Dirty tracking for the checkpointer: one byte per pool page, set by every
+ * Dirty tracking for the checkpointer: one byte per pool page (tiered: per
+ * logical page, apart from the state word's DIRTY), set by every
  * store write (and by store_mark_dirty() after writes through
  * store_rec_value), cleared by store_dirty_collect().
+ *
+ * Tiered stores (store_create_tiered; the default store is untiered and
+ * none of this applies to it).  The pool becomes nframes frames (frame 0
+ * unused) and the store holds npages = capacity / page_size logical pages,
+ * which is what locations, page_owner[] and dirty[] are indexed by.  A
+ * logical page has one 64-bit state word in pstate[]:
+ *
+ *   | frame (32) | pins (24) | BACKED DIRTY REF LOCKED RESIDENT (8) |
+ *
+ * RESIDENT: the page is in frame `frame`.  LOCKED: it is being read in (not
+ * resident) or written out (a victim): nobody may pin it.  REF: the CLOCK bit,
+ * set by every read or write pin.  DIRTY: the frame differs from the backing
+ * copy.  BACKED: a backing copy exists (the page was written out once, or
+ * rebuilt from an image); a page without one is zero-filled on a miss, no
+ * read.  frame_page[f] maps a frame back to its page for the CLOCK hands.
+ *
+ * Pin: a CAS adding one pin (and REF, and DIRTY for a write) to a RESIDENT,
+ * unlocked state; unpin: an atomic subtract.  Record bytes are touched only
+ * between the two (store_rec_get/put for callers; the store's own writes pin
+ * with DIRTY set before they write, so a page cannot be picked as a clean
+ * victim while or after it changes).  A pinner that meets LOCKED backs off and
+ * retries.  Miss: the thread CASes the non-resident state to LOCKED, takes a
+ * frame (a free one; else it runs the CLOCK itself over all frames and drops
+ * the first clean unpinned page whose REF is clear; else, only dirty or
+ * pinned pages left, it calls want_frames and waits on fr_cv, bounded by
+ * frame_wait_ms, then LOTUS_ENOSPACE), calls read_page (or zero-fills),
+ * publishes the page RESIDENT with one pin, and counts the read's latency.
+ * A failed read puts the frame back and restores the old state: -EIO for that
+ * request only.  Dropping a clean page is one CAS from "resident, unpinned,
+ * clean, REF clear" to "not resident", so it cannot race with a pin.
+ *
+ * Eviction (store_evict_pick, the page writers): writer `part` owns a slice
+ * of the frames and a CLOCK hand over it; it clears REF bits as it passes,
+ * drops clean victims, and returns dirty unpinned ones LOCKED with DIRTY
+ * cleared (so nobody can pin or change the page while it is written).
+ * store_evict_done(0) makes the page non-resident and BACKED and frees the
+ * frame; a failed write makes it resident, DIRTY and unlocked again.
+ * want_frames is called when a miss leaves fewer than low_water frames free.
+ *
+ * Layout rules that keep misses off the allocation paths: every extent is
+ * one page (table_geometry with one page; a slot that does not fit one page
+ * is LOTUS_ETOOBIG), and free slots live on per-shard DRAM arrays (fl[])
+ * rather than linked through the slots, so allocating and freeing never read
+ * a page.  Slot generations stay in the slots: an insert, a delete (which
+ * pins the record's page before it leaves the index, so the bump cannot
+ * fail halfway) and every location check pin the page.  Index key reads
+ * (table_key_fn) pin the page too, until the index keeps its own key copies.
+ * Recovery (store_rebuild_page) indexes one page image at a time and leaves
+ * the page resident and clean if a frame is free, else non-resident BACKED.
  *
  * Recovery (store_rebuild) reads a fuzzy checkpoint image: each page is
  * consistent by itself (the checkpointer's change gate), but pages were
