@@ -265,7 +265,7 @@ static inline struct table *table_get(store_t *st, unsigned id)
 
 /* The table owning loc's extent, or NULL if loc cannot name a slot
  * (generation not checked). */
-static struct table *loc_table(store_t *st, store_loc_t loc)
+static inline __attribute__((always_inline)) struct table *loc_table(store_t *st, store_loc_t loc)
 {
 	uint64_t page = loc_page(loc);
 	if (page == 0 || page >= st->npages)
@@ -426,7 +426,7 @@ static int frame_get(store_t *st, uint32_t *f)
 }
 
 /* The page is LOCKED by us (its state was s, not resident): bring it in. */
-static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsigned char **base)
+__attribute__((noinline)) static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsigned char **base)
 {
 	uint64_t *w = &st->pstate[page];
 	uint32_t f;
@@ -463,7 +463,7 @@ static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsig
 	return 0;
 }
 
-static int tier_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
+__attribute__((noinline)) static int tier_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
 {
 	uint64_t *w = &st->pstate[page];
 	uint64_t s = LOAD_ACQ(w);
@@ -1296,7 +1296,8 @@ uint64_t store_table_extent_bytes(store_t *st, uint16_t table, unsigned *slots_p
 }
 
 /* Does r (of a slot named by loc) hold loc's generation and (if key) key? */
-static int rec_matches(const struct store_rec *r, store_loc_t loc, const void *key, uint16_t klen)
+static inline __attribute__((always_inline)) int rec_matches(const struct store_rec *r, store_loc_t loc,
+							  const void *key, uint16_t klen)
 {
 	uint32_t gen = LOAD_ACQ(&r->gen);
 	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
@@ -1324,18 +1325,19 @@ struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
 int store_rec_get(store_t *st, store_loc_t loc, uint16_t table, const void *key,
 		  uint16_t klen, struct store_rec **out)
 {
+	struct table *t = loc_table(st, loc);
 	if (!st->tiered) {
-		struct store_rec *r = store_rec_at(st, loc, table, key, klen);
-		if (!r)
+		struct store_rec *r;
+		if (!t || t->id != table ||
+		    !rec_matches(r = slot_rec(t, loc_page(loc), loc_slot(loc)), loc, key, klen))
 			return LOTUS_ENOTFOUND;
 		*out = r;
 		return 0;
 	}
-	struct table *t = loc_table(st, loc);
 	unsigned char *base;
 	if (!t || t->id != table)
 		return LOTUS_ENOTFOUND;
-	int rc = page_pin(st, loc_page(loc), PIN_READ, &base);
+	int rc = tier_pin(st, loc_page(loc), PIN_READ, &base);
 	if (rc)
 		return rc;
 	struct store_rec *r = rec_in(t, base, loc_slot(loc));
