@@ -1148,6 +1148,8 @@ struct resv_group {
 struct store_resv {
 	unsigned ngroups, cap;
 	struct resv_group *group;     /* one per table touched */
+	uint64_t *pinned;             /* tiered: pages pinned for the holder */
+	unsigned npinned, cap_pinned;
 };
 
 /* The group of table (created if asked; a pointer valid until the next
@@ -1231,8 +1233,57 @@ void store_resv_release(store_t *st, store_resv_t *r)
 			slot_link(st, t, g->loc[--g->n]);
 		free(g->loc);
 	}
+	for (unsigned i = 0; i < r->npinned; i++)
+		page_unpin(st, r->pinned[i]);
+	free(r->pinned);
 	free(r->group);
 	free(r);
+}
+
+/* Pin page for the reservation (once per page). */
+static int resv_pin_page(store_t *st, store_resv_t **rp, uint64_t page)
+{
+	store_resv_t *r = *rp;
+	unsigned char *base;
+	for (unsigned i = 0; i < r->npinned; i++)
+		if (r->pinned[i] == page)
+			return 0;
+	if (r->npinned == r->cap_pinned) {
+		unsigned cap = r->cap_pinned ? 2 * r->cap_pinned : 8;
+		uint64_t *p = realloc(r->pinned, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		r->pinned = p;
+		r->cap_pinned = cap;
+	}
+	int rc = page_pin(st, page, PIN_READ, &base);
+	if (rc == 0)
+		r->pinned[r->npinned++] = page;
+	return rc;
+}
+
+int store_resv_pin(store_t *st, store_resv_t **rp, store_loc_t loc)
+{
+	if (!st->tiered)
+		return 0;
+	if (!loc_table(st, loc))
+		return LOTUS_ENOTFOUND;
+	if (!*rp && !(*rp = calloc(1, sizeof(**rp))))
+		return -ENOMEM;
+	return resv_pin_page(st, rp, loc_page(loc));
+}
+
+int store_resv_pin_slots(store_t *st, store_resv_t **rp)
+{
+	int rc = 0;
+	if (!st->tiered || !*rp)
+		return 0;
+	for (unsigned i = 0; i < (*rp)->ngroups && !rc; i++) {
+		struct resv_group *g = &(*rp)->group[i];
+		for (unsigned j = 0; j < g->n && !rc; j++)
+			rc = resv_pin_page(st, rp, loc_page(g->loc[j]));
+	}
+	return rc;
 }
 
 int store_insert_resv(store_t *st, store_resv_t **rp, uint16_t table, const void *key,

@@ -14,6 +14,8 @@
  *     than there are frames (fails if pins do not hold off eviction).
  *  3. A miss whose read fails (read_page -EIO) fails that get and that
  *     update with -EIO, changes nothing, and a later get works.
+ *     Pages a reservation pinned (store_resv_pin/_slots, a commit's) do
+ *     not miss while reads fail.
  *  4. Eviction writes that fail keep their pages resident and dirty: misses
  *     then run out of frames (LOTUS_ENOSPACE after frame_wait_ms) and
  *     nothing is lost once writes work again.
@@ -336,6 +338,40 @@ int main(void)
 		CHECK(s.miss_errors >= errs0 + 2);
 		CHECK(verify(t, i - 1) == 0);        /* unchanged, readable again */
 		verify_all("after failed reads");
+	}
+
+	/* 3b. pages a reservation pinned stay resident: the apply cannot miss */
+	{
+		store_resv_t *rv = NULL;
+		unsigned t = 2, i = 0;
+		unsigned char v[VMAX];
+		while (!m[t].loc[i])
+			i++;
+		CHECK(store_resv_pin(st, &rv, m[t].loc[i]) == 0);
+		CHECK(store_reserve(st, &rv, tab, 30) == 0);       /* slots on several pages */
+		CHECK(store_resv_pin_slots(st, &rv) == 0);
+		for (unsigned j = 0; j < KEYS; j++)                 /* churn the pool */
+			CHECK(verify(3, j) == 0);
+		__atomic_store_n(&fail_reads, 1, __ATOMIC_RELAXED);
+		fill(v, t, i, ++m[t].ver[i]);
+		CHECK(store_update(st, m[t].loc[i], v, vlen_of(i, m[t].ver[i])) == 0);
+		/* (inserts update the index, which reads keys of other pages
+		 * until it keeps its own copies: reads work again for them) */
+		__atomic_store_n(&fail_reads, 0, __ATOMIC_RELAXED);
+		for (unsigned j = 0; j < 30; j++) {
+			unsigned char k[64];
+			unsigned kl = (unsigned)sprintf((char *)k, "resv-key-%02u", j);
+			store_loc_t l;
+			CHECK(store_insert_resv(st, &rv, tab, k, (uint16_t)kl, v, 10, &l) == 0);
+		}
+		__atomic_store_n(&fail_reads, 0, __ATOMIC_RELAXED);
+		store_resv_release(st, rv);
+		for (unsigned j = 0; j < 30; j++) {
+			unsigned char k[64];
+			unsigned kl = (unsigned)sprintf((char *)k, "resv-key-%02u", j);
+			CHECK(store_delete(st, tab, k, (uint16_t)kl) == 0);
+		}
+		verify_all("after pinned reservation");
 	}
 
 	/* 4. failing eviction writes: frames run out, nothing is lost */
