@@ -618,8 +618,7 @@ int ms_write_apply(store_t *st, store_resv_t **rp, const struct wire_write *w,
 			store_rec_put(st, w->hint);
 			return rc;
 		}
-		if (rc != LOTUS_ENOTFOUND)
-			return rc;
+		/* stale, or its page unreadable: the index decides */
 	}
 	if (store_get(st, w->table, k, w->key_len, &loc) == 0)
 		return store_update(st, loc, v, w->value_len);
@@ -636,33 +635,32 @@ int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned
 	const struct wire_write *w;
 	const unsigned char *k, *v;
 	unsigned need[STORE_MAX_TABLES];
-	int rc = 0, any = 0;
+	int rc = 0, any = 0, tiered = store_tiered(st);
 	wire_iter_bytes(&it, wl, len, count);
 	while (it.p < it.end && (rc = wire_next_write(&it, &w, &k, &v)) == 1) {
-		if (w->op == OP_DELETE || w->key_len == 0 || w->key_len > STORE_KEY_MAX ||
-		    w->table >= STORE_MAX_TABLES)
-			continue;   /* needs no slot, or fails its own check */
-		struct store_rec *rec;
+		if (w->key_len == 0 || w->key_len > STORE_KEY_MAX || w->table >= STORE_MAX_TABLES)
+			continue;   /* fails its own check */
 		store_loc_t loc;
-		if (w->hint && (rc = store_rec_get(st, w->hint, w->table, k, w->key_len, &rec)) == 0) {
-			store_rec_put(st, w->hint);     /* its page is in now (tiered) */
+		int r;
+		if (w->op == OP_DELETE) {
+			/* needs no slot; tiered: keep its page in for the apply */
+			if (tiered && store_get(st, w->table, k, w->key_len, &loc) == 0 &&
+			    (r = store_resv_pin(st, rp, loc)) != 0 && r != LOTUS_ENOTFOUND)
+				return r;
 			continue;
 		}
-		if (w->hint && rc != LOTUS_ENOTFOUND)
-			return rc;           /* unreadable page: refuse before logging */
-		if ((rc = store_get(st, w->table, k, w->key_len, &loc)) != LOTUS_ENOTFOUND) {
-			/* present: fault its page in now, so that applying the commit
-			 * after its log write is unlikely to miss (tiered) */
-			if (rc == 0 && store_tiered(st)) {
-				if ((rc = store_rec_get(st, loc, w->table, NULL, 0, &rec)) == 0)
-					store_rec_put(st, loc);
-				else if (rc != LOTUS_ENOTFOUND)
-					return rc;
-			}
-			rc = 1;
+		if (w->hint && !tiered && store_rec_at(st, w->hint, w->table, k, w->key_len))
+			continue;
+		r = store_get(st, w->table, k, w->key_len, &loc);
+		if (r == 0) {
+			/* present: tiered, its page stays pinned (resident) until the
+			 * reservation is released, after the apply */
+			if (tiered && (r = store_resv_pin(st, rp, loc)) != 0 && r != LOTUS_ENOTFOUND)
+				return r;   /* unreadable page: refused before logging */
 			continue;
 		}
-		rc = 1;
+		if (r != LOTUS_ENOTFOUND)
+			continue;
 		if (!any++)
 			memset(need, 0, sizeof(need));
 		need[w->table]++;
@@ -674,7 +672,7 @@ int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned
 		if (need[t] > have && (rc = store_reserve(st, rp, (uint16_t)t, need[t] - have)) != 0)
 			return rc;
 	}
-	return 0;
+	return any && tiered ? store_resv_pin_slots(st, rp) : 0;
 }
 
 int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsigned char *val,

@@ -26,8 +26,11 @@ int ms_commit_apply(struct ms_server *srv, const struct wire_req *r, const unsig
 		    store_resv_t **rp);
 /* Make *rp hold a slot for every write of the list (len bytes, at most count
  * items) whose key does not exist yet, so that applying the list cannot run
- * out of space.  0, LOTUS_ENOSPACE or -ENOMEM (then *rp holds what it held
- * before, plus nothing). */
+ * out of space.  On a tiered store it also pins (store_resv_pin) the pages
+ * the list will write, so that applying it after its log write cannot miss.
+ * 0, LOTUS_ENOSPACE or -ENOMEM (then *rp holds what it held before, plus
+ * nothing), or -EIO (tiered: a page could not be read in; refused before
+ * anything is logged). */
 int ms_writes_reserve(store_t *st, const unsigned char *wl, size_t len, unsigned count,
 		      store_resv_t **rp);
 

@@ -28,7 +28,7 @@
  *
  * Free lists.  Each table has NSHARD shards {mutex, free list, extent being
  * carved}; a thread uses the shard of its thread number, so threads rarely
- * share a mutex.  Free slots are linked through the 8 bytes after gen
+ * share a mutex.  Free slots (of an untiered store) are linked through the 8 bytes after gen
  * (value_len/reserved) as locations without generation.  A thread whose shard
  * is empty takes free slots from the other shards before it carves a new
  * extent, so deletes on one thread and inserts on another do not grow the
@@ -45,15 +45,66 @@
  * slot per write of an absent key can apply them all without LOTUS_ENOSPACE.
  *
  * Thread rules: store_create/store_destroy from one thread with no other
- * users; everything else from any thread.  Table creation takes one mutex;
+ * users; everything else from any thread (store_rebuild_page: one thread
+ * before other use).  Table creation takes one mutex;
  * table lookup is lock-free (tables are never dropped).  Key bytes and gen are
  * written and read with atomics because the index and store_rec_at read them
  * optimistically from slots that may be concurrently reused.  Record values are
  * the caller's (lock manager's) business.
  *
- * Dirty tracking for the checkpointer: one byte per pool page, set by every
+ * Dirty tracking for the checkpointer: one byte per pool page (tiered: per
+ * logical page, apart from the state word's DIRTY), set by every
  * store write (and by store_mark_dirty() after writes through
  * store_rec_value), cleared by store_dirty_collect().
+ *
+ * Tiered stores (store_create_tiered; the default store is untiered and
+ * none of this applies to it).  The pool becomes nframes frames (frame 0
+ * unused) and the store holds npages = capacity / page_size logical pages,
+ * which is what locations, page_owner[] and dirty[] are indexed by.  A
+ * logical page has one 64-bit state word in pstate[]:
+ *
+ *   | frame (32) | pins (24) | BACKED DIRTY REF LOCKED RESIDENT (8) |
+ *
+ * RESIDENT: the page is in frame `frame`.  LOCKED: it is being read in (not
+ * resident) or written out (a victim): nobody may pin it.  REF: the CLOCK bit,
+ * set by every read or write pin.  DIRTY: the frame differs from the backing
+ * copy.  BACKED: a backing copy exists (the page was written out once, or
+ * rebuilt from an image); a page without one is zero-filled on a miss, no
+ * read.  frame_page[f] maps a frame back to its page for the CLOCK hands.
+ *
+ * Pin: a CAS adding one pin (and REF, and DIRTY for a write) to a RESIDENT,
+ * unlocked state; unpin: an atomic subtract.  Record bytes are touched only
+ * between the two (store_rec_get/put for callers; the store's own writes pin
+ * with DIRTY set before they write, so a page cannot be picked as a clean
+ * victim while or after it changes).  A pinner that meets LOCKED backs off and
+ * retries.  Miss: the thread CASes the non-resident state to LOCKED, takes a
+ * frame (a free one; else it runs the CLOCK itself over all frames and drops
+ * the first clean unpinned page whose REF is clear; else, only dirty or
+ * pinned pages left, it calls want_frames and waits on fr_cv, bounded by
+ * frame_wait_ms, then LOTUS_ENOSPACE), calls read_page (or zero-fills),
+ * publishes the page RESIDENT with one pin, and counts the read's latency.
+ * A failed read puts the frame back and restores the old state: -EIO for that
+ * request only.  Dropping a clean page is one CAS from "resident, unpinned,
+ * clean, REF clear" to "not resident", so it cannot race with a pin.
+ *
+ * Eviction (store_evict_pick, the page writers): writer `part` owns a slice
+ * of the frames and a CLOCK hand over it; it clears REF bits as it passes,
+ * drops clean victims, and returns dirty unpinned ones LOCKED with DIRTY
+ * cleared (so nobody can pin or change the page while it is written).
+ * store_evict_done(0) makes the page non-resident and BACKED and frees the
+ * frame; a failed write makes it resident, DIRTY and unlocked again.
+ * want_frames is called when a miss leaves fewer than low_water frames free.
+ *
+ * Layout rules that keep misses off the allocation paths: every extent is
+ * one page (table_geometry with one page; a slot that does not fit one page
+ * is LOTUS_ETOOBIG), and free slots live on per-shard DRAM arrays (fl[])
+ * rather than linked through the slots, so allocating and freeing never read
+ * a page.  Slot generations stay in the slots: an insert, a delete (which
+ * pins the record's page before it leaves the index, so the bump cannot
+ * fail halfway) and every location check pin the page.  Index key reads
+ * (table_key_fn) pin the page too, until the index keeps its own key copies.
+ * Recovery (store_rebuild_page) indexes one page image at a time and leaves
+ * the page resident and clean if a frame is free, else non-resident BACKED.
  *
  * Recovery (store_rebuild) reads a fuzzy checkpoint image: each page is
  * consistent by itself (the checkpointer's change gate), but pages were
@@ -214,7 +265,7 @@ static inline struct table *table_get(store_t *st, unsigned id)
 
 /* The table owning loc's extent, or NULL if loc cannot name a slot
  * (generation not checked). */
-static struct table *loc_table(store_t *st, store_loc_t loc)
+static inline __attribute__((always_inline)) struct table *loc_table(store_t *st, store_loc_t loc)
 {
 	uint64_t page = loc_page(loc);
 	if (page == 0 || page >= st->npages)
@@ -375,7 +426,7 @@ static int frame_get(store_t *st, uint32_t *f)
 }
 
 /* The page is LOCKED by us (its state was s, not resident): bring it in. */
-static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsigned char **base)
+__attribute__((noinline)) static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsigned char **base)
 {
 	uint64_t *w = &st->pstate[page];
 	uint32_t f;
@@ -412,7 +463,7 @@ static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsig
 	return 0;
 }
 
-static int tier_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
+__attribute__((noinline)) static int tier_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
 {
 	uint64_t *w = &st->pstate[page];
 	uint64_t s = LOAD_ACQ(w);
@@ -1097,6 +1148,8 @@ struct resv_group {
 struct store_resv {
 	unsigned ngroups, cap;
 	struct resv_group *group;     /* one per table touched */
+	uint64_t *pinned;             /* tiered: pages pinned for the holder */
+	unsigned npinned, cap_pinned;
 };
 
 /* The group of table (created if asked; a pointer valid until the next
@@ -1180,8 +1233,57 @@ void store_resv_release(store_t *st, store_resv_t *r)
 			slot_link(st, t, g->loc[--g->n]);
 		free(g->loc);
 	}
+	for (unsigned i = 0; i < r->npinned; i++)
+		page_unpin(st, r->pinned[i]);
+	free(r->pinned);
 	free(r->group);
 	free(r);
+}
+
+/* Pin page for the reservation (once per page). */
+static int resv_pin_page(store_t *st, store_resv_t **rp, uint64_t page)
+{
+	store_resv_t *r = *rp;
+	unsigned char *base;
+	for (unsigned i = 0; i < r->npinned; i++)
+		if (r->pinned[i] == page)
+			return 0;
+	if (r->npinned == r->cap_pinned) {
+		unsigned cap = r->cap_pinned ? 2 * r->cap_pinned : 8;
+		uint64_t *p = realloc(r->pinned, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		r->pinned = p;
+		r->cap_pinned = cap;
+	}
+	int rc = page_pin(st, page, PIN_READ, &base);
+	if (rc == 0)
+		r->pinned[r->npinned++] = page;
+	return rc;
+}
+
+int store_resv_pin(store_t *st, store_resv_t **rp, store_loc_t loc)
+{
+	if (!st->tiered)
+		return 0;
+	if (!loc_table(st, loc))
+		return LOTUS_ENOTFOUND;
+	if (!*rp && !(*rp = calloc(1, sizeof(**rp))))
+		return -ENOMEM;
+	return resv_pin_page(st, rp, loc_page(loc));
+}
+
+int store_resv_pin_slots(store_t *st, store_resv_t **rp)
+{
+	int rc = 0;
+	if (!st->tiered || !*rp)
+		return 0;
+	for (unsigned i = 0; i < (*rp)->ngroups && !rc; i++) {
+		struct resv_group *g = &(*rp)->group[i];
+		for (unsigned j = 0; j < g->n && !rc; j++)
+			rc = resv_pin_page(st, rp, loc_page(g->loc[j]));
+	}
+	return rc;
 }
 
 int store_insert_resv(store_t *st, store_resv_t **rp, uint16_t table, const void *key,
@@ -1245,7 +1347,8 @@ uint64_t store_table_extent_bytes(store_t *st, uint16_t table, unsigned *slots_p
 }
 
 /* Does r (of a slot named by loc) hold loc's generation and (if key) key? */
-static int rec_matches(const struct store_rec *r, store_loc_t loc, const void *key, uint16_t klen)
+static inline __attribute__((always_inline)) int rec_matches(const struct store_rec *r, store_loc_t loc,
+							  const void *key, uint16_t klen)
 {
 	uint32_t gen = LOAD_ACQ(&r->gen);
 	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
@@ -1273,18 +1376,19 @@ struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
 int store_rec_get(store_t *st, store_loc_t loc, uint16_t table, const void *key,
 		  uint16_t klen, struct store_rec **out)
 {
+	struct table *t = loc_table(st, loc);
 	if (!st->tiered) {
-		struct store_rec *r = store_rec_at(st, loc, table, key, klen);
-		if (!r)
+		struct store_rec *r;
+		if (!t || t->id != table ||
+		    !rec_matches(r = slot_rec(t, loc_page(loc), loc_slot(loc)), loc, key, klen))
 			return LOTUS_ENOTFOUND;
 		*out = r;
 		return 0;
 	}
-	struct table *t = loc_table(st, loc);
 	unsigned char *base;
 	if (!t || t->id != table)
 		return LOTUS_ENOTFOUND;
-	int rc = page_pin(st, loc_page(loc), PIN_READ, &base);
+	int rc = tier_pin(st, loc_page(loc), PIN_READ, &base);
 	if (rc)
 		return rc;
 	struct store_rec *r = rec_in(t, base, loc_slot(loc));

@@ -153,8 +153,17 @@ typedef struct store_resv store_resv_t;
 int store_reserve(store_t *st, store_resv_t **rp, uint16_t table, unsigned n);
 /* Slots of table that *r holds (r may be NULL). */
 unsigned store_reserved(const store_resv_t *r, uint16_t table);
-/* Put the slots r still holds back on the free lists and free r (NULL: no-op). */
+/* Put the slots r still holds back on the free lists, unpin the pages it
+ * pinned, and free r (NULL: no-op). */
 void store_resv_release(store_t *st, store_resv_t *r);
+/* Tiered stores: keep the page of loc (store_resv_pin) or the pages of every
+ * slot *rp holds (store_resv_pin_slots) pinned, hence resident, until
+ * store_resv_release, so that the writes of a commit that was checked and
+ * logged cannot miss when they are applied.  0, -EIO / LOTUS_ENOSPACE (a page
+ * could not be read in), -ENOMEM, LOTUS_ENOTFOUND (loc names no slot).
+ * No-ops (0) on an untiered store. */
+int store_resv_pin(store_t *st, store_resv_t **rp, store_loc_t loc);
+int store_resv_pin_slots(store_t *st, store_resv_t **rp);
 /* store_insert / store_delete through a reservation (rp may point to NULL:
  * then as store_insert / store_delete, except that a delete starts one). */
 int store_insert_resv(store_t *st, store_resv_t **rp, uint16_t table, const void *key,
