@@ -76,6 +76,7 @@ struct pw_writer {
 	unsigned idx;
 	pthread_t thread;
 	int started, ready, start_rc, inited;
+	uint64_t failed_rounds;              /* under stats_mu */
 	io_ctx_t *ctx;
 	int file;
 	char fault[256];
@@ -230,8 +231,10 @@ static int write_pages(struct pw_writer *w, const struct pw_page *pages, size_t 
 	pthread_mutex_lock(&w->stats_mu);
 	w->st.pages += written;
 	w->st.write_errors += failed;
+	uint64_t rounds_failed = failed ? ++w->failed_rounds : 0;
 	pthread_mutex_unlock(&w->stats_mu);
-	if (failed)
+	/* a full disk fails every retry: say so at first, then once in 1000 */
+	if (failed && (rounds_failed <= 5 || rounds_failed % 1000 == 0))
 		log_warn("pwriter %u: %" PRIu64 " of %zu page writes failed (%s); the pages stay "
 			 "in memory and are written again later", w->idx, failed, n,
 			 strerror(-first_err));
