@@ -108,6 +108,13 @@ static void test_good(void)
 	CHECK(config_set(&c, -1, "cc", "lazy", &why) == -EINVAL && why && *why, "bad cc");
 	CHECK(config_set(&c, -1, "colour", "red", &why) == -ENOENT, "unknown key");
 	CHECK(config_set(&c, 5, "threads", "1", &why) == -ENOENT, "no server 5");
+	CHECK(config_set(&c, 1, "capacity", "8G", &why) == 0 && c.servers[1].capacity == 8ULL << 30,
+	      "set capacity");
+	CHECK(config_set(&c, 1, "page_writers", "3", &why) == 0 && c.servers[1].page_writers == 3,
+	      "set page_writers");
+	CHECK(config_set(&c, 1, "page_writers", "65", &why) == -EINVAL && why && *why,
+	      "page_writers 65");
+	CHECK(config_set(&c, 1, "capacity", "huge", &why) != 0, "bad capacity");
 
 	/* Round trip through config_write. */
 	char text[8192];
