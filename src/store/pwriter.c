@@ -63,11 +63,20 @@
 #define PW_MAX_RUN       (1u << 20)   /* bytes per coalesced write */
 #define PW_MAX_WRITERS   64u
 
+#define PW_MAX_FILES     8u           /* the main file + pwriter_add_file ones */
+
+/* A job for one writer: write pages to file (or, add_fd >= 0: add that fd to
+ * the writer's ring as file `file`).  Synchronous jobs (pwriter_write) live
+ * on the caller's stack and are waited for; asynchronous ones
+ * (pwriter_submit) are malloc'ed and freed by the writer after cb. */
 struct pw_job {
 	const struct pw_page *pages;
 	size_t n;
 	int *status;
+	int file, add_fd;
 	int rc, done;
+	void (*cb)(void *arg, int rc);
+	void *cb_arg;
 	struct pw_job *next;
 };
 
@@ -78,7 +87,8 @@ struct pw_writer {
 	int started, ready, start_rc, inited;
 	uint64_t failed_rounds;              /* under stats_mu */
 	io_ctx_t *ctx;
-	int file;
+	int file;                 /* the main file's index in ctx */
+	int files[PW_MAX_FILES];  /* file id -> index in ctx (files[0] = file) */
 	char fault[256];
 	struct pw_job *jobs, **jobs_tail;   /* under pw->mu */
 	uint64_t kick_seen;
@@ -103,6 +113,7 @@ struct pwriter {
 	uint64_t kick_gen;        /* atomic */
 	unsigned sleepers;        /* atomic: writers inside the wait */
 	struct pw_writer *w;
+	unsigned nfiles;          /* file ids handed out (under mu) */
 };
 
 /* ---- writing a set of pages ---- */
@@ -172,7 +183,8 @@ static int reap_runs(struct pw_writer *w, const struct pw_page *pages, const uin
 }
 
 /* Write pages[0..n) (any order); status[i] per page.  0 or the first error. */
-static int write_pages(struct pw_writer *w, const struct pw_page *pages, size_t n, int *status)
+static int write_pages(struct pw_writer *w, int file, const struct pw_page *pages, size_t n,
+		       int *status)
 {
 	uint32_t ps = w->pw->o.page_size;
 	unsigned max_run = MAX(PW_MAX_RUN / ps, 1u), inflight = 0;
@@ -193,7 +205,7 @@ static int write_pages(struct pw_writer *w, const struct pw_page *pages, size_t 
 				break;
 			k++;
 		}
-		rc = io_prep_write(w->ctx, w->file, p0->buf, (size_t)k * ps, (off_t)(p0->page * ps),
+		rc = io_prep_write(w->ctx, file, p0->buf, (size_t)k * ps, (off_t)(p0->page * ps),
 				   (uint64_t)i | (uint64_t)k << 32);
 		if (rc == -EAGAIN) {   /* the ring is full: issue, take back half */
 			rc = io_submit_batch(w->ctx);
@@ -252,7 +264,7 @@ static int evict_round(struct pw_writer *w)
 	size_t n = pw->o.ops.pick(pw->o.ops.arg, w->idx, pw->o.nwriters, w->victims, max, &dropped);
 	int rc = 0;
 	if (n)
-		rc = write_pages(w, w->victims, n, w->vstatus);
+		rc = write_pages(w, w->file, w->victims, n, w->vstatus);
 	for (size_t i = 0; i < n; i++)
 		pw->o.ops.done(pw->o.ops.arg, &w->victims[i], w->vstatus[i]);
 	pthread_mutex_lock(&w->stats_mu);
@@ -272,8 +284,25 @@ static void run_jobs(struct pw_writer *w)
 			w->jobs_tail = &w->jobs;
 		pthread_mutex_unlock(&pw->mu);
 		uint64_t cpu0 = clock_thread_cpu_ns();
-		j->rc = write_pages(w, j->pages, j->n, j->status);
+		if (j->add_fd >= 0) {
+			int idx = io_ctx_add_file(w->ctx, j->add_fd);
+			if (idx >= 0)
+				w->files[j->file] = idx;
+			j->rc = idx < 0 ? idx : 0;
+		} else {
+			int idx = j->file >= 0 && j->file < (int)PW_MAX_FILES ? w->files[j->file] : -1;
+			j->rc = idx < 0 ? -EBADF : write_pages(w, idx, j->pages, j->n, j->status);
+			if (idx < 0)
+				for (size_t i = 0; i < j->n; i++)
+					j->status[i] = -EBADF;
+		}
 		stats_snapshot(w, cpu0);
+		if (j->cb) {   /* asynchronous: nobody waits on it */
+			j->cb(j->cb_arg, j->rc);
+			free(j);
+			pthread_mutex_lock(&pw->mu);
+			continue;
+		}
 		pthread_mutex_lock(&pw->mu);
 		j->done = 1;
 		pthread_cond_broadcast(&pw->done_cv);
@@ -297,6 +326,9 @@ static int writer_setup(struct pw_writer *w)
 	w->file = io_ctx_add_file(w->ctx, pw->o.fd);
 	if (w->file < 0)
 		return w->file;
+	for (unsigned i = 0; i < PW_MAX_FILES; i++)
+		w->files[i] = -1;
+	w->files[0] = w->file;
 	w->victims = calloc(pw->o.batch, sizeof(*w->victims));
 	w->vstatus = calloc(pw->o.batch, sizeof(*w->vstatus));
 	if (!w->victims || !w->vstatus || scratch_reserve(w, pw->o.batch))
@@ -394,6 +426,7 @@ int pwriter_start(const struct pwriter_opts *o, pwriter_t **out)
 	pw->o.batch = o->batch ? o->batch : PW_DEF_BATCH;
 	pw->o.depth = o->depth ? o->depth : PW_DEF_DEPTH;
 	pw->o.interval_ms = o->interval_ms ? o->interval_ms : PW_DEF_INTERVAL;
+	pw->nfiles = 1;
 	const char *faults = o->fault ? o->fault : getenv("LOTUS_PW_FAULT");
 	pthread_mutex_init(&pw->mu, NULL);
 	pthread_condattr_t ca;
@@ -412,7 +445,8 @@ int pwriter_start(const struct pwriter_opts *o, pwriter_t **out)
 		struct io_opts d = { .backend = o->backend, .depth = 4,
 				     .flags = IO_F_NO_SINGLE_ISSUER | IO_F_NO_CPU_STATS };
 		if (io_ctx_create(&d, &pw->donor) == 0 && io_ctx_backend(pw->donor) == IO_BACKEND_URING &&
-		    io_ctx_register_buffer(pw->donor, o->region, o->region_len) == 0) {
+		    io_ctx_register_buffer(pw->donor, o->region, o->region_len) == 0 &&
+		    (!o->region2 || io_ctx_register_buffer(pw->donor, o->region2, o->region2_len) == 0)) {
 			struct io_stats ds;
 			io_ctx_stats(pw->donor, &ds);
 			pw->registered = ds.reg_buffers;
@@ -501,24 +535,64 @@ int pwriter_registered(const pwriter_t *pw)
 	return pw ? pw->registered : 0;
 }
 
+/* Queue j on writer w (pw->mu held).  -ESHUTDOWN once stopping. */
+static int enqueue(struct pwriter *pw, unsigned w, struct pw_job *j)
+{
+	struct pw_writer *wr = &pw->w[w % pw->o.nwriters];
+	if (pw->stop)
+		return -ESHUTDOWN;
+	*wr->jobs_tail = j;
+	wr->jobs_tail = &j->next;
+	pthread_cond_broadcast(&pw->cv);
+	return 0;
+}
+
+static int run_sync(struct pwriter *pw, unsigned w, struct pw_job *j)
+{
+	pthread_mutex_lock(&pw->mu);
+	int rc = enqueue(pw, w, j);
+	while (rc == 0 && !j->done)
+		pthread_cond_wait(&pw->done_cv, &pw->mu);
+	pthread_mutex_unlock(&pw->mu);
+	return rc ? rc : j->rc;
+}
+
 int pwriter_write(pwriter_t *pw, unsigned w, const struct pw_page *pages, size_t n, int *status)
 {
 	if (!n)
 		return 0;
-	struct pw_job j = { .pages = pages, .n = n, .status = status };
-	struct pw_writer *wr = &pw->w[w % pw->o.nwriters];
+	struct pw_job j = { .pages = pages, .n = n, .status = status, .add_fd = -1 };
+	return run_sync(pw, w, &j);
+}
+
+int pwriter_add_file(pwriter_t *pw, int fd)
+{
 	pthread_mutex_lock(&pw->mu);
-	if (pw->stop) {
-		pthread_mutex_unlock(&pw->mu);
-		return -ESHUTDOWN;
-	}
-	*wr->jobs_tail = &j;
-	wr->jobs_tail = &j.next;
-	pthread_cond_broadcast(&pw->cv);
-	while (!j.done)
-		pthread_cond_wait(&pw->done_cv, &pw->mu);
+	int id = pw->nfiles < PW_MAX_FILES ? (int)pw->nfiles++ : -EMFILE;
 	pthread_mutex_unlock(&pw->mu);
-	return j.rc;
+	for (unsigned i = 0; id >= 0 && i < pw->o.nwriters; i++) {
+		struct pw_job j = { .file = id, .add_fd = fd };
+		int rc = run_sync(pw, i, &j);
+		if (rc < 0)
+			return rc;
+	}
+	return id;
+}
+
+int pwriter_submit(pwriter_t *pw, unsigned w, int file, const struct pw_page *pages, size_t n,
+		   int *status, void (*cb)(void *arg, int rc), void *arg)
+{
+	struct pw_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct pw_job){ .pages = pages, .n = n, .status = status, .file = file, .add_fd = -1,
+			      .cb = cb, .cb_arg = arg };
+	pthread_mutex_lock(&pw->mu);
+	int rc = enqueue(pw, w, j);
+	pthread_mutex_unlock(&pw->mu);
+	if (rc)
+		free(j);
+	return rc;
 }
 
 void pwriter_stats(pwriter_t *pw, unsigned i, struct pwriter_stats *out)

@@ -52,6 +52,8 @@ struct pwriter_opts {
 	uint32_t page_size;
 	void *region;             /* registered once and cloned (NULL: none) */
 	size_t region_len;
+	void *region2;            /* a second region registered with it (NULL: none) */
+	size_t region2_len;
 	unsigned batch;           /* victims per round (default 256) */
 	unsigned depth;           /* ring depth (default 256) */
 	unsigned interval_ms;     /* periodic look at need() (default 20) */
@@ -75,6 +77,16 @@ unsigned pwriter_count(const pwriter_t *pw);
  * 0 or -errno per page.  Adjacent pages with adjacent buffers are coalesced.
  * Returns 0 if every page was written, else the first error. */
 int pwriter_write(pwriter_t *pw, unsigned w, const struct pw_page *pages, size_t n, int *status);
+
+/* Add fd to every writer's ring (done in each writer's thread, waited for).
+ * Returns a file id >= 1 for pwriter_submit (0 is opts.fd), or -errno. */
+int pwriter_add_file(pwriter_t *pw, int fd);
+/* Queue pages[0..n) for file id `file` on writer w and return at once; the
+ * writer fills status[] and then calls cb(arg, rc) on its thread (rc: 0 or
+ * the first error).  pages and status stay the caller's until cb.  0, or
+ * -ESHUTDOWN / -ENOMEM (cb is then never called). */
+int pwriter_submit(pwriter_t *pw, unsigned w, int file, const struct pw_page *pages, size_t n,
+		   int *status, void (*cb)(void *arg, int rc), void *arg);
 
 struct pwriter_stats {
 	const char *backend;       /* the writer's backend now: uring, aio, sync */
