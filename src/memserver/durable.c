@@ -582,6 +582,8 @@ static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
 				.interval_ms = o->checkpoint_interval_ms,
 				.recovered_seq = srv->rec.ckpt_seq,
 				.on_begin = ms_outcomes_relog, .on_begin_arg = srv };
+	if (srv->tier)   /* a tiered server's page writers write the checkpoints too */
+		co.writers = tierback_writers(srv->tier, &co.staging, &co.staging_bytes);
 	rc = ckpt_open(srv->store, srv->log, &co, &srv->ckpt);
 	if (rc == 0 && srv->rec.keep_lsn != UINT64_MAX)
 		ckpt_set_keep_lsn(srv->ckpt, srv->rec.keep_lsn);

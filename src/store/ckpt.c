@@ -69,6 +69,7 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "store/ckpt.h"
+#include "store/pwriter.h"
 
 #define CK_GATE_SHARDS   64
 #define CK_COPY_BATCH    256u           /* pages copied per gate closure */
@@ -145,6 +146,12 @@ struct ckpt {
 	void *on_begin_arg;         /* after a fallback: the damaged checkpoint's seq */
 	unsigned char *staging;
 	size_t staging_bytes;
+	int own_staging;            /* mmap'ed here (else the caller's: ckpt_opts) */
+	/* Through the page writers (ckpt_opts.writers): each image's fd, open
+	 * for the ckpt's life, and its file id in the writers' rings. */
+	pwriter_t *pw;
+	int pw_fd[2], pw_file[2];
+	unsigned pw_next;           /* round robin over the writers */
 	uint64_t keep_lsn;          /* atomic */
 
 	/* page writer thread */
@@ -503,7 +510,56 @@ struct run {
 	unsigned staged, inflight;  /* slots used; pages in flight */
 	uint64_t ios, pages;
 	int err;
+	/* page-writer mode: batches handed to the writers, completed in order */
+	struct pw_page *slot_pp;
+	int *slot_status;
+	struct ck_batch *batches;
+	unsigned bhead, btail;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int pw_inited;              /* mu, cv initialised */
 };
+
+/* One batch of copies handed to a page writer (pwriter_submit). */
+struct ck_batch {
+	struct run *r;
+	unsigned first, n;
+	int done;                   /* under r->mu */
+};
+
+static void batch_written(void *arg, int rc)
+{
+	struct ck_batch *b = arg;
+	(void)rc;                   /* per page in slot_status */
+	pthread_mutex_lock(&b->r->mu);
+	b->done = 1;
+	pthread_cond_broadcast(&b->r->cv);
+	pthread_mutex_unlock(&b->r->mu);
+}
+
+/* Page-writer mode: take back the oldest batch (waiting for it). */
+static void batch_reap_one(struct run *r)
+{
+	struct ck_batch *b = &r->batches[r->bhead % r->c->max_inflight];
+	pthread_mutex_lock(&r->mu);
+	while (!b->done)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+	for (unsigned j = 0; j < b->n; j++) {
+		unsigned slot = b->first + j;
+		if (r->slot_status[slot]) {
+			if (!r->err)
+				r->err = r->slot_status[slot];
+			continue;
+		}
+		uint64_t p = r->slot_page[slot];
+		r->c->stale[p] &= (uint8_t)~(1u << r->image);
+		r->c->crc[r->image][p] = r->slot_crc[slot];
+		r->pages++;
+	}
+	r->inflight -= b->n;
+	r->bhead++;
+}
 
 static void run_complete(struct run *r, const struct io_cqe *e)
 {
@@ -525,6 +581,8 @@ static void run_complete(struct run *r, const struct io_cqe *e)
 static int run_reap(struct run *r, unsigned until_inflight)
 {
 	struct io_cqe cqes[64];
+	while (r->c->pw && r->inflight > until_inflight)
+		batch_reap_one(r);
 	while (r->inflight > until_inflight) {
 		int n = io_reap(r->ctx, cqes, ARRAY_SIZE(cqes), 1);
 		if (n < 0)
@@ -597,6 +655,33 @@ static int copy_pinned_pages(struct run *r, uint64_t *next, uint64_t last, uint6
 	return rc ? rc : (int)n;
 }
 
+/* Page-writer mode: the copies in slots first..first+n go to the next page
+ * writer as one job (it coalesces adjacent pages: adjacent slots hold
+ * ascending pages, and the staging buffer is registered with the pool). */
+static int submit_to_writers(struct run *r, unsigned first, unsigned n)
+{
+	struct ckpt *c = r->c;
+	uint32_t ps = c->page_size;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned slot = first + i;
+		r->slot_pp[slot] = (struct pw_page){ .page = r->slot_page[slot],
+						     .buf = c->staging + (size_t)slot * ps };
+		r->slot_status[slot] = 1;
+		if (i == 0 || r->slot_page[slot] != r->slot_page[slot - 1] + 1)
+			r->ios++;   /* runs of adjacent pages, as the writer merges them */
+	}
+	struct ck_batch *b = &r->batches[r->btail % c->max_inflight];
+	*b = (struct ck_batch){ .r = r, .first = first, .n = n };
+	int rc = pwriter_submit(c->pw, c->pw_next++, c->pw_file[r->image], &r->slot_pp[first], n,
+				&r->slot_status[first], batch_written, b);
+	if (rc)
+		return rc;
+	r->btail++;
+	r->inflight += n;
+	r->staged += n;
+	return 0;
+}
+
 /* Copy a batch of stale pages (gate closed), make the log durable past
  * every change in them, and write them. */
 static int run_batch(struct run *r, uint64_t *next, uint64_t last)
@@ -622,6 +707,8 @@ static int run_batch(struct run *r, uint64_t *next, uint64_t last)
 		if (rc)
 			return rc;
 	}
+	if (c->pw)
+		return submit_to_writers(r, first, n);
 	unsigned max_run = CK_MAX_RUN / ps ? CK_MAX_RUN / ps : 1;
 	for (unsigned i = 0; i < n;) {
 		unsigned k = 1;
@@ -678,6 +765,17 @@ static int run_setup(struct run *r, struct ckpt *c, unsigned image)
 	r->slot_crc = malloc(c->max_inflight * sizeof(*r->slot_crc));
 	if (!r->slot_page || !r->slot_crc)
 		return -ENOMEM;
+	if (c->pw) {   /* the writers' rings hold the image fds already */
+		pthread_mutex_init(&r->mu, NULL);
+		pthread_cond_init(&r->cv, NULL);
+		r->pw_inited = 1;
+		r->slot_pp = malloc(c->max_inflight * sizeof(*r->slot_pp));
+		r->slot_status = malloc(c->max_inflight * sizeof(*r->slot_status));
+		r->batches = malloc(c->max_inflight * sizeof(*r->batches));
+		if (!r->slot_pp || !r->slot_status || !r->batches)
+			return -ENOMEM;
+		return c->pw_fd[image];
+	}
 	ck_path(path, sizeof(path), c->dir, image_name(image, 0));
 	int fd = io_open_direct(path, O_RDWR | O_CREAT, 0644);
 	if (fd < 0)
@@ -707,8 +805,18 @@ static void run_teardown(struct run *r, int fd, struct ckpt_stats *out)
 		out->backend = io_backend_name(io_ctx_backend(r->ctx));
 		io_ctx_destroy(r->ctx);
 	}
-	if (fd >= 0)
+	if (r->c->pw) {   /* fd is the ckpt's; every batch was reaped */
+		out->backend = "page writers";
+		free(r->slot_pp);
+		free(r->slot_status);
+		free(r->batches);
+		if (r->pw_inited) {
+			pthread_mutex_destroy(&r->mu);
+			pthread_cond_destroy(&r->cv);
+		}
+	} else if (fd >= 0) {
 		close(fd);
+	}
 	free(r->slot_page);
 	free(r->slot_crc);
 }
@@ -745,7 +853,7 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 		}
 		rc = run_batch(&r, &next, cur.pages_used);
 	}
-	int rc2 = r.ctx ? run_reap(&r, 0) : 0;
+	int rc2 = r.ctx || c->pw ? run_reap(&r, 0) : 0;
 	rc = rc ? rc : rc2 ? rc2 : r.err;
 	if (!rc && fdatasync(fd))
 		rc = -errno;
@@ -966,6 +1074,27 @@ static void ckpt_load_state(struct ckpt *c)
 	c->marked_upto = ss.pages_used;
 }
 
+/* Checkpoints through the page writers: both images open for the ckpt's
+ * life, each added to every writer's ring once. */
+static int ckpt_open_writers(struct ckpt *c, pwriter_t *pw)
+{
+	char path[4200];
+	for (unsigned i = 0; i < 2; i++) {
+		ck_path(path, sizeof(path), c->dir, image_name(i, 0));
+		c->pw_fd[i] = io_open_direct(path, O_RDWR | O_CREAT, 0644);
+		if (c->pw_fd[i] < 0)
+			return c->pw_fd[i];
+		c->pw_file[i] = pwriter_add_file(pw, c->pw_fd[i]);
+		if (c->pw_file[i] < 0) {
+			log_error("ckpt: the page writers cannot take %s: %s", path,
+				  strerror(-c->pw_file[i]));
+			return c->pw_file[i];
+		}
+	}
+	c->pw = pw;
+	return 0;
+}
+
 int ckpt_open(store_t *st, redo_t *log, const struct ckpt_opts *o, ckpt_t **out)
 {
 	if (!st || !o || !o->dir || !out || strlen(o->dir) >= sizeof(((struct ckpt *)0)->dir))
@@ -1006,10 +1135,16 @@ int ckpt_open(store_t *st, redo_t *log, const struct ckpt_opts *o, ckpt_t **out)
 	c->crc[1] = calloc(c->npages, sizeof(uint32_t));
 	c->trig = calloc(1, sizeof(*c->trig));
 	c->staging_bytes = (size_t)c->max_inflight * c->page_size;
-	c->staging = mmap(NULL, c->staging_bytes, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (c->staging == MAP_FAILED)
-		c->staging = NULL;
+	c->pw_fd[0] = c->pw_fd[1] = -1;
+	if (o->staging && o->staging_bytes >= c->staging_bytes) {
+		c->staging = o->staging;   /* registered with the page writers' pool */
+	} else {
+		c->own_staging = 1;
+		c->staging = mmap(NULL, c->staging_bytes, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (c->staging == MAP_FAILED)
+			c->staging = NULL;
+	}
 	if (!c->stale || !c->crc[0] || !c->crc[1] || !c->trig || !c->staging)
 		goto fail;
 	pthread_mutex_init(&c->trig->mu, NULL);
@@ -1020,6 +1155,8 @@ int ckpt_open(store_t *st, redo_t *log, const struct ckpt_opts *o, ckpt_t **out)
 		log_error("ckpt: mkdir %s: %s", c->dir, strerror(errno));
 		goto fail;
 	}
+	if (o->writers && (rc = ckpt_open_writers(c, o->writers)) != 0)
+		goto fail;
 	ckpt_load_state(c);
 	*out = c;
 	return 0;
@@ -1052,8 +1189,11 @@ void ckpt_close(ckpt_t *c)
 	} else {
 		free(c->trig);
 	}
-	if (c->staging)
+	if (c->staging && c->own_staging)
 		munmap(c->staging, c->staging_bytes);
+	for (unsigned i = 0; i < 2; i++)
+		if (c->pw_fd[i] >= 0)
+			close(c->pw_fd[i]);
 	free(c->stale);
 	free(c->crc[0]);
 	free(c->crc[1]);

@@ -30,8 +30,9 @@
  *
  * Tiered stores (store_create_tiered): a stale page that is not resident is
  * pinned with store_page_get (read in) before the gate closes, copied with it
- * closed, then unpinned; checkpoint writes keep this module's own ring (they
- * come from the staging copy, not the pool the page writers register).
+ * closed, then unpinned.  With ckpt_opts.writers the copies are written by
+ * the page writers (pwriter.h; WRITE_FIXED from the staging buffer they
+ * registered with the pool), else through this module's own ring.
  * Recovery is lazy (ckpt_recover_home): the image is streamed through a
  * staging buffer, checked, then handed to store_rebuild_page page by page.
  *
@@ -62,6 +63,14 @@ struct ckpt_opts {
 	 * above begin, so a recovery from this checkpoint replays them. */
 	void (*on_begin)(void *arg);
 	void *on_begin_arg;
+	/* Added: write the checkpoints through these page writers (pwriter.h;
+	 * NULL: this module's own ring), from staging (staging_bytes >=
+	 * max_inflight pages; NULL: mmap'ed here) - the writers register it
+	 * with the pool, so the writes are WRITE_FIXED.  The writers must
+	 * outlive the ckpt. */
+	struct pwriter *writers;
+	void *staging;
+	size_t staging_bytes;
 };
 
 typedef struct ckpt ckpt_t;

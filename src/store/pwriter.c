@@ -292,9 +292,15 @@ static void run_jobs(struct pw_writer *w)
 		} else {
 			int idx = j->file >= 0 && j->file < (int)PW_MAX_FILES ? w->files[j->file] : -1;
 			j->rc = idx < 0 ? -EBADF : write_pages(w, idx, j->pages, j->n, j->status);
-			if (idx < 0)
-				for (size_t i = 0; i < j->n; i++)
+			uint64_t ok = 0;
+			for (size_t i = 0; i < j->n; i++) {
+				if (idx < 0)
 					j->status[i] = -EBADF;
+				ok += j->status[i] == 0;
+			}
+			pthread_mutex_lock(&w->stats_mu);
+			w->st.job_pages += ok;
+			pthread_mutex_unlock(&w->stats_mu);
 		}
 		stats_snapshot(w, cpu0);
 		if (j->cb) {   /* asynchronous: nobody waits on it */

@@ -91,6 +91,7 @@ int pwriter_submit(pwriter_t *pw, unsigned w, int file, const struct pw_page *pa
 struct pwriter_stats {
 	const char *backend;       /* the writer's backend now: uring, aio, sync */
 	uint64_t ios, bytes, pages, fixed_ios, rounds;
+	uint64_t job_pages;        /* of pages: written for jobs (checkpoints) */
 	uint64_t write_errors;     /* pages whose write failed */
 	uint64_t dropped;          /* clean victims freed by this writer's picks */
 	uint64_t cpu_ns;           /* the writer thread's CPU time */

@@ -52,6 +52,7 @@
 
 #define TB_READERS   16u
 #define TB_HIST      48u
+#define TB_CKPT_PAGES 4096u       /* the checkpoint's staging (ckpt's default max_inflight) */
 #define LOAD(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define ADD(p, v)    __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
@@ -83,6 +84,8 @@ struct tierback {
 	store_t *st;
 	pwriter_t *pw;
 	int swap_fd, img_fd[2];
+	void *staging;            /* the checkpoint's copies, registered with the pool */
+	size_t staging_bytes;
 	uint64_t target;          /* the writers evict while free frames < target */
 	struct reader r[TB_READERS];
 	struct tb_fault fmiss, fevict;
@@ -300,9 +303,17 @@ int tierback_start(tierback_t *tb, store_t *st, const char *dir)
 	tb->target = MAX(2 * low, MIN(ts.frames / 8, 512));
 	size_t region_len;
 	void *region = store_pool(st, &region_len);
+	tb->staging_bytes = (size_t)TB_CKPT_PAGES * tb->o.page_size;
+	tb->staging = mmap(NULL, tb->staging_bytes, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (tb->staging == MAP_FAILED) {
+		tb->staging = NULL;
+		return -ENOMEM;
+	}
 	struct pwriter_opts po = {
 		.nwriters = tb->o.page_writers, .fd = tb->swap_fd, .page_size = tb->o.page_size,
 		.region = region, .region_len = region_len,
+		.region2 = tb->staging, .region2_len = tb->staging_bytes,
 		.batch = (unsigned)MIN(256, MAX(ts.frames / 8 / tb->o.page_writers, 1)),
 		.ops = { .pick = tb_pick, .done = tb_done, .need = tb_need, .arg = tb },
 	};
@@ -315,6 +326,13 @@ int tierback_start(tierback_t *tb, store_t *st, const char *dir)
 		 "%s", tb->npages, ts.frames, tb->o.page_writers,
 		 pwriter_registered(pw) ? "registered once and cloned" : "not registered");
 	return 0;
+}
+
+pwriter_t *tierback_writers(tierback_t *tb, void **staging, size_t *staging_bytes)
+{
+	*staging = tb->staging;
+	*staging_bytes = tb->staging_bytes;
+	return tb->pw;
 }
 
 void tierback_set_home(void *arg, uint64_t first, uint64_t last, unsigned image)
@@ -348,6 +366,8 @@ void tierback_destroy(tierback_t *tb)
 			close(tb->img_fd[i]);
 	if (tb->where)
 		munmap(tb->where, tb->where_bytes);
+	if (tb->staging)
+		munmap(tb->staging, tb->staging_bytes);
 	free(tb);
 }
 
@@ -398,9 +418,10 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 		pages += w.pages;
 		cpu += w.cpu_ns;
 		EMIT("%s{\"backend\":\"%s\",\"ios\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"pages\":%" PRIu64
+		     ",\"ckpt_pages\":%" PRIu64
 		     ",\"fixed_ios\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"cpu_ns\":%" PRIu64
 		     ",\"cloned\":%d,\"fallbacks\":%" PRIu64 "}", i ? "," : "", w.backend, w.ios,
-		     w.bytes, w.pages, w.fixed_ios, w.write_errors, w.cpu_ns, w.cloned,
+		     w.bytes, w.pages, w.job_pages, w.fixed_ios, w.write_errors, w.cpu_ns, w.cloned,
 		     w.fallbacks + (uint64_t)w.setup_fallback);
 	}
 	EMIT("],\"pw_ios\":%" PRIu64 ",\"pw_pages\":%" PRIu64 ",\"pw_cpu_ns\":%" PRIu64
@@ -415,13 +436,14 @@ void tierback_log_summary(tierback_t *tb)
 {
 	struct store_tier_stats s;
 	store_tier_stats(tb->st, &s);
-	uint64_t reads = LOAD(&tb->reads), ios = 0, pages = 0, cpu = 0, fb = 0;
+	uint64_t reads = LOAD(&tb->reads), ios = 0, pages = 0, cpu = 0, fb = 0, cpages = 0;
 	unsigned nw = pwriter_count(tb->pw), clones = 0;
 	for (unsigned i = 0; i < nw; i++) {
 		struct pwriter_stats w;
 		pwriter_stats(tb->pw, i, &w);
 		ios += w.ios;
 		pages += w.pages;
+		cpages += w.job_pages;
 		cpu += w.cpu_ns;
 		clones += (unsigned)w.cloned;
 		fb += w.fallbacks + (uint64_t)w.setup_fallback;
@@ -429,10 +451,10 @@ void tierback_log_summary(tierback_t *tb)
 	log_info("tier: %" PRIu64 " of %" PRIu64 " frames resident; %" PRIu64 " misses (%" PRIu64
 		 " preads, mean %.1f us, max %.1f us, p99 < %.1f us, %" PRIu64 " errors); evictions %"
 		 PRIu64 " clean, %" PRIu64 " dirty, %" PRIu64 " write errors; %u page writers: %"
-		 PRIu64 " writes, %" PRIu64 " pages, %.2f us CPU per page, registrations %d, clones %u,"
-		 " fallbacks %" PRIu64, s.resident, s.frames, s.misses, reads,
+		 PRIu64 " writes, %" PRIu64 " pages (%" PRIu64 " for checkpoints), %.2f us CPU per page, "
+		 "registrations %d, clones %u, fallbacks %" PRIu64, s.resident, s.frames, s.misses, reads,
 		 reads ? LOAD(&tb->read_ns_sum) / reads / 1e3 : 0.0, s.miss_ns_max / 1e3,
 		 read_p99(tb) / 1e3, s.miss_errors, s.evict_clean, s.evict_dirty, s.evict_errors, nw,
-		 ios, pages, pages ? cpu / 1e3 / (double)pages : 0.0, pwriter_registered(tb->pw),
+		 ios, pages, cpages, pages ? cpu / 1e3 / (double)pages : 0.0, pwriter_registered(tb->pw),
 		 clones, fb);
 }

@@ -42,6 +42,10 @@ void tierback_store_opts(tierback_t *tb, struct store_tier_opts *so);
 /* Create DIR/pages.swap (empty), open the images that exist, start the page
  * writers on st's frame region.  0 or -errno (logged). */
 int tierback_start(tierback_t *tb, store_t *st, const char *dir);
+/* After tierback_start: the page writers and the staging buffer registered
+ * with them, for checkpoints (ckpt_opts.writers / staging). */
+struct pwriter;
+struct pwriter *tierback_writers(tierback_t *tb, void **staging, size_t *staging_bytes);
 /* Recovery: pages first..last have their latest copy in image (0 = a, 1 = b). */
 void tierback_set_home(void *tb, uint64_t first, uint64_t last, unsigned image);
 /* Stop the page writers (before the store goes). */
