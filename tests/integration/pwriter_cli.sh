@@ -5,7 +5,8 @@
 # (LOTUS_PW_FAULT) and whose eviction writes fail for a while
 # (LOTUS_TIER_FAULT) serves the same data as a server all in memory, through
 # a clean stop (registrations/clones/fallbacks in its exit line) and a
-# kill -9 with lazy recovery; checkpoints (every 4M of log) run meanwhile.
+# kill -9 with lazy recovery; checkpoints (every 4M of log, written by the
+# page writers) run meanwhile.
 # timeout: 120
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
@@ -59,6 +60,8 @@ echo "ok: $line"
 printf '%s' "$line" | grep -q "registrations 1, clones 3, fallbacks 1" || fail "exit line: $line"
 printf '%s' "$line" | grep -qE " 30 write errors" || fail "the 30 failed eviction writes: $line"
 grep -q "switches to libaio" "$dir/err" || fail "writer 1 did not fall back"
+printf '%s' "$line" | grep -qE "pages \([1-9][0-9]* for checkpoints\)" ||
+  fail "the checkpoints did not go through the page writers: $line"
 
 start
 $Y --config "$dir/c.ini" --no-load --txns 800 --seed 2 >/dev/null 2>"$dir/y2" || fail "ycsb 2: $(tail -3 "$dir/y2")"
