@@ -322,9 +322,20 @@ int tierback_start(tierback_t *tb, store_t *st, const char *dir)
 	if (rc < 0)
 		return rc;
 	__atomic_store_n(&tb->pw, pw, __ATOMIC_RELEASE);
-	log_info("tier: %" PRIu64 " logical pages in %" PRIu64 " frames; %u page writers, pool "
-		 "%s", tb->npages, ts.frames, tb->o.page_writers,
-		 pwriter_registered(pw) ? "registered once and cloned" : "not registered");
+	unsigned clones = 0;
+	for (unsigned i = 0; i < tb->o.page_writers; i++) {
+		struct pwriter_stats w;
+		pwriter_stats(pw, i, &w);
+		clones += (unsigned)w.cloned;
+	}
+	if (pwriter_registered(pw))
+		log_info("tier: %" PRIu64 " logical pages in %" PRIu64 " frames; %u page writers, "
+			 "pool registered once and cloned into %u of their rings", tb->npages,
+			 ts.frames, tb->o.page_writers, clones);
+	else
+		log_info("tier: %" PRIu64 " logical pages in %" PRIu64 " frames; %u page writers, "
+			 "pool not registered (plain buffers)", tb->npages, ts.frames,
+			 tb->o.page_writers);
 	return 0;
 }
 

@@ -49,7 +49,7 @@ Y="nice $L ycsb --records 40000 --workload A --threads 1 --quiet --json"
 digest() { grep -o '"digest":"[0-9a-f]*"' | cut -d'"' -f4; }
 
 start LOTUS_PW_FAULT="1=enter:6" LOTUS_TIER_FAULT="evict:20:ENOSPC:30"
-grep -q "tier: 32768 logical pages in 2047 frames; 3 page writers, pool registered once and cloned" "$dir/err" ||
+grep -q "tier: 32768 logical pages in 2047 frames; 3 page writers, pool registered once and cloned into 3 of their rings" "$dir/err" ||
   fail "no tier start line: $(tail -3 "$dir/err")"
 d1=$($Y --config "$dir/c.ini" --txns 1500 --seed 9 --digest 2>"$dir/y1") || fail "ycsb 1: $(tail -3 "$dir/y1")"
 d1=$(printf '%s' "$d1" | digest)
