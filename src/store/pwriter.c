@@ -24,7 +24,8 @@
  *      +--> wait (cv, interval_ms) <-- pwriter_kick / pwriter_write / stop
  *      |      |
  *      |      +-- jobs queued?      write_pages(job), wake the caller
- *      |      +-- kicked or need()? evict_round() while it makes progress:
+ *      |      +-- kicked or need()? evict_round() while it makes progress
+ *      |             (and no job is queued: a checkpoint never waits long):
  *      |             ops.pick(part i of N) -> victims (locked, dirty)
  *      |             sort by page, write_pages, ops.done(victim, status)
  *      +------+
@@ -91,6 +92,7 @@ struct pw_writer {
 	int files[PW_MAX_FILES];  /* file id -> index in ctx (files[0] = file) */
 	char fault[256];
 	struct pw_job *jobs, **jobs_tail;   /* under pw->mu */
+	unsigned njobs;                      /* atomic: jobs queued (read without mu) */
 	uint64_t kick_seen;
 	/* scratch, writer thread only */
 	struct pw_page *victims;
@@ -282,6 +284,7 @@ static void run_jobs(struct pw_writer *w)
 		w->jobs = j->next;
 		if (!w->jobs)
 			w->jobs_tail = &w->jobs;
+		__atomic_fetch_sub(&w->njobs, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&pw->mu);
 		uint64_t cpu0 = clock_thread_cpu_ns();
 		if (j->add_fd >= 0) {
@@ -376,6 +379,7 @@ static void *writer_main(void *arg)
 			do
 				r = evict_round(w);
 			while (r > 0 && !__atomic_load_n(&pw->stop, __ATOMIC_RELAXED) &&
+			       !__atomic_load_n(&w->njobs, __ATOMIC_RELAXED) &&   /* checkpoints wait */
 			       pw->o.ops.need(pw->o.ops.arg));
 			stats_snapshot(w, cpu0);
 			/* nothing to take in this part (pinned, or the other writers'
@@ -549,6 +553,7 @@ static int enqueue(struct pwriter *pw, unsigned w, struct pw_job *j)
 		return -ESHUTDOWN;
 	*wr->jobs_tail = j;
 	wr->jobs_tail = &j->next;
+	__atomic_fetch_add(&wr->njobs, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&pw->cv);
 	return 0;
 }
