@@ -137,6 +137,7 @@ struct store {
 	size_t meta_bytes;         /* of each of the two arrays above (mapped) */
 	pthread_mutex_t tables_mu; /* serialises store_table_create */
 	unsigned ntables;          /* atomic; tables[0..ntables) are set */
+	bool own_keys;             /* new tables' indexes copy their keys (index.h) */
 	struct table *tables[STORE_MAX_TABLES];
 };
 
@@ -505,13 +506,20 @@ static int table_new(store_t *st, const char *name, uint32_t max_value, struct t
 	table_geometry(t, st->page_size);
 	for (unsigned s = 0; s < NSHARD; s++)
 		pthread_mutex_init(&t->shard[s].mu, NULL);
-	int rc = index_create(table_key_fn, t, &t->ix);
+	int rc = st->own_keys ? index_create_owned(&t->ix) : index_create(table_key_fn, t, &t->ix);
 	if (rc < 0) {
 		free(t);
 		return rc;
 	}
 	*out = t;
 	return 0;
+}
+
+void store_index_own_keys(store_t *st)
+{
+	pthread_mutex_lock(&st->tables_mu);
+	st->own_keys = true;
+	pthread_mutex_unlock(&st->tables_mu);
 }
 
 int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id)
