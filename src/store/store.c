@@ -433,6 +433,7 @@ int store_create(size_t memory_bytes, uint32_t page_size, store_t **out)
 	st->page_owner = map_lazy(st->meta_bytes);
 	st->dirty = map_lazy(st->meta_bytes);
 	pthread_mutex_init(&st->tables_mu, NULL);
+	st->own_keys = true;   /* docs/design.md "Sizing a memory server": faster, more memory */
 	if (!st->pool || !st->page_owner || !st->dirty) {
 		store_destroy(st);
 		return -ENOMEM;
@@ -515,11 +516,21 @@ static int table_new(store_t *st, const char *name, uint32_t max_value, struct t
 	return 0;
 }
 
-void store_index_own_keys(store_t *st)
+static void set_own_keys(store_t *st, bool own)
 {
 	pthread_mutex_lock(&st->tables_mu);
-	st->own_keys = true;
+	st->own_keys = own;
 	pthread_mutex_unlock(&st->tables_mu);
+}
+
+void store_index_own_keys(store_t *st)
+{
+	set_own_keys(st, true);
+}
+
+void store_index_borrow_keys(store_t *st)
+{
+	set_own_keys(st, false);
 }
 
 int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id)

@@ -7,8 +7,8 @@
  * shared key range with the others (slots move between the per-thread free
  * lists), and scans.  At the end the record count in store_stats matches the
  * contents.  The pool is small, so slots are reused many times.
- * It runs twice: with the index borrowing keys from the record slots, and
- * with the index owning key copies (store_index_own_keys).
+ * It runs twice: with the index borrowing keys from the record slots
+ * (store_index_borrow_keys), and with the index owning key copies (default).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -171,8 +171,8 @@ static int run(int own_keys)
 	/* enough for every key of both ranges plus the per-thread partial extents */
 	if (store_create(16u << 20, 0, &st))
 		return 1;
-	if (own_keys)
-		store_index_own_keys(st);
+	if (!own_keys)
+		store_index_borrow_keys(st);
 	for (unsigned i = 0; i < NTHREADS; i++) {
 		w[i].me = i;
 		w[i].seed = 0x2545f4914f6cdd1dull * (i + 7);

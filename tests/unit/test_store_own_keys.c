@@ -1,14 +1,16 @@
 /*
- * test_store_own_keys.c - with store_index_own_keys, index operations never
- * read a record slot.
+ * test_store_own_keys.c - with owned keys (the default, or
+ * store_index_own_keys), index operations never read a record slot.
  *
  * A table of 24-byte YCSB-shaped keys ("user" + 20 digits: the first 8 bytes
  * tie inside a leaf) is loaded, then the whole buffer pool is made
  * inaccessible (PROT_NONE), as a tiered store's non-resident pages are.
  * store_get of every key (present and absent) and a full store_scan must still
- * give the right answers.  The same steps with borrowed keys (the index reads
- * the key from the slot when prefixes tie) run in a child process, which must
- * fault: that shows the probe catches an index that reads record pages.
+ * give the right answers, for a default store and after store_index_own_keys.
+ * The same steps with borrowed keys (store_index_borrow_keys: the index reads
+ * the key from the slot when prefixes tie, as before) run in a child process,
+ * which must fault: that shows the probe catches an index that reads record
+ * pages.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -54,7 +56,8 @@ static int scan_cb(void *arg, const unsigned char *key, uint16_t klen, store_loc
 
 /* Load, hide the pool, look everything up through the index.  Exits 1 on a
  * wrong answer; a read of a record slot faults. */
-static void run(int own_keys)
+/* mode: 0 borrow, 1 default, 2 store_index_own_keys */
+static void run(int mode)
 {
 	store_t *st;
 	uint16_t tb;
@@ -62,7 +65,9 @@ static void run(int own_keys)
 	size_t pool_bytes;
 
 	CHECK(store_create(32u << 20, 0, &st) == 0);
-	if (own_keys)
+	if (mode == 0)
+		store_index_borrow_keys(st);
+	else if (mode == 2)
 		store_index_own_keys(st);
 	CHECK(store_table_create(st, "t", 64, &tb) == 0);
 	for (unsigned i = 0; i < NKEYS; i++) {
@@ -91,6 +96,7 @@ static void run(int own_keys)
 int main(void)
 {
 	run(1);
+	run(2);
 	printf("owned keys: %u gets and 2 scans with the pool PROT_NONE\n", NKEYS);
 
 	fflush(stdout);
