@@ -137,6 +137,7 @@ struct store {
 	size_t meta_bytes;         /* of each of the two arrays above (mapped) */
 	pthread_mutex_t tables_mu; /* serialises store_table_create */
 	unsigned ntables;          /* atomic; tables[0..ntables) are set */
+	bool own_keys;             /* new tables' indexes copy their keys (index.h) */
 	struct table *tables[STORE_MAX_TABLES];
 };
 
@@ -432,6 +433,7 @@ int store_create(size_t memory_bytes, uint32_t page_size, store_t **out)
 	st->page_owner = map_lazy(st->meta_bytes);
 	st->dirty = map_lazy(st->meta_bytes);
 	pthread_mutex_init(&st->tables_mu, NULL);
+	st->own_keys = true;   /* docs/design.md "Sizing a memory server": faster, more memory */
 	if (!st->pool || !st->page_owner || !st->dirty) {
 		store_destroy(st);
 		return -ENOMEM;
@@ -505,13 +507,30 @@ static int table_new(store_t *st, const char *name, uint32_t max_value, struct t
 	table_geometry(t, st->page_size);
 	for (unsigned s = 0; s < NSHARD; s++)
 		pthread_mutex_init(&t->shard[s].mu, NULL);
-	int rc = index_create(table_key_fn, t, &t->ix);
+	int rc = st->own_keys ? index_create_owned(&t->ix) : index_create(table_key_fn, t, &t->ix);
 	if (rc < 0) {
 		free(t);
 		return rc;
 	}
 	*out = t;
 	return 0;
+}
+
+static void set_own_keys(store_t *st, bool own)
+{
+	pthread_mutex_lock(&st->tables_mu);
+	st->own_keys = own;
+	pthread_mutex_unlock(&st->tables_mu);
+}
+
+void store_index_own_keys(store_t *st)
+{
+	set_own_keys(st, true);
+}
+
+void store_index_borrow_keys(store_t *st)
+{
+	set_own_keys(st, false);
 }
 
 int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id)

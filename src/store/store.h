@@ -49,6 +49,16 @@ static inline unsigned char *store_rec_value(struct store_rec *r) { return r->da
 int store_create(size_t memory_bytes, uint32_t page_size, store_t **out);
 void store_destroy(store_t *st);
 
+/* How the indexes of tables created after the call hold their keys.
+ * Own (the default): the index keeps copies of keys longer than 8 bytes
+ * (index_create_owned), so no index operation reads a record slot - what a
+ * store whose pages may be non-resident needs, and faster for long keys;
+ * costs index memory for keys longer than 8 bytes (docs/design.md, "Sizing a
+ * memory server").  Borrow: the index reads ties from the record slots
+ * (index_create with the slot's key); for tests and comparisons. */
+void store_index_own_keys(store_t *st);
+void store_index_borrow_keys(store_t *st);
+
 /* Create a table or return the existing one of that name (same max_value, else
  * LOTUS_EEXISTS).  max_value 0 means 1 KiB; at most STORE_VALUE_MAX. */
 int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id);
