@@ -80,6 +80,9 @@ struct ycsb_shared {
 	double mix[5];                    /* cumulative: read, update, insert, scan, rmw */
 	enum key_dist dist;
 	void *(*thread_fn)(void *);       /* what spawn_all's threads run */
+	/* A thread's run ended in an error (a lost server, a failed commit): the
+	 * others stop at once rather than each wait for its own timeout. */
+	_Atomic int failed;
 };
 
 struct ycsb_thread;
@@ -183,7 +186,8 @@ static int load_range(struct ycsb_thread *th, uint64_t from, uint64_t to)
 	const struct ycsb_opts *o = th->sh->o;
 	lotus_txn_t *t = NULL;
 	int rc = lotus_txn_begin(th->s, &t);
-	for (uint64_t k = from; rc == 0 && k < to && !atomic_load(&ycsb_stopping);) {
+	for (uint64_t k = from; rc == 0 && k < to && !atomic_load(&ycsb_stopping) &&
+	     !atomic_load(&th->sh->failed);) {
 		uint64_t end = MIN(to, k + LOAD_BATCH);
 		unsigned char key[8];
 		for (uint64_t i = k; i < end && rc >= 0; i++) {
@@ -471,7 +475,7 @@ static int run_txns(struct ycsb_thread *th)
 	}
 	for (unsigned i = 0; i < k && rc == 0 && !txns_done(th); i++)
 		slot_start(&th->slots[i]);
-	while (rc == 0 && !th->error) {
+	while (rc == 0 && !th->error && !atomic_load(&sh->failed)) {
 		uint64_t now = clock_now_ns();
 		if (!warm_taken && now >= sh->t_warm) {
 			lotus_session_counters(th->s, &th->net_warm);
@@ -485,6 +489,8 @@ static int run_txns(struct ycsb_thread *th)
 			break;
 		lotus_session_poll(th->s, 1);
 	}
+	if (rc || th->error)
+		atomic_store(&sh->failed, 1);
 	lotus_session_counters(th->s, &th->res.net);
 	th->cpu_ns = warm_taken ? thread_cpu_ns() - th->cpu_warm_ns : 0;
 	th->res.net.msgs_sent -= th->net_warm.msgs_sent;
@@ -514,6 +520,8 @@ static void *load_main(void *arg)
 	uint64_t from = th->idx * per, to = MIN(o->records, from + per);
 	if (from < to)
 		th->error = load_range(th, from, to);
+	if (th->error)
+		atomic_store(&th->sh->failed, 1);
 	return NULL;
 }
 
@@ -828,7 +836,10 @@ static int ycsb_phases(struct ycsb_shared *sh, struct ycsb_thread *ths, unsigned
 		uint64_t end = MIN(clock_now_ns(), sh->t_end);
 		res->seconds = end > sh->t_warm ? (double)(end - sh->t_warm) / 1e9 : 0;
 		merge_results(res, ths, n);
-		srv_delta(main_s, &snap, res);
+		/* after a failed run a server may be the lost one: asking it for
+		 * its counters would only wait out another timeout */
+		if (!atomic_load(&sh->failed))
+			srv_delta(main_s, &snap, res);
 	}
 	lotus_cluster_cache_counters(sh->cl, &res->cache);
 	if (o->digest && !res->error)

@@ -6,9 +6,21 @@
  * little) and INNER_CAP+1 children: child i holds the keys k with
  * sep[i-1] <= k < sep[i].  Leaves hold up to LEAF_CAP entries of
  * {8-byte key prefix, key length, value} (17 bytes each) and a pointer to the
- * right sibling.  Two keys with equal prefixes compare by length when either is
- * at most 8 bytes long; otherwise the full key of the entry is fetched through
- * index_key_fn (the record slot holds it).  Keys are ordered memcmp-then-length.
+ * right sibling.  Keys are ordered memcmp-then-length; every key is compared
+ * as big-endian 64-bit words, zero-padded, so two keys whose common words are
+ * equal compare by length.  Two keys with equal prefixes compare by length
+ * when either is at most 8 bytes long; otherwise:
+ *  - borrowed keys (index_create): the full key of the entry is fetched
+ *    through index_key_fn (the record slot holds it);
+ *  - own keys (index_create_owned): the index holds the rest itself.  A leaf
+ *    that ever held a key longer than 8 bytes gets an extension (struct lext,
+ *    allocated once, kept until index_destroy): per entry the key's bytes
+ *    8..15 as a second word and, for keys longer than 16 bytes, a pointer to a
+ *    key copy holding words 2.. (bytes 16..len-1).  Key copies come from
+ *    per-size-class slabs (one class per word count, 1..14) that are never
+ *    freed before index_destroy; a freed copy goes on its class's free list.
+ *    So a table of 8-byte keys pays 8 bytes per leaf, and comparisons inside a
+ *    leaf need the copy only when the first 16 bytes tie.
  *
  * Invariants:
  *  1. Nodes are never freed or merged before index_destroy; deletes may leave a
@@ -20,8 +32,20 @@
  *     owner removes from the index first).  So a key fetched through
  *     index_key_fn is trustworthy once the leaf's version validates.
  *  4. Every field read optimistically is accessed with __atomic operations
- *     (relaxed; child/next/root pointers release/acquire so that a new node's
- *     initialisation is visible), so the optimistic races are data-race-free.
+ *     (relaxed; child/next/root/extension pointers release/acquire so that a
+ *     new node's initialisation is visible), so the optimistic races are
+ *     data-race-free.
+ *  5. Own keys: a key copy is pushed on a free list only after its entry left
+ *     the leaf under the leaf's lock (so the leaf's version changed), and its
+ *     memory stays mapped.  A reader that still holds the old pointer may read
+ *     bytes of a reused copy, but then fails validation and restarts.  A copy
+ *     is filled after a release fence (and read with relaxed loads before the
+ *     reader's acquire fence), so a reader that saw new bytes also sees the
+ *     version change.  An optimistic reader may pair a length with the
+ *     pointer of another entry (a torn read of a shifting leaf): each slab
+ *     ends in a pad of the largest copy's size, so any read of up to 14 words
+ *     from a copy's start stays inside the slab; a NULL pointer or extension
+ *     seen with a long length is such a torn read and only needs to not fault.
  *
  * OLC protocol (Leis et al., "The ART of practical synchronization", 2016).
  * A node's version word: bit 1 = write-locked, upper bits count changes.
@@ -41,7 +65,9 @@
  * returned are handed to the callback with no latch held.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/common.h"
@@ -50,6 +76,8 @@
 #define LEAF_CAP   64
 #define INNER_CAP  63
 #define KEY_WORDS  (INDEX_KEY_MAX / 8)
+#define COPY_WORDS (KEY_WORDS - 2)   /* largest key copy: words 2..15 */
+#define SLAB_BYTES (64 * 1024)
 #define RESTART    1       /* internal: start the operation again */
 
 #define LOAD(p)          __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -63,9 +91,17 @@ struct node {
 	uint8_t is_leaf;     /* immutable */
 };
 
+/* Own keys: the rest of each entry's key (entries of at most 8 bytes leave
+ * theirs unused). */
+struct lext {
+	uint64_t w1[LEAF_CAP];         /* key bytes 8..15, as pfx */
+	uint64_t *copy[LEAF_CAP];      /* words 2.. of keys longer than 16 bytes */
+};
+
 struct leaf {
 	struct node h;
 	struct leaf *next;             /* right sibling, NULL for the last */
+	struct lext *x;                /* own keys: set once, under the lock */
 	uint64_t pfx[LEAF_CAP];        /* first 8 key bytes as a big-endian number */
 	uint64_t val[LEAF_CAP];
 	uint8_t len[LEAF_CAP];
@@ -78,18 +114,30 @@ struct inner {
 	struct node *child[INNER_CAP + 1];
 };
 
+/* One size class of key copies (class c: copies of c words). */
+struct kclass {
+	pthread_mutex_t mu;
+	uint64_t *free;                /* free copies, linked through word 0 */
+	uint64_t *bump, *end;          /* carving the newest slab */
+	void *slabs;                   /* slab list, linked through the first word */
+};
+
 struct index {
 	struct node *root;
 	index_key_fn key_fn;
 	void *ctx;
-	size_t bytes;
+	bool owned;
+	size_t bytes;                  /* nodes and extensions */
+	size_t key_bytes;              /* slabs of key copies */
+	struct kclass kc[COPY_WORDS];
 };
 
-/* A search key with its prefix precomputed. */
+/* A search key as zero-padded big-endian words (w[0] is its prefix). */
 struct skey {
 	const unsigned char *b;
 	unsigned len;
 	uint64_t pfx;
+	uint64_t w[KEY_WORDS];
 };
 
 /* ---- keys ---- */
@@ -110,6 +158,13 @@ static inline uint64_t key_prefix(const unsigned char *k, unsigned len)
 	return be_to_host(x);
 }
 
+/* The first n (<= 8) bytes of word w into buf. */
+static inline void word_put(unsigned char *buf, uint64_t w, unsigned n)
+{
+	uint64_t x = be_to_host(w);
+	memcpy(buf, &x, n < 8 ? n : 8);
+}
+
 static inline int key_cmp(const unsigned char *a, unsigned alen,
 			  const unsigned char *b, unsigned blen)
 {
@@ -119,37 +174,151 @@ static inline int key_cmp(const unsigned char *a, unsigned alen,
 	return (alen > blen) - (alen < blen);
 }
 
+static inline int len_cmp(unsigned a, unsigned b)
+{
+	return (a > b) - (a < b);
+}
+
+static inline int word_cmp(uint64_t a, uint64_t b)
+{
+	return a < b ? -1 : 1;   /* callers know a != b */
+}
+
 static void skey_init(struct skey *k, const void *b, unsigned len)
 {
 	k->b = b;
 	k->len = len;
-	k->pfx = key_prefix(b, len);
+	k->w[0] = key_prefix(b, len);
+	for (unsigned w = 1; 8 * w < len; w++)
+		k->w[w] = key_prefix(k->b + 8 * w, len - 8 * w);
+	k->pfx = k->w[0];
 }
 
-/* Full key of a leaf entry into buf (INDEX_KEY_MAX bytes); returns length. */
-static unsigned entry_key(index_t *ix, uint64_t pfx, unsigned len, uint64_t val,
-			  unsigned char *buf)
+/* ---- own keys: copies in size-class slabs ---- */
+
+static unsigned copy_words(unsigned len)
 {
-	if (len <= 8) {
-		uint64_t x = be_to_host(pfx);
-		memcpy(buf, &x, len);
-		return len;
+	return (len - 16 + 7) / 8;   /* len > 16 */
+}
+
+/* A copy of c words from class c's free list or its newest slab. */
+static uint64_t *copy_alloc(index_t *ix, unsigned c)
+{
+	struct kclass *kc = &ix->kc[c - 1];
+	uint64_t *p;
+
+	pthread_mutex_lock(&kc->mu);
+	if ((p = kc->free)) {
+		kc->free = (uint64_t *)(uintptr_t)LOAD(&p[0]);
+	} else {
+		if (!kc->bump || kc->bump + c > kc->end) {
+			/* calloc: the pad is read (never used) by torn reads */
+			uint64_t *s = calloc(1, SLAB_BYTES);
+			if (!s)
+				goto out;
+			s[0] = (uint64_t)(uintptr_t)kc->slabs;
+			kc->slabs = s;
+			kc->bump = s + 1;
+			kc->end = s + SLAB_BYTES / 8 - COPY_WORDS;
+			__atomic_fetch_add(&ix->key_bytes, SLAB_BYTES, __ATOMIC_RELAXED);
+		}
+		p = kc->bump;
+		kc->bump += c;
 	}
-	unsigned n = ix->key_fn(ix->ctx, val, buf);
-	return n > INDEX_KEY_MAX ? INDEX_KEY_MAX : n;
+out:
+	pthread_mutex_unlock(&kc->mu);
+	return p;
 }
 
-/* Compare a search key with leaf entry {pfx, len, val}. */
-static int entry_cmp(index_t *ix, const struct skey *k, uint64_t pfx, unsigned len,
-		     uint64_t val)
+/* Back on the free list; the entry left its leaf under the leaf's lock. */
+static void copy_free(index_t *ix, uint64_t *p, unsigned c)
 {
+	struct kclass *kc = &ix->kc[c - 1];
+	pthread_mutex_lock(&kc->mu);
+	STORE(&p[0], (uint64_t)(uintptr_t)kc->free);
+	kc->free = p;
+	pthread_mutex_unlock(&kc->mu);
+}
+
+/* A filled copy of words 2.. of k (k->len > 16), or NULL (-ENOMEM). */
+static uint64_t *copy_make(index_t *ix, const struct skey *k)
+{
+	unsigned c = copy_words(k->len);
+	uint64_t *p = copy_alloc(ix, c);
+	if (!p)
+		return NULL;
+	/* Invariant 5: a reader that sees these bytes sees the version bump of
+	 * the removal that freed the copy. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (unsigned w = 0; w < c; w++)
+		STORE(&p[w], k->w[w + 2]);
+	return p;
+}
+
+static void copy_release(index_t *ix, uint64_t *p, unsigned len)
+{
+	if (p)
+		copy_free(ix, p, copy_words(len));
+}
+
+/* ---- leaf entries ---- */
+
+/* Compare a search key with entry i of leaf l.  Optimistic-safe. */
+static int entry_cmp(index_t *ix, const struct skey *k, struct leaf *l, unsigned i)
+{
+	uint64_t pfx = LOAD(&l->pfx[i]);
 	if (k->pfx != pfx)
-		return k->pfx < pfx ? -1 : 1;
+		return word_cmp(k->pfx, pfx);
+	unsigned len = LOAD(&l->len[i]);
 	if (k->len <= 8 || len <= 8)
-		return (k->len > len) - (k->len < len);
-	unsigned char buf[INDEX_KEY_MAX];
-	unsigned n = entry_key(ix, pfx, len, val, buf);
-	return key_cmp(k->b, k->len, buf, n);
+		return len_cmp(k->len, len);
+	if (len > INDEX_KEY_MAX)
+		len = INDEX_KEY_MAX;
+	if (!ix->owned) {
+		unsigned char buf[INDEX_KEY_MAX];
+		unsigned n = ix->key_fn(ix->ctx, LOAD(&l->val[i]), buf);
+		return key_cmp(k->b, k->len, buf, n > INDEX_KEY_MAX ? INDEX_KEY_MAX : n);
+	}
+	struct lext *x = LOAD_ACQ(&l->x);
+	if (!x)
+		return len_cmp(k->len, len);          /* torn read */
+	uint64_t w1 = LOAD(&x->w1[i]);
+	if (k->w[1] != w1)
+		return word_cmp(k->w[1], w1);
+	if (k->len <= 16 || len <= 16)
+		return len_cmp(k->len, len);
+	const uint64_t *c = LOAD(&x->copy[i]);
+	if (!c)
+		return len_cmp(k->len, len);          /* torn read */
+	unsigned m = k->len < len ? k->len : len;
+	for (unsigned w = 2; 8 * w < m; w++) {
+		uint64_t e = LOAD(&c[w - 2]);
+		if (k->w[w] != e)
+			return word_cmp(k->w[w], e);
+	}
+	return len_cmp(k->len, len);
+}
+
+/* Full key of entry i of leaf l into buf (INDEX_KEY_MAX bytes); returns its
+ * length.  Optimistic-safe (a torn read gives some bytes). */
+static unsigned leaf_key(index_t *ix, struct leaf *l, unsigned i, unsigned char *buf)
+{
+	unsigned len = LOAD(&l->len[i]);
+	if (len > INDEX_KEY_MAX)
+		len = INDEX_KEY_MAX;
+	word_put(buf, LOAD(&l->pfx[i]), len);
+	if (len <= 8)
+		return len;
+	if (!ix->owned) {
+		unsigned n = ix->key_fn(ix->ctx, LOAD(&l->val[i]), buf);
+		return n > INDEX_KEY_MAX ? INDEX_KEY_MAX : n;
+	}
+	struct lext *x = LOAD_ACQ(&l->x);
+	const uint64_t *c = x ? LOAD(&x->copy[i]) : NULL;
+	word_put(buf + 8, x ? LOAD(&x->w1[i]) : 0, len - 8);
+	for (unsigned w = 2; 8 * w < len; w++)
+		word_put(buf + 8 * w, c ? LOAD(&c[w - 2]) : 0, len - 8 * w);
+	return len;
 }
 
 /* ---- version latches ---- */
@@ -207,6 +376,26 @@ static struct leaf *leaf_new(index_t *ix)
 	return l;
 }
 
+static struct lext *lext_new(index_t *ix)
+{
+	struct lext *x = calloc(1, sizeof(*x));
+	if (x)
+		__atomic_fetch_add(&ix->bytes, sizeof(*x), __ATOMIC_RELAXED);
+	return x;
+}
+
+/* Own keys: the extension of locked leaf l, made on its first long key. */
+static struct lext *leaf_ext(index_t *ix, struct leaf *l)
+{
+	if (!l->x) {
+		struct lext *x = lext_new(ix);
+		if (!x)
+			return NULL;
+		STORE_REL(&l->x, x);
+	}
+	return l->x;
+}
+
 static struct inner *inner_new(index_t *ix)
 {
 	struct inner *in = calloc(1, sizeof(*in));
@@ -223,8 +412,7 @@ static unsigned leaf_lower_bound(index_t *ix, struct leaf *l, unsigned n,
 	*found = false;
 	while (lo < hi) {
 		unsigned mid = (lo + hi) / 2;
-		int c = entry_cmp(ix, k, LOAD(&l->pfx[mid]), LOAD(&l->len[mid]),
-				  LOAD(&l->val[mid]));
+		int c = entry_cmp(ix, k, l, mid);
 		if (c == 0) {
 			*found = true;
 			return mid;
@@ -237,29 +425,45 @@ static unsigned leaf_lower_bound(index_t *ix, struct leaf *l, unsigned n,
 	return lo;
 }
 
-static void leaf_set(struct leaf *l, unsigned i, uint64_t pfx, unsigned len, uint64_t val)
+/* Entry s of locked leaf l to position d. */
+static void leaf_move(struct leaf *l, unsigned d, unsigned s)
 {
-	STORE(&l->pfx[i], pfx);
-	STORE(&l->len[i], (uint8_t)len);
-	STORE(&l->val[i], val);
+	STORE(&l->pfx[d], l->pfx[s]);
+	STORE(&l->len[d], l->len[s]);
+	STORE(&l->val[d], l->val[s]);
+	if (l->x) {
+		STORE(&l->x->w1[d], l->x->w1[s]);
+		STORE(&l->x->copy[d], l->x->copy[s]);
+	}
 }
 
-/* Insert at pos; caller holds the write lock and checked there is room. */
-static void leaf_insert_at(struct leaf *l, unsigned pos, const struct skey *k, uint64_t val)
+/* Insert at pos; caller holds the write lock, checked there is room and (own
+ * keys, k longer than 8 bytes) made the extension. */
+static void leaf_insert_at(struct leaf *l, unsigned pos, const struct skey *k, uint64_t val,
+			   uint64_t *copy)
 {
 	unsigned n = l->h.count;
 	for (unsigned i = n; i > pos; i--)
-		leaf_set(l, i, l->pfx[i - 1], l->len[i - 1], l->val[i - 1]);
-	leaf_set(l, pos, k->pfx, k->len, val);
+		leaf_move(l, i, i - 1);
+	STORE(&l->pfx[pos], k->pfx);
+	STORE(&l->len[pos], (uint8_t)k->len);
+	STORE(&l->val[pos], val);
+	if (l->x) {
+		STORE(&l->x->w1[pos], k->len > 8 ? k->w[1] : 0);
+		STORE(&l->x->copy[pos], copy);
+	}
 	STORE(&l->h.count, (uint16_t)(n + 1));
 }
 
-static void leaf_remove_at(struct leaf *l, unsigned pos)
+/* Remove entry pos of a locked leaf; returns its key copy (own keys). */
+static uint64_t *leaf_remove_at(struct leaf *l, unsigned pos)
 {
 	unsigned n = l->h.count;
+	uint64_t *copy = l->x ? l->x->copy[pos] : NULL;
 	for (unsigned i = pos; i + 1 < n; i++)
-		leaf_set(l, i, l->pfx[i + 1], l->len[i + 1], l->val[i + 1]);
+		leaf_move(l, i, i + 1);
 	STORE(&l->h.count, (uint16_t)(n - 1));
+	return copy;
 }
 
 /* Separator key i of an inner node into buf; returns its length. */
@@ -285,21 +489,24 @@ static void inner_set_key(struct inner *in, unsigned i, const unsigned char *k, 
 	STORE(&in->klen[i], (uint8_t)len);
 }
 
-/* k < separator i?  The separator's first word holds its first 8 bytes
- * zero-padded, like a prefix: if the prefixes differ they decide (as
- * entry_cmp), and if either key has at most 8 bytes the length does; only
- * longer keys with equal prefixes are copied out and compared in full. */
+/* k < separator i?  The separator's words are zero-padded like the search
+ * key's: the first word that differs decides, within the shorter key's words;
+ * if all of those are equal, the length does. */
 static inline bool key_below_sep(const struct inner *in, unsigned i, const struct skey *k)
 {
 	uint64_t sp = be_to_host(LOAD(&in->key[i][0]));
 	if (k->pfx != sp)
 		return k->pfx < sp;
 	unsigned len = LOAD(&in->klen[i]);
-	if (k->len <= 8 || len <= 8)
-		return k->len < len;
-	unsigned char buf[INDEX_KEY_MAX];
-	len = inner_key(in, i, buf);
-	return key_cmp(k->b, k->len, buf, len) < 0;
+	if (len > INDEX_KEY_MAX)
+		len = INDEX_KEY_MAX;
+	unsigned m = k->len < len ? k->len : len;
+	for (unsigned w = 1; 8 * w < m; w++) {
+		uint64_t s = be_to_host(LOAD(&in->key[i][w]));
+		if (k->w[w] != s)
+			return k->w[w] < s;
+	}
+	return k->len < len;
 }
 
 /* Index of the child that covers k: the first i with k < sep[i], else n. */
@@ -374,17 +581,25 @@ static struct leaf *leaf_split(index_t *ix, struct leaf *l, unsigned ins_pos,
 	struct leaf *r = leaf_new(ix);
 	if (!r)
 		return NULL;
+	if (l->x && !(r->x = lext_new(ix))) {
+		free(r);   /* (its bytes stay counted; harmless) */
+		return NULL;
+	}
 	unsigned n = l->h.count, mid = ins_pos >= n ? n - LEAF_CAP / 8 : n / 2;
 	for (unsigned i = mid; i < n; i++) {
 		r->pfx[i - mid] = l->pfx[i];
 		r->len[i - mid] = l->len[i];
 		r->val[i - mid] = l->val[i];
+		if (l->x) {   /* the copies move with their entries */
+			r->x->w1[i - mid] = l->x->w1[i];
+			r->x->copy[i - mid] = l->x->copy[i];
+		}
 	}
 	r->h.count = (uint16_t)(n - mid);
 	r->next = l->next;
 	STORE_REL(&l->next, r);
 	STORE(&l->h.count, (uint16_t)mid);
-	*seplen = entry_key(ix, r->pfx[0], r->len[0], r->val[0], sep);
+	*seplen = leaf_key(ix, r, 0, sep);
 	return r;
 }
 
@@ -473,13 +688,16 @@ static int check_key(unsigned klen)
 	return klen > INDEX_KEY_MAX ? LOTUS_ETOOBIG : 0;
 }
 
-int index_create(index_key_fn key_fn, void *ctx, index_t **out)
+static int create(index_key_fn key_fn, void *ctx, bool owned, index_t **out)
 {
 	index_t *ix = calloc(1, sizeof(*ix));
 	if (!ix)
 		return -ENOMEM;
 	ix->key_fn = key_fn;
 	ix->ctx = ctx;
+	ix->owned = owned;
+	for (unsigned c = 0; c < COPY_WORDS; c++)
+		pthread_mutex_init(&ix->kc[c].mu, NULL);
 	struct leaf *root = leaf_new(ix);
 	if (!root) {
 		free(ix);
@@ -490,12 +708,26 @@ int index_create(index_key_fn key_fn, void *ctx, index_t **out)
 	return 0;
 }
 
+int index_create(index_key_fn key_fn, void *ctx, index_t **out)
+{
+	if (!key_fn)
+		return -EINVAL;
+	return create(key_fn, ctx, false, out);
+}
+
+int index_create_owned(index_t **out)
+{
+	return create(NULL, NULL, true, out);
+}
+
 static void node_free(struct node *n)
 {
 	if (!n->is_leaf) {
 		struct inner *in = (struct inner *)n;
 		for (unsigned i = 0; i <= in->h.count; i++)
 			node_free(in->child[i]);
+	} else {
+		free(((struct leaf *)n)->x);
 	}
 	free(n);
 }
@@ -505,6 +737,13 @@ void index_destroy(index_t *ix)
 	if (!ix)
 		return;
 	node_free(ix->root);
+	for (unsigned c = 0; c < COPY_WORDS; c++) {
+		for (void *s = ix->kc[c].slabs, *next; s; s = next) {
+			next = (void *)(uintptr_t)*(uint64_t *)s;
+			free(s);
+		}
+		pthread_mutex_destroy(&ix->kc[c].mu);
+	}
 	free(ix);
 }
 
@@ -560,7 +799,8 @@ static int split_leaf_locked(index_t *ix, struct path *pa, unsigned pos)
 	return 0;
 }
 
-static int insert_try(index_t *ix, const struct skey *k, uint64_t val, uint64_t *old)
+static int insert_try(index_t *ix, const struct skey *k, uint64_t val, uint64_t *old,
+		      uint64_t *copy)
 {
 	struct path pa;
 	bool found, full;
@@ -581,8 +821,12 @@ static int insert_try(index_t *ix, const struct skey *k, uint64_t val, uint64_t 
 			*old = l->val[pos];
 		rc = LOTUS_EEXISTS;
 	} else if (!full) {
-		leaf_insert_at(l, pos, k, val);
-		rc = 0;
+		if (ix->owned && k->len > 8 && !leaf_ext(ix, l)) {
+			rc = -ENOMEM;
+		} else {
+			leaf_insert_at(l, pos, k, val, copy);
+			rc = 0;
+		}
 	} else if (!pa.parent && LOAD_ACQ(&ix->root) != &l->h) {
 		rc = RESTART;
 	} else {
@@ -604,14 +848,19 @@ int index_insert(index_t *ix, const void *key, unsigned klen, uint64_t val, uint
 	if (rc)
 		return rc;
 	skey_init(&k, key, klen);
-	while ((rc = insert_try(ix, &k, val, old)) == RESTART)
+	uint64_t *copy = NULL;
+	if (ix->owned && klen > 16 && !(copy = copy_make(ix, &k)))
+		return -ENOMEM;
+	while ((rc = insert_try(ix, &k, val, old, copy)) == RESTART)
 		;
+	if (rc)
+		copy_release(ix, copy, klen);   /* never published */
 	return rc;
 }
 
 /* Update (del = false) or delete the entry of k under the leaf's lock. */
 static int modify_try(index_t *ix, const struct skey *k, bool del, uint64_t val,
-		      uint64_t *old)
+		      uint64_t *old, uint64_t **copy)
 {
 	struct path pa;
 	bool found;
@@ -626,7 +875,7 @@ static int modify_try(index_t *ix, const struct skey *k, bool del, uint64_t val,
 		if (old)
 			*old = l->val[pos];
 		if (del)
-			leaf_remove_at(l, pos);
+			*copy = leaf_remove_at(l, pos);
 		else
 			STORE(&l->val[pos], val);
 	}
@@ -641,7 +890,8 @@ int index_update(index_t *ix, const void *key, unsigned klen, uint64_t val, uint
 	if (rc)
 		return rc;
 	skey_init(&k, key, klen);
-	while ((rc = modify_try(ix, &k, false, val, old)) == RESTART)
+	uint64_t *copy = NULL;
+	while ((rc = modify_try(ix, &k, false, val, old, &copy)) == RESTART)
 		;
 	return rc;
 }
@@ -653,8 +903,12 @@ int index_delete(index_t *ix, const void *key, unsigned klen, uint64_t *old)
 	if (rc)
 		return rc;
 	skey_init(&k, key, klen);
-	while ((rc = modify_try(ix, &k, true, 0, old)) == RESTART)
+	uint64_t *copy = NULL;
+	while ((rc = modify_try(ix, &k, true, 0, old, &copy)) == RESTART)
 		;
+	/* Invariant 5: the entry left its leaf under the lock; now it may go. */
+	if (rc == 0 && ix->owned)
+		copy_release(ix, copy, klen);
 	return rc;
 }
 
@@ -679,10 +933,8 @@ static void leaf_snapshot(index_t *ix, struct leaf *l, struct snap *s)
 		if (n > LEAF_CAP)
 			continue;
 		for (unsigned i = 0; i < n; i++) {
-			unsigned len = LOAD(&l->len[i]);
-			uint64_t val = LOAD(&l->val[i]);
-			s->len[i] = (uint8_t)entry_key(ix, LOAD(&l->pfx[i]), len, val, s->key[i]);
-			s->val[i] = val;
+			s->val[i] = LOAD(&l->val[i]);
+			s->len[i] = (uint8_t)leaf_key(ix, l, i, s->key[i]);
 		}
 		s->next = LOAD_ACQ(&l->next);
 		s->n = n;
@@ -740,5 +992,16 @@ out:
 
 size_t index_bytes(const index_t *ix)
 {
-	return __atomic_load_n(&ix->bytes, __ATOMIC_RELAXED) + sizeof(*ix);
+	return __atomic_load_n(&ix->bytes, __ATOMIC_RELAXED) + index_key_bytes(ix) +
+	       sizeof(*ix);
+}
+
+size_t index_key_bytes(const index_t *ix)
+{
+	return __atomic_load_n(&ix->key_bytes, __ATOMIC_RELAXED);
+}
+
+bool index_owns_keys(const index_t *ix)
+{
+	return ix->owned;
 }

@@ -3,12 +3,19 @@
  * mapping byte-string keys (1..INDEX_KEY_MAX bytes, memcmp-then-length order)
  * to 64-bit values.
  *
- * The index stores only an 8-byte key prefix and the key length per leaf
- * entry.  When two keys longer than 8 bytes share that prefix, it asks the
- * owner for the full key of an entry through index_key_fn(value).  The owner
- * promises that the key behind a value never changes while the value is in the
- * index, and that reading it after the value was removed is harmless (memory
- * stays mapped); the index validates such reads with the leaf's version.
+ * Two ways to hold keys:
+ *  - borrowed (index_create): the index stores only an 8-byte key prefix and
+ *    the key length per leaf entry.  When two keys longer than 8 bytes share
+ *    that prefix, it asks the owner for the full key of an entry through
+ *    index_key_fn(value).  The owner promises that the key behind a value
+ *    never changes while the value is in the index, and that reading it after
+ *    the value was removed is harmless (memory stays mapped); the index
+ *    validates such reads with the leaf's version.
+ *  - owned (index_create_owned): the index keeps a copy of every key longer
+ *    than 8 bytes itself and never calls back, so no index operation touches
+ *    the owner's memory (a tiered store's record pages may not be resident).
+ *    index_bytes() counts the copies.
+ * Both behave the same otherwise (order, results, threads, errors).
  *
  * Threads: every function except index_create/index_destroy may be called
  * from any thread at the same time.  Readers (get, scan) never write shared
@@ -18,6 +25,7 @@
  */
 #ifndef LOTUS_STORE_INDEX_H
 #define LOTUS_STORE_INDEX_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,7 +39,10 @@ typedef struct index index_t;
  * range without faulting.  Called concurrently; must not call the index. */
 typedef unsigned (*index_key_fn)(void *ctx, uint64_t val, unsigned char *buf);
 
+/* -EINVAL if key_fn is NULL. */
 int index_create(index_key_fn key_fn, void *ctx, index_t **out);
+/* An index that owns copies of its keys (no key callback). */
+int index_create_owned(index_t **out);
 /* No other thread may be using the index. */
 void index_destroy(index_t *ix);
 
@@ -52,7 +63,12 @@ typedef int (*index_scan_cb)(void *arg, const unsigned char *key, unsigned klen,
 int index_scan(index_t *ix, const void *start, unsigned slen, unsigned limit,
 	       index_scan_cb cb, void *arg);
 
-/* Bytes held by nodes (approximate under concurrent splits). */
+/* Bytes held by nodes and, when owned, key copies (approximate under
+ * concurrent splits).  The copies live in 64 KiB slabs per size class that
+ * are kept (and reused through free lists) until index_destroy. */
 size_t index_bytes(const index_t *ix);
+/* The part of index_bytes() held by key copies (0 when keys are borrowed). */
+size_t index_key_bytes(const index_t *ix);
+bool index_owns_keys(const index_t *ix);
 
 #endif

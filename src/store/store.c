@@ -101,8 +101,9 @@
  * rather than linked through the slots, so allocating and freeing never read
  * a page.  Slot generations stay in the slots: an insert, a delete (which
  * pins the record's page before it leaves the index, so the bump cannot
- * fail halfway) and every location check pin the page.  Index key reads
- * (table_key_fn) pin the page too, until the index keeps its own key copies.
+ * fail halfway) and every location check pin the page.  The index of a
+ * tiered table always owns its keys (index_create_owned), so lookups, inserts
+ * and scans never read a page.
  * Recovery (store_rebuild_page) indexes one page image at a time and leaves
  * the page resident and clean if a frame is free, else non-resident BACKED.
  *
@@ -210,6 +211,7 @@ struct store {
 	size_t meta_bytes;         /* of each of the two arrays above (mapped) */
 	pthread_mutex_t tables_mu; /* serialises store_table_create */
 	unsigned ntables;          /* atomic; tables[0..ntables) are set */
+	bool own_keys;             /* new tables' indexes copy their keys (index.h) */
 	struct table *tables[STORE_MAX_TABLES];
 
 	/* tiered stores only (tiered == 0: all zero) */
@@ -562,21 +564,10 @@ static void rec_value_store(struct store_rec *r, const unsigned char *v, uint32_
 /* index_key_fn: the full key of the record at loc. */
 static unsigned table_key_fn(void *ctx, uint64_t loc, unsigned char *buf)
 {
-	struct table *t = ctx;
-	store_t *st = t->st;
-	unsigned char *base;
-	if (loc_page(loc) == 0 || loc_page(loc) >= st->npages || loc_slot(loc) >= t->nslots)
+	struct table *t = ctx;      /* untiered only: a tiered index owns its keys */
+	if (loc_page(loc) == 0 || loc_page(loc) >= t->st->npages || loc_slot(loc) >= t->nslots)
 		return 0;
-	if (!st->tiered)
-		return rec_key_load(slot_rec(t, loc_page(loc), loc_slot(loc)), buf);
-	/* Tiered: the key is in the page; pin it (may read it in).  A read
-	 * error gives length 0 (the caller's comparison is then wrong: the
-	 * index's own-keys mode removes this path). */
-	if (page_pin(st, loc_page(loc), PIN_QUIET, &base) != 0)
-		return 0;
-	unsigned n = rec_key_load(rec_in(t, base, loc_slot(loc)), buf);
-	page_unpin(st, loc_page(loc));
-	return n;
+	return rec_key_load(slot_rec(t, loc_page(loc), loc_slot(loc)), buf);
 }
 
 /* ---- dirty pages ---- */
@@ -835,6 +826,7 @@ static int create(size_t memory_bytes, uint32_t page_size, const struct store_ti
 	st->page_owner = map_lazy(st->meta_bytes);
 	st->dirty = map_lazy(st->meta_bytes);
 	pthread_mutex_init(&st->tables_mu, NULL);
+	st->own_keys = true;   /* docs/design.md "Sizing a memory server": faster, more memory */
 	int bad = !st->pool || !st->page_owner || !st->dirty;
 	if (o && !bad) {
 		st->tiered = 1;
@@ -969,13 +961,32 @@ static int table_new(store_t *st, const char *name, uint32_t max_value, struct t
 	}
 	for (unsigned s = 0; s < NSHARD; s++)
 		pthread_mutex_init(&t->shard[s].mu, NULL);
-	int rc = index_create(table_key_fn, t, &t->ix);
+	/* a tiered store's index always owns its keys: it must never read a page */
+	int rc = st->own_keys || st->tiered ? index_create_owned(&t->ix)
+					     : index_create(table_key_fn, t, &t->ix);
 	if (rc < 0) {
 		free(t);
 		return rc;
 	}
 	*out = t;
 	return 0;
+}
+
+static void set_own_keys(store_t *st, bool own)
+{
+	pthread_mutex_lock(&st->tables_mu);
+	st->own_keys = own;
+	pthread_mutex_unlock(&st->tables_mu);
+}
+
+void store_index_own_keys(store_t *st)
+{
+	set_own_keys(st, true);
+}
+
+void store_index_borrow_keys(store_t *st)
+{
+	set_own_keys(st, false);
 }
 
 int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id)
@@ -1494,9 +1505,8 @@ int store_rebuild_page(store_t *st, uint64_t page, const void *img)
 		return 0;            /* never written back: its records are in the log */
 	if (!hdr_ok(h, t, page, page) || LOAD(&st->pstate[page]) != 0)
 		return -EINVAL;
-	/* Install the page first (resident and clean if a frame is free or a
-	 * clean one can be dropped, else non-resident with a backing copy), so
-	 * that index key reads of its records find it. */
+	/* Install the page: resident and clean if a frame is free or a clean
+	 * one can be dropped, else non-resident with a backing copy. */
 	uint32_t f;
 	if (frame_pop(st, &f) || clock_drop_one(st, &f)) {
 		memcpy(st->pool + ((size_t)f << st->page_shift), img, st->page_size);

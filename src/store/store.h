@@ -123,6 +123,16 @@ struct store_tier_stats {
 };
 /* Zeros (frames = 0) for an untiered store.  Any thread. */
 void store_tier_stats(store_t *st, struct store_tier_stats *s);
+/* How the indexes of tables created after the call hold their keys.
+ * Own (the default): the index keeps copies of keys longer than 8 bytes
+ * (index_create_owned), so no index operation reads a record slot - what a
+ * store whose pages may be non-resident needs, and faster for long keys;
+ * costs index memory for keys longer than 8 bytes (docs/design.md, "Sizing a
+ * memory server").  Borrow: the index reads ties from the record slots
+ * (index_create with the slot's key); for tests and comparisons.  A tiered
+ * store's indexes always own their keys (borrow is ignored there). */
+void store_index_own_keys(store_t *st);
+void store_index_borrow_keys(store_t *st);
 
 /* Create a table or return the existing one of that name (same max_value, else
  * LOTUS_EEXISTS).  max_value 0 means 1 KiB; at most STORE_VALUE_MAX. */

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 90
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # `lotus bank`: transfers on a --local cluster pass --verify over tcp and sm
 # under every protocol; bad arguments exit 2; a --data-dir bank is verified by
 # a second invocation.  Then against two standalone memory servers: a run, a

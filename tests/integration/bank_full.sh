@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 90
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # `lotus bank` on two standalone 1 MiB memory servers runs until a memory
 # server is out of space: the run stops with a clear "out of space" line, and
 # `--verify` then passes (no transfer half applied: a commit that does not fit

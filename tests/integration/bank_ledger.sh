@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 90
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # The ledger of `lotus bank` survives its users' mistakes and crashes:
 #  1. a second bank on the same ledger is refused with a clear error while the
 #     first runs (the ledger is locked), and the first still verifies;

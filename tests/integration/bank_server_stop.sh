@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 240
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # A memory server stopped (SIGSTOP) mid-run and continued (SIGCONT) never
 # leaves half a transfer applied (issue 9): two standalone in-memory servers,
 # `lotus bank` running against them, and in each round one server is stopped

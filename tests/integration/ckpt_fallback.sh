@@ -11,6 +11,11 @@
 #   - server 1 refuses to start, saying no undamaged image is left (a crash
 #     during a checkpoint - always at "checkpoint" - leaves the previous
 #     image half rewritten).
+# Except in the "checkpoint" case, server 1 is restarted for the crash phase
+# with checkpoints off (--checkpoint-log 1G): a crash while a checkpoint
+# rewrites the previous image leaves no fallback, and on a slow (ASan) server
+# checkpoints every 32 KiB of log ran nearly all the time, so most crashes
+# landed in one and the case tested nothing.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
@@ -39,8 +44,11 @@ for point in kill prepared:300 before_commit:300 checkpoint:3; do
     grep -q '^prev_pages_used [1-9]' "$dir/data/ms1/MANIFEST" 2>/dev/null && break
   done
   grep -q '^prev_pages_used [1-9]' "$dir/data/ms1/MANIFEST" || fail "$name: no checkpoints with data"
+  args=(--threads 1 --memory 64M --durability sync --checkpoint-log 32K)
+  [ "$name" = checkpoint ] || args=(--threads 1 --memory 64M --durability sync --checkpoint-log 1G)
   if [ "$name" != kill ]; then
     cluster_kill 1
+    CLUSTER_ARGS=("${args[@]}")
     export LOTUS_CRASH_AT=$point
     cluster_restart 1 || fail "$name: server 1 did not restart with the crash point"
     unset LOTUS_CRASH_AT
@@ -57,6 +65,9 @@ for point in kill prepared:300 before_commit:300 checkpoint:3; do
     grep -q "crash point $name reached" "$dir/ms1.err" \
       || fail "$name: the crash point was never reached (bank exit $rc)"
   else
+    kill "${CLUSTER_PIDS[1]}"; wait "${CLUSTER_PIDS[1]}" 2>/dev/null
+    CLUSTER_ARGS=("${args[@]}")
+    cluster_restart 1 || fail "$name: server 1 did not restart"
     "$L" bank --config "$CLUSTER_INI" --seconds 1 --threads 2 --inflight 2 --ledger "$led" \
         --quiet >"$dir/bank.out" 2>"$dir/bank.err" &
     bp=$!
@@ -71,6 +82,7 @@ for point in kill prepared:300 before_commit:300 checkpoint:3; do
     grep -q "no undamaged checkpoint image" "$dir/ms1.err" \
       || fail "$name: server 1 did not come back: $(tail -n 5 "$dir/ms1.err")"
     echo "$name: $(cat "$dir/damage"); refused: $(grep -o 'ckpt: recovery.*' "$dir/ms1.err" | tail -n1)"
+    [ "$name" = checkpoint ] || fail "$name: no fallback, though no checkpoint was running at the crash"
     cluster_stop
     continue
   fi
@@ -91,6 +103,6 @@ for point in kill prepared:300 before_commit:300 checkpoint:3; do
 done
 # A crash while a checkpoint rewrites the older image leaves no fallback (the
 # refusal above); the fallback itself must still have been tested.
-[ $fellback -ge 2 ] || fail "only $fellback of 4 cases fell back to the previous image"
+[ $fellback -ge 3 ] || fail "only $fellback of 4 cases fell back to the previous image"
 echo "ok: $fellback of 4 cases fell back"
 

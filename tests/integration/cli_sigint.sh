@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 90
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # Ctrl-C on a --local run stops the client, not its servers first: ycsb
 # prints the results it measured (valid JSON with --json) and exits 0, bank
 # finishes its in-flight transfers, writes no "maybe" line and verifies.

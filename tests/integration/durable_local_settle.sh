@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 240
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # A durable --local cluster settles every prepared transaction (issue 9 item
 # 6): local servers know each other (a peers file), as config-file servers
 # do.  In each round a `lotus bank --local 2 --data-dir D` run is killed with

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 120
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # A client killed with -9 frees its locks within its lease + 1 s, with each
 # cc protocol, on tcp (issue 12: a wound_wait client killed after its
 # COMMITTING round used to keep its locks for good).  Two standalone memory

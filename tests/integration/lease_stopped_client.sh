@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 120
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # A stopped client loses its locks within its lease, and never commits
 # afterwards (issue 12), on tcp and on sm.  Two standalone memory servers
 # with lease_ms = LEASE_MS (default 2000).  lease-client (public lotus.h only)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 240
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # Clients facing a stopped memory server (issue 12), tcp, two standalone
 # servers, one of them SIGSTOPped mid-run:
 #  1. `lotus ycsb --config` and `lotus bank` (each cc) fail promptly: they

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 120
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # A hostile client does not cost the others their data: `lotus bank` runs
 # transfers against two memory servers (default limits) while a flood client
 # (test_limits flood ...) hits server 0 with parked requests, 15 MiB

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 60
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # The netns test bed itself (scripts/netns-cluster, docs/netns.md): its
 # faults must be real.  A bed of three server hosts and one client host,
 # with a plain TCP listener (python3) on port 7000 of every server host in

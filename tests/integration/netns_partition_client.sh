@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 120
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # A client cut off the network mid-run loses its locks after its lease
 # (issue 12), on the netns test bed (scripts/netns-cluster): two memory
 # servers and two client hosts, each in its own network namespace.  c0 runs

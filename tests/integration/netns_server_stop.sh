@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 120
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # A stopped memory server makes its clients fail with a timeout, not hang and
 # not crash (issue 12), on the netns test bed (scripts/netns-cluster): two
 # memory servers, `lotus bank` on host c0 and `lotus ycsb` on host c1.  Two

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 150
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # Cooperative termination across a partition between memory servers (issue
 # 12), on the netns test bed (scripts/netns-cluster): two memory servers
 # that know each other from the config file, `lotus bank` on host c0 and a

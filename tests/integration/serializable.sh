@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 120
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # The serializability checker (docs/checker.md).  First the checker's
 # self-test: a hand-made history per anomaly kind, each of which it must
 # report, and a clean one it must pass.  Then a short matrix of real rounds

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 240
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # `lotus ycsb --local 2` runs every workload over tcp and shared memory,
 # commits transactions, prints the JSON fields the README promises, leaves no
 # server behind, and writes a key trace on request.

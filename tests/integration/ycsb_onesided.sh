@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 300
+# sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
 # `lotus ycsb --engine onesided` runs workloads A, B and C correctly on tcp
 # (emulated RMA) and sm (true one-sided): for the same load and the same
 # transactions (one thread, --txns, fixed seed) the final table's digest

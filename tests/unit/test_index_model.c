@@ -8,6 +8,9 @@
  * the whole contents are compared and the index is emptied and refilled.
  * Values are key id | version << 32, and the key callback maps a value back to
  * its key the way the store maps a location to its record.
+ * Everything runs twice: with borrowed keys (index_create + the callback) and
+ * with owned keys (index_create_owned), where deleting and reloading every key
+ * must reuse the key copies' memory.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -191,12 +194,17 @@ static void check_all(index_t *ix)
 	}
 }
 
-int main(void)
+static void run(int owned)
 {
 	index_t *ix;
 	uint64_t v;
-	make_universe();
-	CHECK(index_create(key_fn, NULL, &ix) == 0);
+	memset(present, 0, sizeof(present));
+	memset(model_val, 0, sizeof(model_val));
+	if (owned)
+		CHECK(index_create_owned(&ix) == 0 && index_owns_keys(ix));
+	else
+		CHECK(index_create(key_fn, NULL, &ix) == 0 && !index_owns_keys(ix));
+	CHECK(index_key_bytes(ix) == 0);
 
 	unsigned char big[INDEX_KEY_MAX + 1] = { 0 };
 	CHECK(index_insert(ix, big, INDEX_KEY_MAX + 1, 1, NULL) == LOTUS_ETOOBIG);
@@ -227,8 +235,34 @@ int main(void)
 		model_val[id] = id;
 	}
 	check_all(ix);
-	printf("index bytes %zu for %u keys\n", index_bytes(ix), NKEYS);
+	size_t kb = index_key_bytes(ix);
+	CHECK(owned ? kb > 0 : kb == 0);
+	/* delete and reload everything: key copies come back from the free lists */
+	for (unsigned r = 0; r < NKEYS; r++) {
+		unsigned id = order[(r * 7919u) % NKEYS];
+		CHECK(index_delete(ix, keys[id].b, keys[id].len, NULL) == 0);
+		present[id] = 0;
+	}
+	check_all(ix);
+	for (unsigned r = 0; r < NKEYS; r++) {
+		unsigned id = order[(r * 104729u) % NKEYS];
+		CHECK(index_insert(ix, keys[id].b, keys[id].len, id, NULL) == 0);
+		present[id] = 1;
+	}
+	check_all(ix);
+	CHECK(index_key_bytes(ix) == kb);
+	printf("%s keys: index bytes %zu (key copies %zu) for %u keys\n",
+	       owned ? "owned" : "borrowed", index_bytes(ix), kb, NKEYS);
 	index_destroy(ix);
+}
+
+int main(void)
+{
+	index_t *ix;
+	make_universe();
+	CHECK(index_create(NULL, NULL, &ix) == -EINVAL);
+	run(0);
+	run(1);
 	printf("ok\n");
 	return 0;
 }
