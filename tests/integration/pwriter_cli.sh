@@ -70,6 +70,10 @@ start
 grep -q "recovered .* 40000 records" "$dir/err" || fail "recovery line: $(grep recovered "$dir/err" | tail -1)"
 d2=$($Y --config "$dir/c.ini" --no-load --no-run --digest 2>"$dir/y3" | digest) || fail "ycsb 3"
 kill -TERM "$pid"; wait "$pid"; pid=
+# lazy recovery: 5715 pages, 2047 frames - the digest read the rest on misses
+m=$(grep "tier: .* frames resident" "$dir/err" | tail -1 | sed -n 's/.*resident; \([0-9]*\) misses.*/\1/p')
+[ -n "$m" ] && [ "$m" -gt 3000 ] || fail "after recovery: $m misses, want > 3000 (pages not resident)"
+echo "ok: $m misses after the lazy recovery"
 
 # the same two runs against a server with everything in memory
 ref=$($Y --local 1 --server-threads 2 --server-memory 256M --data-dir "$dir/ref" --txns 1500 \
