@@ -89,6 +89,9 @@ static int memserver_tiering(struct cli_opt *opts, uint64_t memory, uint64_t cap
 		return cli_fail("memserver", "%s %s is more than the memory %s: pages that do not "
 				"fit are evicted to the data directory, so it needs --data-dir DIR "
 				"(and durability async or sync)", cap, cs, ms);
+	if (capacity > memory && memory < 3 * STORE_DEFAULT_PAGE)
+		return cli_fail("memserver", "%s needs a memory of at least %uK (two frames for "
+				"pages, one reserved), not %s", cap, 3 * STORE_DEFAULT_PAGE / 1024, ms);
 	if (capacity > memory && capacity / STORE_DEFAULT_PAGE >= (1ULL << 40))
 		return cli_fail("memserver", "%s %s is too large (at most %lluT)", cap, cs,
 				((1ULL << 40) * STORE_DEFAULT_PAGE) >> 40);

@@ -28,6 +28,7 @@ expect2 memserver --listen 127.0.0.1:0 --memory 16M --capacity 1G --data-dir "$d
 expect2 memserver --listen 127.0.0.1:0 --memory 64M --capacity 16M --data-dir "$dir/x"
 expect2 memserver --listen 127.0.0.1:0 --memory 16M --capacity 1G --data-dir "$dir/x" --page-writers 0
 expect2 memserver --listen 127.0.0.1:0 --memory 16M --capacity lots --data-dir "$dir/x"
+expect2 memserver --listen 127.0.0.1:0 --memory 16K --capacity 1M --data-dir "$dir/x"
 printf '[memserver 0]\nlisten = 127.0.0.1:7000\nmemory = 16M\ncapacity = 1G\n' >"$dir/nodir.ini"
 expect2 memserver --config "$dir/nodir.ini" --id 0
 expect2 ycsb --local 1 --server-capacity 1G --server-memory 16M
