@@ -10,8 +10,9 @@
  * goes to offset p * page_size of the file.
  *
  * Threads: pwriter_start / pwriter_stop from one thread; pwriter_kick and
- * pwriter_stats from any thread; pwriter_write from any thread but never a
- * writer's own callbacks.  ops callbacks run on writer threads.
+ * pwriter_stats from any thread; pwriter_write, pwriter_submit and
+ * pwriter_add_file from any thread but never from a writer's own callbacks
+ * (ops or a job's cb), which run on writer threads.
  *
  * Returns 0 or -errno.
  */

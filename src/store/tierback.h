@@ -15,9 +15,10 @@
  *   store_destroy -> tierback_destroy.
  * read_page and want_frames run on any thread (the store calls them).
  *
- * Fault seam for tests, LOTUS_TIER_FAULT="miss:N[:ERRNO[:COUNT]],evict:N[:ERRNO[:COUNT]]"
- * (see TIER_FAULT_DOC below): from the Nth miss read / evicted page on,
- * COUNT of them (default 1, 0 = all) fail with ERRNO (default EIO).
+ * Fault seam for tests, LOTUS_TIER_FAULT="miss:N[:ERRNO[:COUNT]],evict:N[:ERRNO[:COUNT]]":
+ * from the Nth miss read / evicted dirty page on, COUNT of them (default 1,
+ * 0 = all) fail with ERRNO (EIO, ENOSPC or a number; default EIO).  A failed
+ * eviction is reported after the write, so the page stays and nothing is lost.
  */
 #ifndef LOTUS_TIERBACK_H
 #define LOTUS_TIERBACK_H
