@@ -9,6 +9,8 @@
  *     (long keys sharing a prefix: the index must not read them from pages) and check every value and every stale location against a model,
  *     with the data about 5x the pool: pages go out and come back all the
  *     time.
+ *     Then again while every 20th miss read fails: each op does all it
+ *     should or nothing (-EIO), and the model still matches.
  *  2. A pinned record stays put while the same thread touches more pages
  *     than there are frames (fails if pins do not hold off eviction).
  *  3. A miss whose read fails (read_page -EIO) fails that get and that
@@ -47,6 +49,7 @@ static uint16_t tab;
 static int fd = -1;
 static int failed;
 static int fail_reads, fail_writes, stop_evictor;
+static unsigned fail_every, nreads;         /* every fail_every-th read fails */
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ev_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t written, write_errors;
@@ -62,7 +65,9 @@ static uint64_t written, write_errors;
 static int read_page(void *arg, uint64_t page, void *buf)
 {
 	(void)arg;
-	if (__atomic_load_n(&fail_reads, __ATOMIC_RELAXED))
+	unsigned every = __atomic_load_n(&fail_every, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&fail_reads, __ATOMIC_RELAXED) ||
+	    (every && __atomic_fetch_add(&nreads, 1, __ATOMIC_RELAXED) % every == 0))
 		return -EIO;
 	ssize_t n = pread(fd, buf, PS, (off_t)(page * PS));
 	if (n < 0)
@@ -178,8 +183,8 @@ static int verify(unsigned t, unsigned i)
 	if (rc != 0 || loc != m[t].loc[i])
 		return -2;
 	struct store_rec *r;
-	if (store_rec_get(st, loc, tab, k, (uint16_t)kl, &r) != 0)
-		return -3;
+	if ((rc = store_rec_get(st, loc, tab, k, (uint16_t)kl, &r)) != 0)
+		return rc == -EIO ? -EIO : -3;
 	fill(want, t, i, m[t].ver[i]);
 	rc = r->value_len == vlen_of(i, m[t].ver[i]) &&
 	     memcmp(store_rec_value(r), want, r->value_len) == 0 ? 0 : -4;
@@ -232,6 +237,53 @@ static void *worker(void *arg)
 			CHECKT(rc == 0);
 		}
 	}
+	return NULL;
+}
+
+/* Like worker, on the loaded model, while every fail_every-th miss read
+ * fails: an op either does all it should (0) or nothing (-EIO). */
+static void *worker_eio(void *arg)
+{
+	unsigned t = (unsigned)(uintptr_t)arg, eio = 0;
+	uint64_t seed = 0x2545f4914f6cdd1dull * (t + 1);
+	unsigned char k[64], v[VMAX];
+	struct model *md = &m[t];
+	for (unsigned op = 0; op < 8000; op++) {
+		unsigned i = (unsigned)(rnd(&seed) % KEYS), kl = mkkey(t, i, k);
+		unsigned what = (unsigned)(rnd(&seed) % 10);
+		int rc;
+		if (!md->loc[i]) {
+			fill(v, t, i, md->ver[i] + 1);
+			store_loc_t l;
+			rc = store_insert(st, tab, k, (uint16_t)kl, v, vlen_of(i, md->ver[i] + 1), &l);
+			if (rc == 0) {
+				md->ver[i]++;
+				md->loc[i] = l;
+			}
+		} else if (what < 4) {
+			fill(v, t, i, md->ver[i] + 1);
+			rc = store_update(st, md->loc[i], v, vlen_of(i, md->ver[i] + 1));
+			if (rc == 0)
+				md->ver[i]++;
+		} else if (what < 5) {
+			store_loc_t old = md->loc[i];
+			struct store_rec *r;
+			rc = store_delete(st, tab, k, (uint16_t)kl);
+			if (rc == 0) {
+				md->loc[i] = 0;
+				int g = store_rec_get(st, old, tab, NULL, 0, &r);
+				CHECKT(g == LOTUS_ENOTFOUND || g == -EIO);
+			}
+		} else {
+			rc = verify(t, i);
+		}
+		if (rc == -EIO)
+			eio++;
+		else if (rc)
+			fprintf(stderr, "thread %u key %u op %u: %d\n", t, i, what, rc);
+		CHECKT(rc == 0 || rc == -EIO);
+	}
+	CHECKT(eio > 0);
 	return NULL;
 }
 
@@ -292,6 +344,16 @@ int main(void)
 	CHECK(ss.pages_used > 4 * FRAMES);
 	CHECK(s.frames == FRAMES - 1 && s.resident <= s.frames && s.evict_dirty > 0);
 	CHECK(s.misses > s.miss_zero && s.miss_errors == 0 && s.evict_errors == 0);
+
+	/* 1b. the same with every 20th miss read failing */
+	__atomic_store_n(&fail_every, 20, __ATOMIC_RELAXED);
+	for (unsigned t = 0; t < NTHREADS; t++)
+		CHECK(pthread_create(&th[t], NULL, worker_eio, (void *)(uintptr_t)t) == 0);
+	for (unsigned t = 0; t < NTHREADS; t++)
+		pthread_join(th[t], NULL);
+	__atomic_store_n(&fail_every, 0, __ATOMIC_RELAXED);
+	CHECK(!failed);
+	verify_all("after failing reads under load");
 
 	/* 2. a pin holds while more pages than frames go through the pool */
 	{
