@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 [ -x "$(dirname "${LOTUS_BIN:?}")/la-client" ] || fail "la-client not built"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-scripts/check-serializable --json --seconds 4 --clients 3 \
+scripts/check-serializable --json --seconds 3 --clients 3 \
   --round no_wait:none:none:none \
   --round wait_die:intra:loc:none \
   --round wound_wait:inter:co:none \
