@@ -467,6 +467,7 @@ static int run_txns(struct ycsb_thread *th)
 	}
 	if (rc == 0 && clock_now_ns() >= sh->t_warm) {  /* no warm-up: count from the first */
 		lotus_session_counters(th->s, &th->net_warm);
+		lotus_session_txn_counters(th->s, &th->eng_warm);   /* not the load's */
 		th->cpu_warm_ns = thread_cpu_ns();
 		warm_taken = 1;
 	}
