@@ -470,6 +470,7 @@ static int run_txns(struct ycsb_thread *th)
 	}
 	if (rc == 0 && clock_now_ns() >= sh->t_warm) {  /* no warm-up: count from the first */
 		lotus_session_counters(th->s, &th->net_warm);
+		lotus_session_txn_counters(th->s, &th->eng_warm);   /* not the load's */
 		th->cpu_warm_ns = thread_cpu_ns();
 		warm_taken = 1;
 	}
@@ -1122,7 +1123,11 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	uint64_t tier[9];
 	/* CPU per request: "null" when a figure is missing */
 	char srv_cpu[32] = "null", cli_cpu[32] = "null";
-	if (r->srv_cpu_ok && r->srv_reqs)
+	/* The one-sided engine's RMA operations are not requests a server's
+	 * workers run, and the few requests they do serve (table attach,
+	 * stats) would make their CPU time per request a meaningless figure. */
+	bool onesided = o->lo.engine == LOTUS_ENGINE_ONESIDED;
+	if (r->srv_cpu_ok && r->srv_reqs && !onesided)
 		snprintf(srv_cpu, sizeof(srv_cpu), "%.3f", (double)r->srv_cpu_ns / 1e3 / (double)r->srv_reqs);
 	if (r->client_cpu_ns && r->client_reqs)
 		snprintf(cli_cpu, sizeof(cli_cpu), "%.3f",
@@ -1131,7 +1136,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 		fprintf(f, "{\"workload\":\"%c\",\"engine\":\"%s\",\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,"
 			"\"ops_per_txn\":%u,\"records\":%llu,\"record_size\":%u,\"zipf\":%g,"
 			"\"transport\":\"%s\",\"servers\":{\"count\":%u,\"requests\":%llu,"
-			"\"cpu_s\":%.6f,\"cpu_us_per_req\":%s},"
+			"\"cpu_s\":%.6f,\"cpu_us_per_req\":%s%s},"
 			"\"client\":{\"threads\":%u,\"requests\":%llu,\"cpu_s\":%.6f,"
 			"\"cpu_us_per_req\":%s},\"batch\":\"%s\",\"partitioning\":\"%s\","
 			"\"compute_id\":%u,\"compute_count\":%u,\"seconds\":%.3f,"
@@ -1146,6 +1151,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			o->inflight, o->ops_per_txn,
 			(unsigned long long)o->records, o->record_size, o->zipf, transport, servers,
 			(unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, srv_cpu,
+			onesided ? ",\"note\":\"one-sided operations are not server requests: "
+				   "no CPU per request\"" : "",
 			threads, (unsigned long long)r->client_reqs, (double)r->client_cpu_ns / 1e9,
 			cli_cpu, batch_name(o->lo.batch), o->lo.partitioning == LOTUS_PART_CO ? "co" : "none",
 			o->lo.compute_id, o->lo.compute_count, r->seconds, (unsigned long long)r->committed,
@@ -1203,9 +1210,10 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 		(double)(r->net.msgs_sent + r->net.msgs_recv) / c,
 		(double)(r->net.bytes_sent + r->net.bytes_recv) / c, reqs_per_msg);
 	print_engine(f, r);
-	fprintf(f, "  %-12s memory servers %s us/request (%llu requests, %.2f s of their "
+	fprintf(f, "  %-12s memory servers %s us/request%s (%llu requests, %.2f s of their "
 		"workers), compute threads %s us/request (%llu requests)\n", "cpu",
-		srv_cpu, (unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, cli_cpu,
+		onesided ? "n/a" : srv_cpu, onesided ? " (one-sided operations are not requests)" : "",
+		(unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, cli_cpu,
 		(unsigned long long)r->client_reqs);
 	if (o->lo.cache_bytes)
 		fprintf(f, "  %-12s %.1f %% hits (%llu of %llu), %llu stale hints, %llu evictions, %llu write-backs\n",

@@ -173,23 +173,41 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 
 /* Read the child's ready line {"ready":true,"id":I,"port":P,...}.  Other
  * lines on its stdout (a library's warning) are skipped. */
-static int read_ready_port(int fd, pid_t pid, uint16_t *port)
+/* A server that exited before its ready line: reaped, with its wait status
+ * in *status (-1: still running). */
+static int ready_exited(pid_t pid, int *status, int wait_ms)
+{
+	for (int i = 0;; i++) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return 1;
+		if (i * 10 >= wait_ms) {
+			*status = -1;
+			return 0;
+		}
+		usleep(10000);
+	}
+}
+
+static int read_ready_port(int fd, pid_t pid, uint16_t *port, int *status)
 {
 	char line[4096];
 	size_t n = 0;
 	uint64_t deadline = clock_now_ns() + 20ULL * 1000000000ULL;
+	*status = -1;
 	while (clock_now_ns() < deadline) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		if (poll(&pfd, 1, 200) <= 0) {
-			if (waitpid(pid, NULL, WNOHANG) == pid)
+			if (ready_exited(pid, status, 0))
 				return LOTUS_EUNAVAIL;
 			continue;
 		}
 		if (n == sizeof(line) - 1)
 			n = 0;   /* a line longer than any ready line: drop it */
 		ssize_t r = read(fd, line + n, sizeof(line) - 1 - n);
-		if (r <= 0)
+		if (r <= 0) {   /* its end of the pipe closed: it is exiting */
+			ready_exited(pid, status, 1000);
 			return LOTUS_EUNAVAIL;
+		}
 		n += (size_t)r;
 		line[n] = 0;
 		char *nl;
@@ -308,10 +326,22 @@ static int cluster_start_local(lotus_cluster_t *c)
 		close(pfd[1]);
 		c->servers[i].pid = pid;
 		snprintf(c->servers[i].host, sizeof(c->servers[i].host), "127.0.0.1");
-		int rc = read_ready_port(pfd[0], pid, &c->servers[i].port);
+		int status;
+		int rc = read_ready_port(pfd[0], pid, &c->servers[i].port, &status);
 		close(pfd[0]);
 		if (rc) {
-			log_error("local memory server %u did not start: %s", i, lotus_strerror(rc));
+			char how[64] = "";
+			if (status != -1) {   /* reaped: its pid is no longer ours to signal */
+				c->servers[i].pid = 0;
+				if (WIFEXITED(status))
+					snprintf(how, sizeof(how), " (exit status %d)",
+						 WEXITSTATUS(status));
+				else if (WIFSIGNALED(status))
+					snprintf(how, sizeof(how), " (killed by signal %d, %s)",
+						 WTERMSIG(status), strsignal(WTERMSIG(status)));
+			}
+			log_error("local memory server %u did not start: %s%s", i,
+				  lotus_strerror(rc), how);
 			return rc;
 		}
 	}

@@ -36,9 +36,26 @@
  * written first, then the left one with its new fence and sibling, then the
  * separator goes into the parent the same way (a new root is installed by
  * CAS on the region header's root word).
+ *
+ * The lease keeper: a memory server gives a connection up when it hears
+ * nothing on it for a lease, and only a progressed worker answers its PINGs.
+ * A session's worker (its own, not the two-sided session's) is progressed by
+ * its user's calls, so a session left idle for a lease (a thread done with
+ * its work while others go on, a phase that uses other sessions) would lose
+ * its connections.  One thread per engine therefore progresses, every
+ * lease/8, each session not polled for that long that it can claim at once.
+ * The claim (s->claim) keeps it out of a session its user is in: every
+ * public call that may touch the worker holds it (a depth count; the user
+ * waits while the keeper's short progress runs), and the code of a step's
+ * coroutine never takes it, so a step suspended between calls leaves its
+ * session claimable (the keeper may complete its RMA requests; the step sees
+ * them done when it resumes).  The worker is UCS_THREAD_MODE_SERIALIZED.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
@@ -64,6 +81,12 @@ struct os_engine {
 	char hosts[OS_MAX_SERVERS][256];
 	uint16_t ports[OS_MAX_SERVERS];
 	_Atomic unsigned nsessions;   /* sessions open on any thread */
+	/* the lease keeper: the open sessions, under live_mu */
+	pthread_mutex_t live_mu;
+	pthread_cond_t keeper_cv;
+	pthread_t keeper;
+	int keeper_on, keeper_stop;
+	os_session_t *live;
 };
 
 struct os_srv_table {
@@ -106,6 +129,9 @@ struct os_session {
 	int rep_got, rep_status;
 	void *rep_val;
 	size_t rep_len;
+	/* >0: its user is in a call (depth); -1: the keeper progresses it */
+	_Atomic int claim;
+	os_session_t *live_prev, *live_next;
 };
 
 enum { HELD_NONE, HELD_S, HELD_X };
@@ -480,6 +506,88 @@ static const struct net_handlers os_handlers = {
 	.on_close = os_on_close,
 };
 
+/* The user's claim on its session, for one public call (nests). */
+static void claim(os_session_t *s)
+{
+	int v = atomic_load_explicit(&s->claim, memory_order_relaxed);
+	for (;;) {
+		if (v < 0) {            /* the keeper is in it, briefly */
+			sched_yield();
+			v = atomic_load_explicit(&s->claim, memory_order_relaxed);
+		} else if (atomic_compare_exchange_weak_explicit(&s->claim, &v, v + 1,
+								 memory_order_acquire,
+								 memory_order_relaxed)) {
+			return;
+		}
+	}
+}
+
+static void unclaim(os_session_t *s)
+{
+	atomic_fetch_sub_explicit(&s->claim, 1, memory_order_release);
+}
+
+static void *keeper_main(void *arg)
+{
+	os_engine_t *e = arg;
+	uint64_t period_ns = (uint64_t)MAX(e->o.lease_ms / 8, 10u) * 1000000ULL;
+	pthread_mutex_lock(&e->live_mu);
+	while (!e->keeper_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + period_ns;
+		ts.tv_sec += (time_t)(ns / 1000000000ULL);
+		ts.tv_nsec = (long)(ns % 1000000000ULL);
+		pthread_cond_timedwait(&e->keeper_cv, &e->live_mu, &ts);
+		for (os_session_t *s = e->live; s && !e->keeper_stop; s = s->live_next) {
+			int free_claim = 0;
+			if (!atomic_compare_exchange_strong_explicit(&s->claim, &free_claim, -1,
+								     memory_order_acquire,
+								     memory_order_relaxed))
+				continue;    /* its user is in it, and progresses it */
+			uint64_t now = clock_now_ns();
+			if (now - s->last_poll_ns >= period_ns) {
+				s->last_poll_ns = now;
+				net_progress(s->w);
+			}
+			atomic_store_explicit(&s->claim, 0, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&e->live_mu);
+	return NULL;
+}
+
+static void keeper_add(os_engine_t *e, os_session_t *s)
+{
+	pthread_mutex_lock(&e->live_mu);
+	s->live_prev = NULL;
+	s->live_next = e->live;
+	if (e->live)
+		e->live->live_prev = s;
+	e->live = s;
+	if (!e->keeper_on && !e->keeper_stop) {
+		if (pthread_create(&e->keeper, NULL, keeper_main, e) == 0)
+			e->keeper_on = 1;
+		else
+			log_warn("onesided: no lease keeper thread: a session must be polled "
+				 "within every lease (%u ms)", e->o.lease_ms);
+	}
+	pthread_mutex_unlock(&e->live_mu);
+}
+
+static void keeper_remove(os_engine_t *e, os_session_t *s)
+{
+	pthread_mutex_lock(&e->live_mu);   /* waits for a keeper pass over s */
+	if (s->live_prev)
+		s->live_prev->live_next = s->live_next;
+	else if (e->live == s)
+		e->live = s->live_next;
+	if (s->live_next)
+		s->live_next->live_prev = s->live_prev;
+	s->live_next = s->live_prev = NULL;
+	pthread_mutex_unlock(&e->live_mu);
+}
+
 int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
 {
 	if (!o->nservers || o->nservers > OS_MAX_SERVERS)
@@ -498,6 +606,8 @@ int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
 		e->o.timeout_ms = 10000;
 	if (!e->o.wait_ms)
 		e->o.wait_ms = 1000;
+	if (!e->o.lease_ms)
+		e->o.lease_ms = 3000;   /* net's default lease */
 	for (unsigned i = 0; i < o->nservers; i++) {
 		snprintf(e->hosts[i], sizeof(e->hosts[i]), "%s", o->hosts[i]);
 		e->ports[i] = o->ports[i];
@@ -508,7 +618,7 @@ int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
 	e->o.hosts = NULL;
 	e->o.ports = NULL;
 	e->o.secret_file = NULL;
-	struct net_opts no = { .transport = o->transport,
+	struct net_opts no = { .transport = o->transport, .lease_ms = e->o.lease_ms,
 			       .secret_file = o->secret_file, .hosts = hosts,
 			       .nhosts = o->nservers };
 	int rc = net_ctx_create(&no, &e->net);
@@ -516,6 +626,12 @@ int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
 		free(e);
 		return rc;
 	}
+	pthread_condattr_t ca;
+	pthread_mutex_init(&e->live_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->keeper_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = e;
 	return 0;
 }
@@ -524,6 +640,16 @@ void os_engine_destroy(os_engine_t *e)
 {
 	if (!e)
 		return;
+	pthread_mutex_lock(&e->live_mu);
+	e->keeper_stop = 1;
+	pthread_cond_broadcast(&e->keeper_cv);
+	int on = e->keeper_on;
+	e->keeper_on = 0;
+	pthread_mutex_unlock(&e->live_mu);
+	if (on)
+		pthread_join(e->keeper, NULL);
+	pthread_cond_destroy(&e->keeper_cv);
+	pthread_mutex_destroy(&e->live_mu);
 	net_ctx_destroy(e->net);
 	free(e);
 }
@@ -533,16 +659,23 @@ const char *os_engine_transport(const os_engine_t *e)
 	return net_ctx_transport(e->net);
 }
 
-void os_session_poll(os_session_t *s)
+static void session_poll(os_session_t *s)
 {
 	s->last_poll_ns = clock_now_ns();
 	net_progress(s->w);
 }
 
+void os_session_poll(os_session_t *s)
+{
+	claim(s);
+	session_poll(s);
+	unclaim(s);
+}
+
 static void maybe_poll(os_session_t *s)
 {
 	if (clock_now_ns() - s->last_poll_ns > OS_POLL_NS)
-		os_session_poll(s);
+		session_poll(s);
 }
 
 int os_session_open(os_engine_t *e, os_session_t **out)
@@ -558,7 +691,7 @@ int os_session_open(os_engine_t *e, os_session_t **out)
 	s->cache = s->ncache ? calloc(s->ncache, sizeof(*s->cache)) : NULL;
 	int rc = s->ncache && !s->cache ? -ENOMEM : 0;
 	if (rc == 0)
-		rc = net_worker_create(e->net, &os_handlers, s, &s->w);
+		rc = net_worker_create_shared(e->net, &os_handlers, s, &s->w);
 	for (unsigned i = 0; rc == 0 && i < s->nsrv; i++) {
 		rc = net_connect(s->w, e->hosts[i], e->ports[i], (int)e->o.timeout_ms, &s->conn[i]);
 		if (rc == 0)
@@ -570,6 +703,7 @@ int os_session_open(os_engine_t *e, os_session_t **out)
 	}
 	s->uw = net_worker_ucp(s->w);
 	s->last_poll_ns = clock_now_ns();
+	keeper_add(e, s);
 	*out = s;
 	return 0;
 }
@@ -578,6 +712,8 @@ void os_session_close(os_session_t *s)
 {
 	if (!s)
 		return;
+	if (s->uw)   /* added to the keeper's list (the last step of open) */
+		keeper_remove(s->e, s);
 	for (unsigned t = 0; t < s->ntabs; t++)
 		for (unsigned i = 0; i < s->nsrv; i++)
 			if (s->tabs[t].sv[i].rkey)
@@ -633,7 +769,17 @@ static int attach_one(os_session_t *s, unsigned sv, const char *name, struct os_
 	return 0;
 }
 
+static int session_attach(os_session_t *s, const char *name, unsigned *tid);
+
 int os_session_attach(os_session_t *s, const char *name, unsigned *tid)
+{
+	claim(s);
+	int rc = session_attach(s, name, tid);
+	unclaim(s);
+	return rc;
+}
+
+static int session_attach(os_session_t *s, const char *name, unsigned *tid)
 {
 	for (unsigned i = 0; i < s->ntabs; i++)
 		if (strcmp(s->tabs[i].name, name) == 0) {
@@ -701,25 +847,30 @@ static void ops_clear(os_txn_t *t)
 	t->n = 0;
 }
 
+static int txn_abort(os_txn_t *t);
+
 void os_txn_free(os_txn_t *t)
 {
 	if (!t)
 		return;
+	os_session_t *s = t->s;
+	claim(s);
 	if (t->stepping)   /* a step cannot be cut off: run it to its end */
 		while (t->stepping)
 			os_session_run(t->s);
 	free(t->stack);
 	if (t->state == TX_EXECUTED || t->state == TX_FAILED || (t->state == TX_IDLE && t->n))
-		os_txn_abort(t);
+		txn_abort(t);
 	ops_clear(t);
 	free(t->ops);
 	free(t);
+	unclaim(s);
 }
 
 static int txn_reset(os_txn_t *t)
 {
 	if (t->state == TX_EXECUTED || t->state == TX_FAILED || (t->state == TX_IDLE && t->n))
-		os_txn_abort(t);
+		txn_abort(t);
 	ops_clear(t);
 	memset(&t->tally, 0, sizeof(t->tally));
 	t->state = TX_IDLE;
@@ -729,13 +880,19 @@ static int txn_reset(os_txn_t *t)
 
 int os_txn_recycle(os_txn_t *t)
 {
+	claim(t->s);
 	t->prio = next_priority(t->s);
-	return txn_reset(t);
+	int rc = txn_reset(t);
+	unclaim(t->s);
+	return rc;
 }
 
 int os_txn_restart(os_txn_t *t)
 {
-	return txn_reset(t);
+	claim(t->s);
+	int rc = txn_reset(t);
+	unclaim(t->s);
+	return rc;
 }
 
 uint64_t os_txn_priority(const os_txn_t *t)
@@ -943,7 +1100,10 @@ static int lock_all(os_txn_t *t)
 	return 0;
 }
 
-int os_txn_execute(os_txn_t *t)
+/* The public calls claim the session; a step's coroutine calls txn_* (it may
+ * be suspended between its user's calls, when the session must be
+ * claimable). */
+static int txn_execute(os_txn_t *t)
 {
 	os_session_t *s = t->s;
 	if (t->state != TX_IDLE && t->state != TX_EXECUTED)
@@ -993,7 +1153,7 @@ int os_txn_result(const os_txn_t *t, int op, const void **val, size_t *vlen)
 
 static int tree_insert(os_txn_t *t, struct os_op *op);
 
-int os_txn_commit(os_txn_t *t)
+static int txn_commit(os_txn_t *t)
 {
 	os_session_t *s = t->s;
 	if (t->state != TX_IDLE && t->state != TX_EXECUTED)
@@ -1025,7 +1185,7 @@ int os_txn_commit(os_txn_t *t)
 		s->cur = &s->cnt.other;
 		t->state = TX_FAILED;
 		if (rc == LOTUS_EEXISTS || rc == LOTUS_ENOTFOUND)
-			os_txn_abort(t);
+			txn_abort(t);
 		return rc;
 	}
 	for (unsigned sv = 0; sv < s->nsrv; sv++)   /* data before the unlocks */
@@ -1040,7 +1200,7 @@ int os_txn_commit(os_txn_t *t)
 	return rc;
 }
 
-int os_txn_abort(os_txn_t *t)
+static int txn_abort(os_txn_t *t)
 {
 	os_session_t *s = t->s;
 	if (t->state == TX_DONE)
@@ -1054,6 +1214,30 @@ int os_txn_abort(os_txn_t *t)
 	}
 	attempt_end(t, 0);
 	t->state = TX_DONE;
+	return rc;
+}
+
+int os_txn_execute(os_txn_t *t)
+{
+	claim(t->s);
+	int rc = txn_execute(t);
+	unclaim(t->s);
+	return rc;
+}
+
+int os_txn_commit(os_txn_t *t)
+{
+	claim(t->s);
+	int rc = txn_commit(t);
+	unclaim(t->s);
+	return rc;
+}
+
+int os_txn_abort(os_txn_t *t)
+{
+	claim(t->s);
+	int rc = txn_abort(t);
+	unclaim(t->s);
 	return rc;
 }
 
@@ -1244,13 +1428,13 @@ static void step_main(unsigned hi, unsigned lo)
 	os_txn_t *t = (os_txn_t *)(uintptr_t)((uint64_t)hi << 32 | lo);
 	switch (t->step) {
 	case OS_STEP_EXECUTE:
-		t->step_rc = os_txn_execute(t);
+		t->step_rc = txn_execute(t);
 		break;
 	case OS_STEP_COMMIT:
-		t->step_rc = os_txn_commit(t);
+		t->step_rc = txn_commit(t);
 		break;
 	default:
-		t->step_rc = os_txn_finished(t) ? 0 : os_txn_abort(t);
+		t->step_rc = os_txn_finished(t) ? 0 : txn_abort(t);
 		break;
 	}
 	t->step_done = 1;   /* returns to s->sched through uc_link */
@@ -1284,6 +1468,7 @@ int os_txn_step(os_txn_t *t, enum os_step step, os_step_cb cb, void *arg)
 		return LOTUS_ESTATE;
 	if (!t->stack && !(t->stack = malloc(OS_STACK)))
 		return -ENOMEM;
+	claim(s);
 	getcontext(&t->ctx);
 	t->ctx.uc_stack.ss_sp = t->stack;
 	t->ctx.uc_stack.ss_size = OS_STACK;
@@ -1299,14 +1484,17 @@ int os_txn_step(os_txn_t *t, enum os_step step, os_step_cb cb, void *arg)
 	s->active = t;
 	s->nactive++;
 	step_resume(s, t);    /* runs until its first wait (or to its end) */
+	unclaim(s);
 	return 0;
 }
 
 int os_session_run(os_session_t *s)
 {
 	unsigned n = 0, max = s->nactive;
+	claim(s);
 	if (!max) {
 		ucp_worker_progress(s->uw);
+		unclaim(s);
 		return 0;
 	}
 	os_txn_t *list[max];   /* the steps running now; those they start wait */
@@ -1315,6 +1503,7 @@ int os_session_run(os_session_t *s)
 		list[n++] = t;
 	for (unsigned i = 0; i < n; i++)
 		step_resume(s, list[i]);
+	unclaim(s);
 	return (int)n;
 }
 

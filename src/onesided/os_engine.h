@@ -48,6 +48,8 @@ struct os_engine_opts {
 				     a lock before it gives up (an abort, which
 				     also breaks a wait cycle that a ts word read
 				     before its owner wrote it can cause); 0: 1000 */
+	unsigned lease_ms;        /* connections' lease; a keeper thread progresses
+				     sessions idle for lease/8; 0: the default */
 };
 
 enum os_op_type { OS_READ, OS_WRITE, OS_CAS, OS_FAA, OS_NTYPES };

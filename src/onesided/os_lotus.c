@@ -108,7 +108,7 @@ static int osl_cluster_open(lotus_cluster_t *c)
 	struct os_engine_opts o = {
 		.transport = c->transport, .nservers = c->nservers, .hosts = hosts,
 		.ports = ports, .cc = c->opts.cc, .cache_bytes = c->opts.cache_bytes,
-		.timeout_ms = c->opts.timeout_ms,
+		.timeout_ms = c->opts.timeout_ms, .lease_ms = c->lease_ms,
 		.secret_file = c->secret_path[0] ? c->secret_path : NULL,
 	};
 	os_engine_t *e;

@@ -75,3 +75,12 @@ out=$(timeout 20 "$L" memserver --listen 127.0.0.1:0 --threads 1 --data-dir "$di
 [ $rc -eq 1 ] || fail "memserver on a too small pool exited $rc, want 1 ($out)"
 echo "$out" | grep -q "this server has 256 KiB" || fail "pool size not shown: $out"
 echo "ok: $(echo "$out" | head -n1)"
+
+# A --local memory server that exits before it is ready: the client says how
+# it ended (here the data dir's check above: exit status 1).
+out=$(timeout 30 "$L" ycsb --local 1 --server-threads 1 --server-memory 256K \
+      --data-dir "$dir/dd" --seconds 1 --quiet 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] || fail "ycsb on a local server that cannot start exited 0"
+echo "$out" | grep -q "local memory server 0 did not start: .*(exit status 1)" \
+  || fail "no exit status for the local server that did not start: $out"
+echo "ok: $(echo "$out" | grep "did not start")"

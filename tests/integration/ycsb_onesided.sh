@@ -5,7 +5,8 @@
 # (emulated RMA) and sm (true one-sided): for the same load and the same
 # transactions (one thread, --txns, fixed seed) the final table's digest
 # equals the two-sided engine's, under no_wait and wait_die, and the run
-# reports the one-sided counters.  Also: a scan workload is refused with a
+# reports the one-sided counters.  A run of three leases loses no connection
+# (the engine keeps idle sessions' leases).  Also: a scan workload is refused with a
 # clear error, and no memory server is left behind.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
@@ -31,6 +32,18 @@ for tr in sm tcp; do
     done
   done
 done
+# A run several leases long loses no connection: the sessions' own workers
+# (the engine's, not the two-sided sessions') are kept while idle.
+out=$(mktemp)
+errs=$("$L" ycsb --local 2 --engine onesided --seconds 3 --warmup 0 --records 2000 \
+       --threads 2 --server-threads 1 --lease-ms 1000 --quiet --json 2>&1 >"$out") \
+  || { rm -f "$out"; fail "onesided run of 3 leases failed: $errs"; }
+json=$(cat "$out"); rm -f "$out"
+echo "$errs" | grep -E "nothing sent to|declaring it lost|silent for" \
+  && fail "onesided: a connection lost its lease during the run"
+# one-sided operations are not server requests: no CPU per request for them
+echo "$json" | grep -q '"servers":{[^}]*"cpu_us_per_req":null,"note":' \
+  || fail "onesided: servers.cpu_us_per_req is not null with a note: $json"
 err=$("$L" ycsb --local 1 --records 500 --workload E --engine onesided --seconds 1 \
       --warmup 0 --quiet 2>&1 >/dev/null) && fail "workload E (scans) ran on onesided"
 echo "$err" | grep -qi "unsupported\|not available\|not supported" || fail "unclear scan error: $err"

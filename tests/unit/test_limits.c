@@ -149,8 +149,23 @@ struct scenario {
 	const char *counter;
 };
 
+/* TEST_LIMITS_STALL_MS=N: the server is stopped (SIGSTOP) for N ms as each
+ * flood starts, as a loaded machine may stall it; every check must still
+ * hold. */
+static void *stall_server(void *arg)
+{
+	unsigned ms = (unsigned)(uintptr_t)arg;
+	kill(procs_pid[0], SIGSTOP);
+	usleep(ms * 1000u);
+	kill(procs_pid[0], SIGCONT);
+	return NULL;
+}
+
 static void run(const struct scenario *sc, uint16_t port)
 {
+	const char *stall = getenv("TEST_LIMITS_STALL_MS");
+	pthread_t stall_th;
+	int stalled = 0;
 	pid_t pid = procs_pid[0];
 	struct flood_args a = { .host = "127.0.0.1", .port = port, .mode = sc->mode,
 				.count = sc->count, .size = sc->size, .seconds = sc->seconds };
@@ -161,7 +176,12 @@ static void run(const struct scenario *sc, uint16_t port)
 	uint64_t base = peak_kb(pid);
 	if (sc->oversize)
 		setenv("LOTUS_NET_FAULT", "oversize:1", 1);
+	if (stall && atoi(stall) > 0)
+		stalled = pthread_create(&stall_th, NULL, stall_server,
+					 (void *)(uintptr_t)atoi(stall)) == 0;
 	CHECK_RC(flood_run(&a, &r));
+	if (stalled)
+		pthread_join(stall_th, NULL);
 	unsetenv("LOTUS_NET_FAULT");
 	uint64_t peak = peak_kb(pid);
 	/* the good client must move on while (or right after) the flood ran */
