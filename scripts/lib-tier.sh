@@ -2,13 +2,11 @@
 # (issue 16).  Source it after lib-cluster.sh, with L set to the lotus binary.
 #   tier_stats [ID]        the STATS JSON line of memory server ID (default 0) of
 #                          $CLUSTER_INI, from srv-stats (next to $L)
-#   tier_counts JSON       "misses=N evictions=N evict_dirty=N miss_errors=N
-#                          evict_errors=N resident=N frames=N" from a STATS line
-#                          (0 where a counter is missing), for `eval`
+#   tier_counts JSON       "misses=N miss_reads=N evictions=N ..." from the
+#                          "tier" object of a STATS line (0 where a counter is
+#                          missing; pw_* are summed over the page writers), for
+#                          `eval`
 #   tier_need              fail unless `lotus memserver` has --capacity
-# The counters are found by name anywhere in the STATS object (the tiering
-# counters may sit in a nested object): misses, evictions/evict_*, the
-# *_errors of misses and evictions, resident (pages) and frames.
 SRV_STATS=${SRV_STATS:-$(dirname "$L")/srv-stats}
 
 tier_stats() {
@@ -17,36 +15,32 @@ tier_stats() {
 
 tier_counts() {
   /usr/bin/python3 -c '
-import json, re, sys
+import json, sys
 try:
     r = json.loads(sys.argv[1])
 except ValueError:
     r = {}
-leaves = []   # (path, key, value) of every number
-def walk(o, path):
-    if isinstance(o, dict):
-        for k, v in o.items():
-            walk(v, path + [k])
-    elif isinstance(o, (int, float)) and not isinstance(o, bool) and path:
-        leaves.append(("/".join(path), path[-1], o))
-walk(r, [])
-def first(pat, bad=None):
-    for p, k, v in leaves:
-        if re.fullmatch(pat, k) and not (bad and re.search(bad, p)):
-            return v
-    return 0
-def total(pat, bad):
-    return sum(v for p, k, v in leaves if re.search(pat, p) and not re.search(bad, p))
-out = {}
-out["misses"] = first(r"(page_)?misses", r"cache|error|_ns|lat")
-ev = [v for p, k, v in leaves if k == "evictions" and "cache" not in p]
-out["evictions"] = ev[0] if ev else total(r"evict[^/]*$", r"error|_ns|cache")
-out["evict_dirty"] = first(r"evict(ions)?_dirty|dirty_writes")
-out["miss_errors"] = first(r"miss(_read)?_errors")
-out["evict_errors"] = first(r"evict(ion)?(_write)?_errors")
-out["resident"] = first(r"resident(_pages)?")
-out["frames"] = first(r"frames")
-print(" ".join("%s=%d" % (k, v) for k, v in out.items()))
+t = r.get("tier") or {}
+w = t.get("page_writers") or []
+g = lambda k: int(t.get(k) or 0)
+out = {
+    "misses": g("misses"), "miss_zero": g("miss_zero"), "miss_reads": g("miss_reads"),
+    "miss_errors": g("miss_errors"), "miss_mean_ns": g("miss_read_mean_ns"),
+    "miss_p99_ns": g("miss_read_p99_ns"), "miss_max_ns": g("miss_read_max_ns"),
+    "evict_clean": g("evict_clean"), "evict_dirty": g("evict_dirty"),
+    "evictions": g("evict_clean") + g("evict_dirty"), "evict_errors": g("evict_errors"),
+    "resident": g("resident"), "frames": g("frames"), "frame_timeouts": g("frame_timeouts"),
+    "registrations": g("registrations"), "clones": g("clones"), "fallbacks": g("fallbacks"),
+    "writers": len(w),
+    "pw_ios": sum(int(x.get("ios") or 0) for x in w),
+    "pw_pages": sum(int(x.get("pages") or 0) for x in w),
+    "pw_bytes": sum(int(x.get("bytes") or 0) for x in w),
+    "pw_errors": sum(int(x.get("errors") or 0) for x in w),
+    "pw_cpu_ns": sum(int(x.get("cpu_ns") or 0) for x in w),
+    "pw_uring": sum(1 for x in w if x.get("backend") == "uring"),
+    "pw_aio": sum(1 for x in w if x.get("backend") == "aio"),
+}
+print(" ".join("%s=%d" % kv for kv in out.items()))
 ' "$1"
 }
 

@@ -76,12 +76,12 @@ run_mode() {
     local m=0 e=0 s
     for s in 0 1; do
       eval "$(tier_counts "$(tier_stats $s)")"
-      m=$((m + misses)) e=$((e + evictions))
+      m=$((m + miss_reads)) e=$((e + evictions))
       [ "$miss_errors" -eq 0 ] && [ "$evict_errors" -eq 0 ] \
         || fail "tiered: server $s counted I/O errors without faults: $(tier_stats $s)"
     done
-    echo "tiered: misses $m, evictions $e"
-    [ "$m" -gt 0 ] && [ "$e" -gt 0 ] || fail "tiered: the pool was never too small (misses $m, evictions $e)"
+    echo "tiered: miss preads $m, evictions $e"
+    [ "$m" -gt 0 ] && [ "$e" -gt 0 ] || fail "tiered: the pool was never too small (miss preads $m, evictions $e)"
   fi
   cluster_stop
 }

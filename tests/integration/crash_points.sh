@@ -62,8 +62,8 @@ for mode in ${CRASH_MODES:-untiered tiered}; do
     tiered=""
     if [ "$mode" = tiered ]; then   # server 1 since its restart: the verify read it all
       eval "$(tier_counts "$(tier_stats 1)")"
-      tiered="; server 1 after restart: misses $misses, resident $resident of $frames frames"
-      [ "$misses" -gt 0 ] || fail "tiered $point: the verify read nothing from disk after the restart"
+      tiered="; server 1 after restart: miss preads $miss_reads, resident $resident of $frames frames"
+      [ "$miss_reads" -gt 0 ] || fail "tiered $point: the verify read nothing from disk after the restart"
       [ "$miss_errors" -eq 0 ] || fail "tiered $point: miss read errors without faults"
     fi
     echo "$mode $point: bank exit $rc; $(cat "$dir"/ms*.err | grep -c resolved) resolutions; verify: $ver$tiered"

@@ -64,10 +64,16 @@ echo "tiered: round 1 digest $t1"
 [ "$t1" = "$r1" ] || fail "round 1: tiered digest '$t1' differs from the in-memory one $r1"
 st=$(tier_stats) || fail "no stats from the tiered server"
 eval "$(tier_counts "$st")"
-echo "tiered stats after round 1: misses $misses, evictions $evictions (dirty $evict_dirty), resident $resident of $frames frames"
-[ "$misses" -gt 0 ] || fail "no misses with 3x the pool: $st"
-[ "$evictions" -gt 0 ] || fail "no evictions with 3x the pool: $st"
-[ "$miss_errors" -eq 0 ] && [ "$evict_errors" -eq 0 ] || fail "I/O errors without faults: $st"
+echo "tiered stats after round 1: $misses misses ($miss_reads preads), evictions $evict_clean clean + $evict_dirty dirty, resident $resident of $frames frames; $writers page writers ($pw_uring on io_uring): $pw_ios writes of $pw_pages pages, registrations $registrations, clones $clones"
+[ "$miss_reads" -gt 0 ] || fail "no miss reads with 3x the pool: $st"
+[ "$evict_dirty" -gt 0 ] || fail "no dirty evictions with 3x the pool loaded: $st"
+[ "$pw_pages" -gt 0 ] || fail "the page writers wrote nothing: $st"
+[ "$miss_errors" -eq 0 ] && [ "$evict_errors" -eq 0 ] && [ "$pw_errors" -eq 0 ] \
+  || fail "I/O errors without faults: $st"
+if [ "$writers" -gt 0 ] && [ "$pw_uring" -eq "$writers" ]; then   # the paper's cloned registration
+  [ "$registrations" -ge 1 ] && [ "$clones" -eq "$writers" ] \
+    || fail "$writers io_uring page writers, but registrations $registrations, clones $clones: $st"
+fi
 
 pid=${CLUSTER_PIDS[0]}
 kill -TERM "$pid"; wait "$pid"; rc=$?
@@ -77,8 +83,8 @@ d=$(Y --threads 1 --no-load --no-run --digest | digest_of)
 echo "after SIGTERM and restart: digest $d"
 [ "$d" = "$r1" ] || fail "after SIGTERM and restart the digest is '$d', want $r1"
 eval "$(tier_counts "$(tier_stats)")"
-echo "stats after the restart and a full read: misses $misses, resident $resident of $frames frames"
-[ "$misses" -gt 0 ] || fail "a full read after the restart missed nothing (the whole table resident in an 8M pool?)"
+echo "stats after the restart and a full read: $miss_reads miss preads, resident $resident of $frames frames"
+[ "$miss_reads" -gt 0 ] || fail "a full read after the restart read nothing from disk (the whole table resident in an 8M pool?)"
 
 t2=$(round 12 | digest_of)
 echo "tiered: round 2 digest $t2"
