@@ -225,19 +225,20 @@ part_ycsb() {
         /usr/bin/python3 - "$mode" "$wl" "$r" "$s0" "$s1" "$j" "$memfull" "$WARM" >>"$res" <<'EOF'
 import json, sys
 mode, wl, r = sys.argv[1], sys.argv[2], int(sys.argv[3])
-a, b = json.loads(sys.argv[4])["tier"], json.loads(sys.argv[5])["tier"]
+a, b = json.loads(sys.argv[4]).get("tier") or {}, json.loads(sys.argv[5]).get("tier") or {}
 y = json.loads(sys.argv[6])
+g = lambda t, k: t.get(k) or 0   # an untiered server has no "tier" counters: no misses
 ops = y["ops_per_s"] * (y["seconds"] + float(sys.argv[8]))   # warm-up at the same rate
-reads = b["miss_reads"] - a["miss_reads"]   # includes the warm-up
+reads = g(b, "miss_reads") - g(a, "miss_reads")   # includes the warm-up
 print(json.dumps({"part": "ycsb", "mode": mode, "workload": wl, "round": r,
     "memory_mb": None if mode == "tiered" else int(sys.argv[7]),
     "txn_per_s": y["txn_per_s"], "ops_per_s": y["ops_per_s"],
     "p50_us": y["lat_us"]["p50"], "p99_us": y["lat_us"]["p99"],
     "abort_rate": y["abort_rate"],
     "miss_reads": reads, "miss_per_op": reads / ops if ops else None,
-    "miss_read_p99_us": b["miss_read_p99_ns"] / 1e3,
-    "miss_read_mean_us": b["miss_read_mean_ns"] / 1e3,
-    "resident": b["resident"], "frames": b["frames"]}))
+    "miss_read_p99_us": g(b, "miss_read_p99_ns") / 1e3 if b else None,
+    "miss_read_mean_us": g(b, "miss_read_mean_ns") / 1e3 if b else None,
+    "resident": b.get("resident"), "frames": b.get("frames")}))
 EOF
         say "ycsb $mode $wl round $r: $(tail -n 1 "$res" | cut -c1-220)"
       done
