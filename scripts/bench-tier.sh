@@ -134,7 +134,8 @@ part_update() {
       /usr/bin/python3 - "$be" "$w" "$r" "$s0" "$s1" "$j" >>"$res" <<'EOF'
 import json, sys
 be, w, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-t0, t1 = json.loads(sys.argv[4])["tier"], json.loads(sys.argv[5])["tier"]
+tier = lambda r: r.get("tier") or (r.get("durability") or {}).get("tier") or {}
+t0, t1 = tier(json.loads(sys.argv[4])), tier(json.loads(sys.argv[5]))
 y = json.loads(sys.argv[6])
 secs = y["seconds"]
 pw = lambda t, k: sum(x.get(k, 0) for x in t["page_writers"])
@@ -181,6 +182,8 @@ be, r = sys.argv[1], int(sys.argv[2])
 rec = json.loads(sys.argv[3]) if sys.argv[3] else {}
 c0, tck = int(sys.argv[4]), int(sys.argv[5])
 a, b = json.loads(sys.argv[6]), json.loads(sys.argv[7])
+tier = lambda r: r.get("tier") or (r.get("durability") or {}).get("tier") or {}
+a["tier"], b["tier"] = tier(a), tier(b)
 us, c1 = int(sys.argv[8]), int(sys.argv[9])
 pages = rec.get("pages", 0)
 reads = b["tier"]["miss_reads"] - a["tier"]["miss_reads"]
@@ -225,7 +228,8 @@ part_ycsb() {
         /usr/bin/python3 - "$mode" "$wl" "$r" "$s0" "$s1" "$j" "$memfull" "$WARM" >>"$res" <<'EOF'
 import json, sys
 mode, wl, r = sys.argv[1], sys.argv[2], int(sys.argv[3])
-a, b = json.loads(sys.argv[4]).get("tier") or {}, json.loads(sys.argv[5]).get("tier") or {}
+tier = lambda r: r.get("tier") or (r.get("durability") or {}).get("tier") or {}
+a, b = tier(json.loads(sys.argv[4])), tier(json.loads(sys.argv[5]))
 y = json.loads(sys.argv[6])
 g = lambda t, k: t.get(k) or 0   # an untiered server has no "tier" counters: no misses
 ops = y["ops_per_s"] * (y["seconds"] + float(sys.argv[8]))   # warm-up at the same rate

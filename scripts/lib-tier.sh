@@ -3,7 +3,8 @@
 #   tier_stats [ID]        the STATS JSON line of memory server ID (default 0) of
 #                          $CLUSTER_INI, from srv-stats (next to $L)
 #   tier_counts JSON       "misses=N miss_reads=N evictions=N ..." from the
-#                          "tier" object of a STATS line (0 where a counter is
+#                          "tier" object of a STATS line (top level or inside
+#                          "durability") (0 where a counter is
 #                          missing; pw_* are summed over the page writers), for
 #                          `eval`
 #   tier_need              fail unless `lotus memserver` has --capacity
@@ -20,7 +21,7 @@ try:
     r = json.loads(sys.argv[1])
 except ValueError:
     r = {}
-t = r.get("tier") or {}
+t = r.get("tier") or (r.get("durability") or {}).get("tier") or {}
 w = t.get("page_writers") or []
 g = lambda k: int(t.get(k) or 0)
 out = {
