@@ -13,9 +13,10 @@
 #                 failing miss reads fails with an error (no digest printed,
 #                 or the right one), the server keeps running, and the next
 #                 full read gives the reference digest;
-#   ckpt-eio      LOTUS_TIER_FAULT=ckpt:1:EIO:4: checkpoint page writes fail
-#                 (checkpoints every 2 MiB of log); kill -9, restart: the
-#                 round's digest;
+#   ckpt-eio      LOTUS_PW_FAULT="0=cqe:2:EIO;1=cqe:2:EIO" on a 2000-record
+#                 table that fits the pool (so the page writers write only
+#                 checkpoints, one every 1 MiB of log): a checkpoint page write
+#                 of each writer fails; kill -9, restart: the round's digest;
 #   ring          LOTUS_PW_FAULT="0=enter:4": page writer 0's io_uring fails
 #                 mid-run and falls back to libaio, writer 1 stays on
 #                 io_uring; kill -9, restart: the round's digest (no page lost);
@@ -78,7 +79,13 @@ cluster_start "$dir" 1 --threads 1 --memory 64M || fail "reference server did no
 ref_load=$(Y --threads 2 --no-run --digest | digest_of)
 ref_round=$(round | digest_of)
 [ -n "$ref_load" ] && [ -n "$ref_round" ] || fail "no reference digests"
-echo "reference: load $ref_load, round $ref_round"
+cluster_stop
+dir=$top/ref-small; mkdir -p "$dir"
+cluster_start "$dir" 1 --threads 1 --memory 64M || fail "reference server did not start"
+Y --records 2000 --threads 2 --no-run >/dev/null || fail "reference: small load"
+ref_small=$(Y --records 2000 --no-load --workload A --dist uniform --threads 1 --txns 200 --seed 21 --digest | digest_of)
+[ -n "$ref_small" ] || fail "no reference digest for the small table"
+echo "reference: load $ref_load, round $ref_round, small table round $ref_small"
 cluster_stop
 
 # --- eviction writes fail (EIO, ENOSPC) ---------------------------------------------
@@ -163,7 +170,7 @@ alive full-disk; counts full-disk
 echo "full-disk: full read on a full disk: digest '$d'; evict_errors $evict_errors, miss preads $miss_reads"
 [ "$d" = "$ref_load" ] || fail "full-disk: a full read on a full disk gave '$d', want $ref_load"
 kill -TERM "${CLUSTER_PIDS[0]}"; wait "${CLUSTER_PIDS[0]}"; rc=$?
-echo "full-disk: SIGTERM on a full disk: exit $rc: $(grep -i "checkpoint" "$dir/ms0.err" | tail -n 1 | cut -c1-160)"
+echo "full-disk: SIGTERM on a full disk: exit $rc: $(grep -i "final checkpoint" "$dir/ms0.err" | tail -n 1 | cut -c1-200)"
 rm -f "$mnt/filler"; sync
 cluster_restart 0 || fail "full-disk: no restart with the space back: $(tail -n 3 "$dir/ms0.err")"
 d=$(full_read | digest_of)
@@ -174,19 +181,27 @@ cluster_stop
 full_disk
 
 # --- checkpoint page writes fail ---------------------------------------------------------
-export LOTUS_TIER_FAULT=ckpt:1:EIO:4
-start_case ckpt-eio --checkpoint-log 2M
-load ckpt-eio
-d=$(round | digest_of)
-[ "$d" = "$ref_round" ] || fail "ckpt-eio: round digest '$d', want $ref_round"
-alive ckpt-eio
-! grep -q "unknown fault" "$dir/ms0.err" \
-  || fail "ckpt-eio: the server has no such fault: $(grep "unknown fault" "$dir/ms0.err" | head -n 1)"
-grep -Ei "(ckpt|checkpoint).*(fail|error|Input/output)" "$dir/ms0.err" | tail -n 1 | grep . \
+# The page writers write both evicted pages and checkpoints; with a table that
+# fits the pool nothing is evicted, so every write of theirs is a checkpoint
+# page write, and each writer's 2nd one fails with EIO.
+export LOTUS_PW_FAULT="0=cqe:2:EIO;1=cqe:2:EIO"
+start_case ckpt-eio --checkpoint-log 1M --page-writers 2
+small=(--records 2000)
+Y "${small[@]}" --threads 2 --no-run >/dev/null 2>"$dir/load.err" || fail "ckpt-eio: load: $(tail -n 2 "$dir/load.err")"
+d=$(Y "${small[@]}" --no-load --workload A --dist uniform --threads 1 --txns 200 --seed 21 --digest | digest_of)
+[ "$d" = "$ref_small" ] || fail "ckpt-eio: round digest '$d', want $ref_small"
+alive ckpt-eio; st=$(tier_stats); counts ckpt-eio
+ck=$(/usr/bin/python3 -c 'import json,sys
+r=json.loads(sys.argv[1]); t=r.get("tier") or r["durability"]["tier"]
+print(sum(w.get("ckpt_pages", 0) for w in t["page_writers"]))' "$st")
+echo "ckpt-eio: checkpoint pages written by the page writers $ck, writer errors $pw_errors, dirty evictions $evict_dirty"
+[ "$evict_dirty" -eq 0 ] || fail "ckpt-eio: pages were evicted, so the failed write may not have been a checkpoint's: $st"
+[ "$ck" -gt 0 ] || fail "ckpt-eio: the page writers wrote no checkpoint pages: $st"
+grep -Ei "(ckpt|checkpoint).*(fail|error|Input/output)" "$dir/ms0.err" | tail -n 1 | sed "s/^/ckpt-eio: server log: /" | grep . \
   || fail "ckpt-eio: no failed checkpoint write reported: $(grep -i "ckpt\|checkpoint" "$dir/ms0.err" | tail -n 3)"
 restart_clean ckpt-eio KILL
-d=$(full_read | digest_of)
-[ "$d" = "$ref_round" ] || fail "ckpt-eio: after kill -9 and restart the digest is '$d', want $ref_round"
+d=$(Y "${small[@]}" --threads 1 --no-load --no-run --digest | digest_of)
+[ "$d" = "$ref_small" ] || fail "ckpt-eio: after kill -9 and restart the digest is '$d', want $ref_small"
 echo "ok: ckpt-eio"
 cluster_stop
 
