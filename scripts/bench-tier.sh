@@ -9,8 +9,9 @@
 #   update  random single-record transactions (YCSB A, 1 op/txn, uniform keys:
 #           half of them updates), data 3x the pool, --durability sync; per
 #           LOTUS_IO=uring|aio and --page-writers N: page-writer write IOPS,
-#           pages/s, writer CPU per page written (the writer threads, and the
-#           io_uring workers iou-wrk-* that a ring punts writes to), txn/s.  Rounds alternate the
+#           pages/s, writer CPU per page written (the writer threads; apart,
+#           the io_uring workers iou-wrk-*: the writers' if the server names
+#           its threads, else all of them, the redo log's too), txn/s.  Rounds alternate the
 #           order of the configurations; medians are reported.
 #   scan    a cold full-table read: (1) recovery of a checkpoint image larger
 #           than the pool (large batched direct reads; MB/s, process CPU per
@@ -87,15 +88,25 @@ r=json.loads(sys.argv[1])
 for k in sys.argv[2].split("."): r=r[k]
 print(r)' "$1" "$2"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# CPU ticks of the io_uring kernel workers (iou-wrk-*) of process $1 alive now:
-# work a ring punts there is not in the submitting thread's CPU time
+# CPU ticks of the io_uring kernel workers (iou-wrk-TID: they run what the ring
+# of thread TID punts to io-wq, not counted in TID's own CPU) of process $1
+# alive now.  Those of threads named like page writers (pw*, *writer*) if the
+# server names its threads; else all of them (the redo log's ring included).
 iowq_ticks() {
-  local t n=0 c
+  local t n=0 c tids=" "
   for t in /proc/$1/task/*; do
     c=$(cat "$t/comm" 2>/dev/null) || continue
-    case $c in iou-wrk*|iou-sqp*) n=$((n + $(awk '{print $14 + $15}' "$t/stat" 2>/dev/null || echo 0))) ;; esac
+    case $c in pw*|*writer*) tids+="${t##*/} " ;; esac
   done
-  echo $n
+  for t in /proc/$1/task/*; do
+    c=$(cat "$t/comm" 2>/dev/null) || continue
+    case $c in
+      iou-wrk-*|iou-sqp-*)
+        [ "$tids" = " " ] || [[ $tids == *" ${c#iou-???-} "* ]] || continue
+        n=$((n + $(awk '{print $14 + $15}' "$t/stat" 2>/dev/null || echo 0))) ;;
+    esac
+  done
+  echo "$n ${tids// /}"
 }
 TCK=$(getconf CLK_TCK)
 
@@ -148,10 +159,12 @@ part_update() {
             --seconds "$SECS" --warmup 0 2>"$work/y.err") || die "update run: $(tail -n 2 "$work/y.err")"
       s1=$(tier_stats); p1=$(cpu_ticks "$pid"); q1=$(iowq_ticks "$pid")
       cluster_stop
-      /usr/bin/python3 - "$be" "$w" "$r" "$s0" "$s1" "$j" "$((p1 - p0))" "$((q1 - q0))" "$TCK" >>"$res" <<'EOF'
+      local named=0
+      [ -z "${q1#* }" ] || named=1
+      /usr/bin/python3 - "$be" "$w" "$r" "$s0" "$s1" "$j" "$((p1 - p0))" "$(( ${q1%% *} - ${q0%% *} ))" "$TCK" "$named" >>"$res" <<'EOF'
 import json, sys
 be, w, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-proc_ticks, iowq, tck = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+proc_ticks, iowq, tck, named = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9]), sys.argv[10] == "1"
 tier = lambda r: r.get("tier") or (r.get("durability") or {}).get("tier") or {}
 t0, t1 = tier(json.loads(sys.argv[4])), tier(json.loads(sys.argv[5]))
 y = json.loads(sys.argv[6])
@@ -164,8 +177,12 @@ print(json.dumps({"part": "update", "backend": be, "writers": w, "round": r,
     "pw_write_iops": ios / secs, "pw_pages_per_s": pages / secs,
     "pw_mb_per_s": (pw(t1, "bytes") - pw(t0, "bytes")) / secs / 1e6,
     "cpu_us_per_page": cpu / 1e3 / pages if pages else None,
-    # io_uring workers' CPU per page (0 for aio; threads that exited are missed)
+    # io_uring workers' CPU per page written (0 for aio; workers that exited are
+    # missed): the page writers' own if the server names its threads, else all
+    # of the server's (the redo log's appends and syncs included)
     "iowq_cpu_us_per_page": max(iowq, 0) * 1e6 / tck / pages if pages else None,
+    "iowq_of": "page_writers" if named else "all_rings",
+    "server_cpu_us_per_txn": proc_ticks * 1e6 / tck / (y["txn_per_s"] * secs) if y["txn_per_s"] else None,
     "server_cpu_s": proc_ticks / tck,
     "pages_per_write": pages / ios if ios else None,
     "evict_dirty_per_s": (t1["evict_dirty"] - t0["evict_dirty"]) / secs,
@@ -306,8 +323,8 @@ def group(part, keys, metrics, extra=()):
 res = {"config": conf,
   "update": group("update", ["backend", "writers"],
       ["txn_per_s", "p99_us", "pw_write_iops", "pw_pages_per_s", "pw_mb_per_s", "cpu_us_per_page",
-       "iowq_cpu_us_per_page", "server_cpu_s", "pages_per_write", "evict_dirty_per_s", "miss_reads_per_s"],
-      ["writer_backends", "registrations", "clones", "fallbacks"]),
+       "iowq_cpu_us_per_page", "server_cpu_s", "server_cpu_us_per_txn", "pages_per_write", "evict_dirty_per_s", "miss_reads_per_s"],
+      ["writer_backends", "registrations", "clones", "fallbacks", "iowq_of"]),
   "scan": group("scan", ["backend"],
       ["recovery_pages", "recovery_ms", "recovery_mb_s", "recovery_cpu_us_per_page", "start_cpu_ms", "read_pages",
        "read_s", "read_pages_per_s", "read_cpu_us_per_page", "read_process_cpu_us_per_page",
@@ -330,6 +347,8 @@ if res["update"]:
         print("  %-6s %2d %9s %9s %10s %10s %9s %10s %9s" % (o["backend"], o["writers"], f(o["txn_per_s"], 0), f(o["p99_us"], 0),
               f(o["pw_write_iops"], 0), f(o["pw_pages_per_s"], 0), f(o["cpu_us_per_page"], 2),
               f(o["iowq_cpu_us_per_page"], 2), f(o["pages_per_write"], 1)))
+    if any(o.get("iowq_of") == "all_rings" for o in res["update"]):
+        print("  (iowq: CPU of every io_uring worker of the server, the redo log's included, per page written)")
 if res["scan"]:
     print("\ncold scan:")
     print("  %-6s %8s %9s %12s %9s %11s %12s" % ("io", "pages", "rec MB/s", "rec us/page", "read pg/s", "read us/pg", "pread p99 us"))
