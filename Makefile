@@ -80,12 +80,15 @@ PREFIX_H  := $(BUILD)/gen/lotus_prefix.h
 LA_CLIENT := $(BUILD)/bin/la-client
 # The lease tests' client (tests/integration/lease_*.sh), also public-API only.
 LEASE_CLIENT := $(BUILD)/bin/lease-client
+# The memory servers' counters as JSON lines (tests/integration/tier_*.sh,
+# scripts/bench-tier.sh), public-API only.
+SRV_STATS := $(BUILD)/bin/srv-stats
 
 .PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -179,6 +182,11 @@ $(LEASE_CLIENT): $(BUILD)/tests/integration/lease_client.o $(LIB_A)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
+$(SRV_STATS): $(BUILD)/tests/integration/srv_stats.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -213,4 +221,4 @@ clean:
 	rm -rf build build-asan build-tsan
 
 -include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d \
-  $(BUILD)/tests/integration/lease_client.d
+  $(BUILD)/tests/integration/lease_client.d $(BUILD)/tests/integration/srv_stats.d

@@ -686,8 +686,13 @@ static int table_digest(struct ycsb_shared *sh, lotus_session_t *s, struct ycsb_
 		for (unsigned i = 0; rc == 0 && i < n; i++) {
 			const void *v;
 			size_t vlen;
-			if (lotus_txn_result(t, (int)i, &v, &vlen) != 0)
+			int r = lotus_txn_result(t, (int)i, &v, &vlen);
+			if (r == LOTUS_ENOTFOUND)
 				continue;
+			if (r) {   /* an I/O error is not a missing row: no digest */
+				rc = r;
+				break;
+			}
 			key_from_u64(next + i, k);
 			h = (h ^ fnv1a64(k, 8)) * 0x100000001b3ULL;
 			h = (h ^ fnv1a64(v, vlen)) * 0x100000001b3ULL;

@@ -7,55 +7,86 @@
 # again on the same ledger.  At the end `lotus bank --verify` must find the
 # total unchanged and every acknowledged transfer present.
 # CRASH_CYCLES (default 10) sets the number of crashes; 100 makes a soak.
+# CRASH_MODES (default "untiered tiered") runs it once per mode:
+#   untiered  --memory 64M, everything in memory
+#   tiered    --memory 256K --capacity 64M (issue 16): 4000 accounts and the
+#             growing transfers table do not fit the 32-frame pool, so pages
+#             are evicted, written and read back while servers crash; the
+#             servers' stats must show evictions and misses.
 set -u
 fail() { echo "FAIL: $*"; exit 1; }
 L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+top=$(mktemp -d)
 cycles=${CRASH_CYCLES:-10}
-. "$(dirname "$0")/../../scripts/lib-cluster.sh"
-trap 'cluster_stop; rm -rf "$dir"' EXIT
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/scripts/lib-cluster.sh"
+. "$root/scripts/lib-tier.sh"
+trap 'cluster_stop; rm -rf "$top"' EXIT
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 
-CLUSTER_DATA=$dir/data CLUSTER_DURABILITY=sync CLUSTER_CC=wait_die
-cluster_start "$dir" 2 --threads 1 --memory 64M --durability sync \
-  || fail "servers did not start"
-led=$dir/bank.ledger
-accounts=40
-"$L" bank --config "$CLUSTER_INI" --accounts $accounts --opening 1000 --seconds 0.2 \
-    --threads 1 --ledger "$led" --quiet >/dev/null 2>"$dir/bank0.err" \
-  || fail "first bank run failed: $(cat "$dir/bank0.err")"
+run_mode() {
+  local mode=$1 dir=$top/$1 accounts=40 mem=(--memory 64M) c i rc
+  if [ "$mode" = tiered ]; then
+    tier_need
+    accounts=4000 mem=(--memory 256K --capacity 64M)
+  fi
+  mkdir -p "$dir"
+  CLUSTER_DATA=$dir/data CLUSTER_DURABILITY=sync CLUSTER_CC=wait_die
+  cluster_start "$dir" 2 --threads 1 "${mem[@]}" --durability sync \
+    || fail "$mode: servers did not start: $(tail -n 2 "$dir"/ms*.err)"
+  led=$dir/bank.ledger
+  "$L" bank --config "$CLUSTER_INI" --accounts $accounts --opening 1000 --seconds 0.2 \
+      --threads 1 --ledger "$led" --quiet >/dev/null 2>"$dir/bank0.err" \
+    || fail "$mode: first bank run failed: $(cat "$dir/bank0.err")"
 
-runs=1
-for ((c = 1; c <= cycles; c++)); do
-  "$L" bank --config "$CLUSTER_INI" --seconds 30 --threads 2 --inflight 2 --ledger "$led" \
-      --quiet >"$dir/bank.out" 2>"$dir/bank.err" &
-  bank=$!
-  victim=$((RANDOM % 2))
-  # crash it mid-run, not while the bank reads its accounts at start (that
-  # may wait for the locks of transactions the last crash left prepared)
-  for i in $(seq 200); do
-    [ "$(grep -c '^# run' "$led")" -gt "$runs" ] || ! kill -0 $bank 2>/dev/null && break
-    sleep 0.05
+  local runs=1
+  for ((c = 1; c <= cycles; c++)); do
+    "$L" bank --config "$CLUSTER_INI" --seconds 30 --threads 2 --inflight 2 --ledger "$led" \
+        --quiet >"$dir/bank.out" 2>"$dir/bank.err" &
+    bank=$!
+    victim=$((RANDOM % 2))
+    # crash it mid-run, not while the bank reads its accounts at start (that
+    # may wait for the locks of transactions the last crash left prepared)
+    for i in $(seq 200); do
+      [ "$(grep -c '^# run' "$led")" -gt "$runs" ] || ! kill -0 $bank 2>/dev/null && break
+      sleep 0.05
+    done
+    runs=$((runs + 1))
+    sleep "0.$((RANDOM % 6 + 1))"
+    cluster_kill $victim
+    t0=$SECONDS
+    wait $bank; rc=$?
+    echo "$mode cycle $c: killed server $victim; bank exited $rc after $((SECONDS - t0)) s"
+    [ $rc -eq 3 ] || [ $rc -eq 0 ] || fail "$mode cycle $c: bank exited $rc: $(tail -n 40 "$dir/bank.err")"
+    cluster_restart $victim || fail "$mode cycle $c: server $victim did not restart"
+    grep -h "prepared\|resolved" "$dir"/ms*.err | tail -n 2
   done
-  runs=$((runs + 1))
-  sleep "0.$((RANDOM % 6 + 1))"
-  cluster_kill $victim
-  t0=$SECONDS
-  wait $bank; rc=$?
-  echo "cycle $c: killed server $victim; bank exited $rc after $((SECONDS - t0)) s"
-  [ $rc -eq 3 ] || [ $rc -eq 0 ] || fail "cycle $c: bank exited $rc: $(tail -n 40 "$dir/bank.err")"
-  cluster_restart $victim || fail "cycle $c: server $victim did not restart"
-  grep -h "prepared\|resolved" "$dir"/ms*.err | tail -n 2
-done
 
-# Let the resolvers decide what the crashes left prepared (locks held until then).
-sleep 3
-ver=$("$L" bank --config "$CLUSTER_INI" --ledger "$led" --verify --json 2>"$dir/verify.err") \
-  || fail "verify failed: $ver $(cat "$dir/verify.err")"
-echo "verify after $cycles crashes: $ver"
-[ "$(echo "$ver" | field ok)" = true ] || fail "verify not ok"
-[ "$(echo "$ver" | field total)" = $((accounts * 1000)) ] || fail "total changed"
-acked=$(echo "$ver" | field acknowledged)
-[ "$acked" -gt 0 ] || fail "nothing acknowledged"
-echo "resolved prepared transactions: $(cat "$dir"/ms*.err | grep -c resolved)"
+  # Let the resolvers decide what the crashes left prepared (locks held until then).
+  sleep 3
+  ver=$("$L" bank --config "$CLUSTER_INI" --ledger "$led" --verify --json 2>"$dir/verify.err") \
+    || fail "$mode: verify failed: $ver $(cat "$dir/verify.err")"
+  echo "$mode: verify after $cycles crashes: $ver"
+  [ "$(echo "$ver" | field ok)" = true ] || fail "$mode: verify not ok"
+  [ "$(echo "$ver" | field total)" = $((accounts * 1000)) ] || fail "$mode: total changed"
+  acked=$(echo "$ver" | field acknowledged)
+  [ "$acked" -gt 0 ] || fail "$mode: nothing acknowledged"
+  echo "$mode: resolved prepared transactions: $(cat "$dir"/ms*.err | grep -c resolved)"
+  if [ "$mode" = tiered ]; then   # since the last restart of each server
+    local m=0 e=0 s
+    for s in 0 1; do
+      eval "$(tier_counts "$(tier_stats $s)")"
+      m=$((m + miss_reads)) e=$((e + evictions))
+      [ "$miss_errors" -eq 0 ] && [ "$evict_errors" -eq 0 ] \
+        || fail "tiered: server $s counted I/O errors without faults: $(tier_stats $s)"
+    done
+    echo "tiered: miss preads $m, evictions $e"
+    [ "$m" -gt 0 ] && [ "$e" -gt 0 ] || fail "tiered: the pool was never too small (miss preads $m, evictions $e)"
+  fi
+  cluster_stop
+}
+
+for mode in ${CRASH_MODES:-untiered tiered}; do
+  case $mode in untiered|tiered) run_mode "$mode" ;; *) fail "CRASH_MODES: unknown mode $mode" ;; esac
+done
 echo ok
