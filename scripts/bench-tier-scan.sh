@@ -37,13 +37,13 @@ unset LOTUS_TIER_PREFETCH LOTUS_IO
 start
 "$L" ycsb --config "$CLUSTER_INI" --quiet --json --records "$RECORDS" --threads 2 --no-run >/dev/null
 cluster_stop
-res=$work/res
+res=$work/res; : >"$res"
 for ((r = 1; r <= ROUNDS; r++)); do
   for cfg in uring:1 uring:0 aio:1 aio:0; do
     be=${cfg%:*} pf=${cfg#*:}
     LOTUS_IO=$be LOTUS_TIER_PREFETCH=$pf start
     s0=$(tier_stats)
-    j=$("$SCAN" "$CLUSTER_INI" usertable)
+    j=$("$SCAN" "$CLUSTER_INI" usertable) || { echo "bench-tier-scan: scan-all failed ($be, prefetch $pf)" >&2; exit 1; }
     s1=$(tier_stats)
     cluster_stop
     /usr/bin/python3 - "$be" "$pf" "$j" "$s0" "$s1" >>"$res" <<'PY'

@@ -95,6 +95,14 @@
  * frame; a failed write makes it resident, DIRTY and unlocked again.
  * want_frames is called when a miss leaves fewer than low_water frames free.
  *
+ * Scan prefetch (store_prefetch): for each page it locks a non-resident one
+ * as a miss does (tier_lock_absent), takes a frame without waiting
+ * (frame_try, the miss's first steps; none: the batch stops there), reads
+ * all of them with one read_batch call and publishes each success resident,
+ * unpinned, clean, REF set (tier_publish, as a miss does, without the pin);
+ * a failed read puts the frame back and restores the state, so the later pin
+ * just misses.  Counted apart from misses (prefetched, prefetch_batches).
+ *
  * Layout rules that keep misses off the allocation paths: every extent is
  * one page (table_geometry with one page; a slot that does not fit one page
  * is LOTUS_ETOOBIG), and free slots live on per-shard DRAM arrays (fl[])

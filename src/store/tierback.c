@@ -29,6 +29,14 @@
  * the thread that missed, off io_uring by design.  Reader contexts are a
  * small array of sync-backend io_ctx, one per thread slot, each behind its
  * own mutex (uncontended unless more threads than slots miss at once).
+ *
+ * Scans take the direct path instead: tb_read_batch (the store's read_batch,
+ * for store_prefetch) preps one read per page from its home on the calling
+ * thread's own io_ctx (io_uring, libaio with LOTUS_IO=aio or when the ring
+ * cannot be made; created on that thread when it first prefetches, freed with
+ * the tierback), submits once and reaps all.  LOTUS_TIER_PREFETCH=0 leaves
+ * read_batch unset: scans then miss page by page.  The miss fault
+ * (LOTUS_TIER_FAULT miss:...) applies to prefetch reads too.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
