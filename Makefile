@@ -83,12 +83,14 @@ LEASE_CLIENT := $(BUILD)/bin/lease-client
 # The memory servers' counters as JSON lines (tests/integration/tier_*.sh,
 # scripts/bench-tier.sh), public-API only.
 SRV_STATS := $(BUILD)/bin/srv-stats
+# A full-table scan through the public API (scripts/bench-tier-scan.sh).
+SCAN_ALL := $(BUILD)/bin/scan-all
 
 .PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -183,6 +185,11 @@ $(LEASE_CLIENT): $(BUILD)/tests/integration/lease_client.o $(LIB_A)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
 $(SRV_STATS): $(BUILD)/tests/integration/srv_stats.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
+$(SCAN_ALL): $(BUILD)/tests/integration/scan_all.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)

@@ -32,6 +32,8 @@ out = {
     "evictions": g("evict_clean") + g("evict_dirty"), "evict_errors": g("evict_errors"),
     "resident": g("resident"), "frames": g("frames"), "frame_timeouts": g("frame_timeouts"),
     "registrations": g("registrations"), "clones": g("clones"), "fallbacks": g("fallbacks"),
+    "prefetched": g("prefetched"), "prefetch_batches": g("prefetch_batches"),
+    "prefetch_errors": g("prefetch_errors"), "prefetch_ns": g("prefetch_ns"),
     "writers": len(w),
     "pw_ios": sum(int(x.get("ios") or 0) for x in w),
     "pw_pages": sum(int(x.get("pages") or 0) for x in w),

@@ -469,6 +469,22 @@ static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
 	return 0;
 }
 
+/* A tiered store: read the non-resident pages of rows i.. (up to
+ * SCAN_PREFETCH) in one batch before the rows are pinned one by one. */
+#define SCAN_PREFETCH 64u
+static void scan_prefetch(struct ms_worker *wk, struct ms_pending *p, unsigned i)
+{
+	uint64_t pages[SCAN_PREFETCH];
+	unsigned n = 0;
+	for (unsigned j = i; j < p->scan_n && j < i + SCAN_PREFETCH; j++) {
+		store_loc_t loc;
+		if (!store_get(wk->srv->store, p->req.table, p->scan_keys[j].key,
+			       p->scan_keys[j].klen, &loc))
+			pages[n++] = store_loc_page(loc);
+	}
+	store_prefetch(wk->srv->store, pages, n, NULL, NULL);
+}
+
 /* All rows are locked: send them (rows deleted meanwhile are skipped).  A
  * reply capped by rows or bytes is flagged and carries the last key it
  * covered, after which the client continues. */
@@ -477,10 +493,13 @@ static void scan_reply(struct ms_worker *wk, struct wire_buf *b, struct ms_pendi
 	struct wire_buf rows;
 	unsigned n = 0, i;
 	const struct scan_key *last = NULL;
+	int pf = store_prefetch_enabled(wk->srv->store);   /* tiered only */
 	wire_buf_init(&rows);
 	for (i = 0; i < p->scan_n; i++) {
 		store_loc_t loc;
 		struct scan_key *k = &p->scan_keys[i];
+		if (pf && i % SCAN_PREFETCH == 0)
+			scan_prefetch(wk, p, i);
 		if (store_get(wk->srv->store, p->req.table, k->key, k->klen, &loc))
 			continue;
 		struct store_rec *rec;

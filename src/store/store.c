@@ -95,6 +95,14 @@
  * frame; a failed write makes it resident, DIRTY and unlocked again.
  * want_frames is called when a miss leaves fewer than low_water frames free.
  *
+ * Scan prefetch (store_prefetch): for each page it locks a non-resident one
+ * as a miss does (tier_lock_absent), takes a frame without waiting
+ * (frame_try, the miss's first steps; none: the batch stops there), reads
+ * all of them with one read_batch call and publishes each success resident,
+ * unpinned, clean, REF set (tier_publish, as a miss does, without the pin);
+ * a failed read puts the frame back and restores the state, so the later pin
+ * just misses.  Counted apart from misses (prefetched, prefetch_batches).
+ *
  * Layout rules that keep misses off the allocation paths: every extent is
  * one page (table_geometry with one page; a slot that does not fit one page
  * is LOTUS_ETOOBIG), and free slots live on per-shard DRAM arrays (fl[])
@@ -231,6 +239,7 @@ struct store {
 	uint64_t part_hand[EVICT_PARTS];
 	uint64_t resident, misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero;
 	uint64_t evict_clean, evict_dirty, evict_errors, frame_waits, frame_timeouts;
+	uint64_t prefetched, prefetch_batches, prefetch_errors;
 };
 
 /* ---- locations and slots ---- */
@@ -390,18 +399,26 @@ static int clock_drop_one(store_t *st, uint32_t *f)
 	return 0;
 }
 
+/* A frame without waiting: a free one or a clean victim.  1 got one. */
+static int frame_try(store_t *st, uint32_t *f)
+{
+	if (frame_pop(st, f))
+		return 1;
+	if (clock_drop_one(st, f)) {
+		want_frames(st);
+		return 1;
+	}
+	return 0;
+}
+
 /* A frame for a miss: a free one, a clean victim, or (only dirty ones left)
  * wait for the page writers, bounded.  0 or LOTUS_ENOSPACE. */
 static int frame_get(store_t *st, uint32_t *f)
 {
 	uint64_t deadline = 0;
 	for (;;) {
-		if (frame_pop(st, f))
+		if (frame_try(st, f))
 			return 0;
-		if (clock_drop_one(st, f)) {
-			want_frames(st);
-			return 0;
-		}
 		want_frames(st);
 		uint64_t now = clock_now_ns();
 		if (!deadline) {
@@ -425,6 +442,15 @@ static int frame_get(store_t *st, uint32_t *f)
 		st->fr_waiters--;
 		pthread_mutex_unlock(&st->fr_mu);
 	}
+}
+
+/* The page, LOCKED by us (its state was s), is in frame f: make it resident
+ * with `bits` (pins, REF, DIRTY) and BACKED as it was. */
+static void tier_publish(store_t *st, uint64_t page, uint32_t f, uint64_t s, uint64_t bits)
+{
+	ADD(&st->resident, 1);
+	STORE_REL(&st->frame_page[f], page);
+	STORE_REL(&st->pstate[page], (uint64_t)f << 32 | PS_RESIDENT | (s & PS_BACKED) | bits);
 }
 
 /* The page is LOCKED by us (its state was s, not resident): bring it in. */
@@ -458,10 +484,22 @@ __attribute__((noinline)) static int tier_miss(store_t *st, uint64_t page, uint6
 			;
 	}
 	ADD(&st->misses, 1);
-	ADD(&st->resident, 1);
-	STORE_REL(&st->frame_page[f], page);
-	STORE_REL(w, (uint64_t)f << 32 | PS_PIN1 | PS_RESIDENT | (s & PS_BACKED) | how);
+	tier_publish(st, page, f, s, PS_PIN1 | how);
 	*base = buf;
+	return 0;
+}
+
+/* Try to lock a non-resident, unlocked page for reading it in: 1 locked (its
+ * old state in *sp), 0 it is resident or someone else has it locked. */
+static int tier_lock_absent(store_t *st, uint64_t page, uint64_t *sp)
+{
+	uint64_t *w = &st->pstate[page];
+	uint64_t s = LOAD_ACQ(w);
+	while (!(s & (PS_RESIDENT | PS_LOCKED)))
+		if (CAS(w, &s, s | PS_LOCKED)) {
+			*sp = s;
+			return 1;
+		}
 	return 0;
 }
 
@@ -483,6 +521,86 @@ __attribute__((noinline)) static int tier_pin(store_t *st, uint64_t page, uint64
 			return tier_miss(st, page, s, how, base);
 		}
 	}
+}
+
+#define PF_MAX 256u
+
+int store_prefetch(store_t *st, const uint64_t *pages, unsigned n,
+		   int (*read_batch)(void *arg, const uint64_t *pages, void *const *bufs,
+				     unsigned n, int *res), void *arg)
+{
+	if (!st->tiered)
+		return 0;
+	if (!read_batch) {
+		read_batch = st->topts.read_batch;
+		arg = st->topts.arg;
+	}
+	if (!read_batch || !n)
+		return 0;
+	uint64_t pg[PF_MAX], old[PF_MAX];
+	uint32_t fr[PF_MAX];
+	void *bufs[PF_MAX];
+	int res[PF_MAX];
+	unsigned k = 0, done = 0;
+	n = MIN(n, PF_MAX);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t p = pages[i], s;
+		int dup = 0;
+		if (p == 0 || p >= st->npages)
+			continue;
+		for (unsigned j = 0; j < k && !dup; j++)
+			dup = pg[j] == p;
+		if (dup || !tier_lock_absent(st, p, &s))
+			continue;
+		uint32_t f;
+		if (!frame_try(st, &f)) {    /* no frame without waiting: stop here */
+			STORE_REL(&st->pstate[p], s);
+			break;
+		}
+		unsigned char *buf = st->pool + ((size_t)f << st->page_shift);
+		if (!(s & PS_BACKED)) {      /* no backing copy: zeros, as a miss */
+			memset(buf, 0, st->page_size);
+			ADD(&st->miss_zero, 1);
+			tier_publish(st, p, f, s, PS_REF);
+			continue;
+		}
+		pg[k] = p;
+		old[k] = s;
+		fr[k] = f;
+		bufs[k] = buf;
+		res[k] = -EIO;
+		k++;
+	}
+	if (k) {
+		int rc = read_batch(arg, pg, bufs, k, res);
+		for (unsigned j = 0; j < k; j++) {
+			if (rc == 0 && res[j] == 1) {
+				memset(bufs[j], 0, st->page_size);
+				res[j] = 0;
+			}
+			if (rc == 0 && res[j] == 0) {
+				tier_publish(st, pg[j], fr[j], old[j], PS_REF);
+				done++;
+			} else {             /* the later pin misses normally */
+				frame_put(st, fr[j]);
+				STORE_REL(&st->pstate[pg[j]], old[j]);
+				ADD(&st->prefetch_errors, 1);
+			}
+		}
+		ADD(&st->prefetch_batches, 1);
+		ADD(&st->prefetched, done);
+	}
+	return (int)done;
+}
+
+int store_prefetch_enabled(const store_t *st)
+{
+	return st->tiered && st->topts.read_batch;
+}
+
+uint64_t store_loc_page(store_loc_t loc)
+{
+	return loc_page(loc);
 }
 
 /* Pin logical page `page` (valid: 1..npages-1) and get its bytes.  0, -EIO
@@ -1656,6 +1774,9 @@ void store_tier_stats(store_t *st, struct store_tier_stats *s)
 	s->evict_errors = LOAD(&st->evict_errors);
 	s->frame_waits = LOAD(&st->frame_waits);
 	s->frame_timeouts = LOAD(&st->frame_timeouts);
+	s->prefetched = LOAD(&st->prefetched);
+	s->prefetch_batches = LOAD(&st->prefetch_batches);
+	s->prefetch_errors = LOAD(&st->prefetch_errors);
 }
 
 /* ---- scan and stats ---- */

@@ -68,6 +68,11 @@ struct store_tier_opts {
 	/* Free frames fell below the low watermark (or a miss found only dirty
 	 * victims): wake the page writers.  Cheap, any thread, may be NULL. */
 	void (*want_frames)(void *arg);
+	/* Optional: read pages[0..n) into bufs[0..n) in one batch (all LOCKED
+	 * by the caller); res[i] as read_page's result.  Returns 0, or <0 when
+	 * nothing was read.  store_prefetch's default reader. */
+	int (*read_batch)(void *arg, const uint64_t *pages, void *const *bufs, unsigned n,
+			  int *res);
 	void *arg;
 	unsigned frame_wait_ms;     /* a miss waits this long for a frame, 0: 10000 */
 };
@@ -120,9 +125,22 @@ struct store_tier_stats {
 	uint64_t resident, free_frames, dirty;   /* dirty: resident and DIRTY */
 	uint64_t misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero;
 	uint64_t evict_clean, evict_dirty, evict_errors, frame_waits, frame_timeouts;
+	uint64_t prefetched, prefetch_batches, prefetch_errors;   /* store_prefetch */
 };
 /* Zeros (frames = 0) for an untiered store.  Any thread. */
 void store_tier_stats(store_t *st, struct store_tier_stats *s);
+/* Scan prefetch (tiered; 0 and nothing done on an untiered store): lock each
+ * of pages[0..n) (at most 256) that is neither resident nor locked, take a
+ * frame for it without waiting (as a miss does; no frame: stop), read them
+ * all with one read_batch call (NULL: topts.read_batch; pages without a
+ * backing copy are zero-filled, not read) and make the ones read resident,
+ * unpinned and clean with REF set.  A failed read restores the page: its
+ * later pin misses as usual.  Returns the pages made resident.  Any thread. */
+int store_prefetch(store_t *st, const uint64_t *pages, unsigned n,
+		   int (*read_batch)(void *arg, const uint64_t *pages, void *const *bufs,
+				     unsigned n, int *res), void *arg);
+int store_prefetch_enabled(const store_t *st);   /* tiered with topts.read_batch */
+uint64_t store_loc_page(store_loc_t loc);        /* the logical page of a location */
 /* How the indexes of tables created after the call hold their keys.
  * Own (the default): the index keeps copies of keys longer than 8 bytes
  * (index_create_owned), so no index operation reads a record slot - what a

@@ -29,6 +29,14 @@
  * the thread that missed, off io_uring by design.  Reader contexts are a
  * small array of sync-backend io_ctx, one per thread slot, each behind its
  * own mutex (uncontended unless more threads than slots miss at once).
+ *
+ * Scans take the direct path instead: tb_read_batch (the store's read_batch,
+ * for store_prefetch) preps one read per page from its home on the calling
+ * thread's own io_ctx (io_uring, libaio with LOTUS_IO=aio or when the ring
+ * cannot be made; created on that thread when it first prefetches, freed with
+ * the tierback), submits once and reaps all.  LOTUS_TIER_PREFETCH=0 leaves
+ * read_batch unset: scans then miss page by page.  The miss fault
+ * (LOTUS_TIER_FAULT miss:...) applies to prefetch reads too.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -52,6 +60,7 @@
 
 #define TB_READERS   16u
 #define TB_HIST      48u
+#define TB_PF_DEPTH  256u          /* a prefetch batch (store_prefetch's maximum) */
 #define TB_CKPT_PAGES 4096u       /* the checkpoint's staging (ckpt's default max_inflight) */
 #define LOAD(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -91,7 +100,22 @@ struct tierback {
 	struct tb_fault fmiss, fevict;
 	/* figures (atomic) */
 	uint64_t reads, read_errors, read_ns_sum, hist[TB_HIST];
+	/* scan prefetch: one io_ctx per thread that prefetches (tb_pf_ctx) */
+	unsigned id;
+	pthread_mutex_t pf_mu;
+	struct pf_ctx *pf_list;
+	uint64_t pf_reads, pf_errors, pf_ns_sum;
 };
+
+/* A thread's prefetch ring (or libaio), made on the thread on first use. */
+struct pf_ctx {
+	struct pf_ctx *next;
+	io_ctx_t *ctx;
+	int file[3];
+};
+static __thread struct pf_ctx *tb_pf;
+static __thread unsigned tb_pf_id;
+static unsigned tb_ids;
 
 static __thread unsigned tb_slot = UINT32_MAX;
 static unsigned tb_next_slot;
@@ -185,6 +209,100 @@ static int tb_read_page(void *arg, uint64_t page, void *buf)
 	return 0;
 }
 
+static struct pf_ctx *pf_ctx_get(struct tierback *tb)
+{
+	if (tb_pf && tb_pf_id == tb->id)
+		return tb_pf;
+	struct pf_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	struct io_opts io = { .backend = IO_BACKEND_AUTO, .depth = TB_PF_DEPTH };
+	int rc = io_ctx_create(&io, &c->ctx);
+	if (rc < 0) {
+		free(c);
+		return NULL;
+	}
+	int fds[3] = { tb->img_fd[0], tb->img_fd[1], tb->swap_fd };
+	for (unsigned f = 0; f < 3; f++)
+		c->file[f] = fds[f] >= 0 ? io_ctx_add_file(c->ctx, fds[f]) : -1;
+	pthread_mutex_lock(&tb->pf_mu);
+	c->next = tb->pf_list;
+	tb->pf_list = c;
+	pthread_mutex_unlock(&tb->pf_mu);
+	tb_pf = c;
+	tb_pf_id = tb->id;
+	return c;
+}
+
+/* store_tier_opts.read_batch: prep a read per page from its home, submit
+ * once, reap all.  res[i] 0 read, 1 no copy, <0 failed. */
+static int tb_read_batch(void *arg, const uint64_t *pages, void *const *bufs, unsigned n,
+			 int *res)
+{
+	struct tierback *tb = arg;
+	struct pf_ctx *c = pf_ctx_get(tb);
+	if (!c)
+		return -ENOMEM;
+	uint32_t ps = tb->o.page_size;
+	uint64_t t0 = clock_now_ns();
+	unsigned nprep = 0;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned home = pages[i] < tb->npages ? LOAD(&tb->where[pages[i]]) : 0;
+		int err;
+		if (pages[i] >= tb->npages) {
+			res[i] = -EINVAL;
+		} else if (home == TIER_HOME_ZERO) {
+			res[i] = 1;
+		} else if ((err = fault_hit(&tb->fmiss)) != 0) {
+			log_info("tier: fault injection: the prefetch read of page %" PRIu64
+				 " fails with %s", pages[i], strerror(err));
+			res[i] = -err;
+		} else if (c->file[home - 1] < 0 ||
+			   io_prep_read(c->ctx, c->file[home - 1], bufs[i], ps,
+					(off_t)(pages[i] * ps), i) < 0) {
+			res[i] = -EIO;
+		} else {
+			res[i] = -EINPROGRESS;
+			nprep++;
+		}
+	}
+	if (nprep) {
+		struct io_cqe cqe[TB_PF_DEPTH];
+		unsigned got = 0;
+		int rc = io_submit_and_reap(c->ctx, cqe, TB_PF_DEPTH, nprep);
+		while (rc >= 0) {
+			for (int j = 0; j < rc; j++) {
+				unsigned i = (unsigned)cqe[j].user_data;
+				res[i] = cqe[j].res == (int64_t)ps ? 0 : cqe[j].res < 0 ? (int)cqe[j].res : -EIO;
+			}
+			got += (unsigned)rc;
+			if (got >= nprep)
+				break;
+			rc = io_reap(c->ctx, cqe, TB_PF_DEPTH, 1);
+		}
+		if (rc < 0) {   /* the ring failed: drain what is in flight, fail the rest */
+			while (io_inflight(c->ctx) && io_reap(c->ctx, cqe, TB_PF_DEPTH, 1) >= 0)
+				;
+			for (unsigned i = 0; i < n; i++)
+				if (res[i] == -EINPROGRESS || res[i] == 0)
+					res[i] = -EIO;
+		}
+	}
+	unsigned ok = 0, bad = 0;
+	for (unsigned i = 0; i < n; i++) {
+		ok += res[i] == 0;
+		bad += res[i] < 0;
+		if (res[i] == -EINPROGRESS)
+			res[i] = -EIO;
+	}
+	ADD(&tb->pf_reads, ok);
+	ADD(&tb->pf_errors, bad);
+	ADD(&tb->pf_ns_sum, clock_now_ns() - t0);
+	if (bad && LOAD(&tb->pf_errors) <= 10)
+		log_warn("tier: %u of %u prefetch reads failed (they will miss)", bad, n);
+	return 0;
+}
+
 static void tb_want_frames(void *arg)
 {
 	struct tierback *tb = arg;
@@ -240,6 +358,8 @@ int tierback_create(const struct tierback_opts *o, tierback_t **out)
 	tb->swap_fd = tb->img_fd[0] = tb->img_fd[1] = -1;
 	for (unsigned i = 0; i < TB_READERS; i++)
 		pthread_mutex_init(&tb->r[i].mu, NULL);
+	pthread_mutex_init(&tb->pf_mu, NULL);
+	tb->id = ADD(&tb_ids, 1) + 1;
 	if (tb->where == MAP_FAILED) {
 		tb->where = NULL;
 		tierback_destroy(tb);
@@ -256,6 +376,8 @@ void tierback_store_opts(tierback_t *tb, struct store_tier_opts *so)
 	so->capacity = tb->o.capacity;
 	so->read_page = tb_read_page;
 	so->want_frames = tb_want_frames;
+	const char *pf = getenv("LOTUS_TIER_PREFETCH");   /* "0": scans fault pages one by one */
+	so->read_batch = pf && !strcmp(pf, "0") ? NULL : tb_read_batch;
 	so->arg = tb;
 }
 
@@ -370,6 +492,13 @@ void tierback_destroy(tierback_t *tb)
 		io_ctx_destroy(tb->r[i].ctx);
 		pthread_mutex_destroy(&tb->r[i].mu);
 	}
+	while (tb->pf_list) {   /* the threads that prefetched are gone or idle */
+		struct pf_ctx *c = tb->pf_list;
+		tb->pf_list = c->next;
+		io_ctx_destroy(c->ctx);
+		free(c);
+	}
+	pthread_mutex_destroy(&tb->pf_mu);
 	if (tb->swap_fd >= 0)
 		close(tb->swap_fd);
 	for (unsigned i = 0; i < 2; i++)
@@ -419,6 +548,11 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 	     reads ? LOAD(&tb->read_ns_sum) / reads : 0, s.miss_ns_max, read_p99(tb),
 	     s.miss_errors, s.evict_clean, s.evict_dirty, s.evict_errors, s.frame_waits,
 	     s.frame_timeouts);
+	EMIT(",\"prefetched\":%" PRIu64 ",\"prefetch_batches\":%" PRIu64
+	     ",\"prefetch_errors\":%" PRIu64 ",\"prefetch_reads\":%" PRIu64
+	     ",\"prefetch_ns\":%" PRIu64,
+	     s.prefetched, s.prefetch_batches, s.prefetch_errors, LOAD(&tb->pf_reads),
+	     LOAD(&tb->pf_ns_sum));
 	EMIT(",\"page_writers\":[");
 	for (unsigned i = 0; i < nw; i++) {
 		struct pwriter_stats w;

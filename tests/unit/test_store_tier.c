@@ -18,6 +18,9 @@
  *     lookups work meanwhile (the index owns its keys).
  *     Pages a reservation pinned (store_resv_pin/_slots, a commit's) do
  *     not miss while reads fail.
+ *  3c. store_prefetch reads cold pages in one batch with the right bytes
+ *     (no miss after it); a failing batch leaves them cold and their later
+ *     pins miss and read normally; untiered stores are untouched.
  *  4. Eviction writes that fail keep their pages resident and dirty: misses
  *     then run out of frames (LOTUS_ENOSPACE after frame_wait_ms) and
  *     nothing is lost once writes work again.
@@ -74,6 +77,26 @@ static int read_page(void *arg, uint64_t page, void *buf)
 		return -errno;
 	if (n < (ssize_t)PS)
 		return 1;                /* never written: zeros */
+	return 0;
+}
+
+/* store_prefetch's batch reader: preads (batch_fail 1: every page fails,
+ * 2: every other page fails) */
+#define PF_N 40u
+static int batch_fail;
+static unsigned batch_calls;
+static int read_batch(void *arg, const uint64_t *pages, void *const *bufs, unsigned n, int *res)
+{
+	(void)arg;
+	batch_calls++;
+	for (unsigned i = 0; i < n; i++) {
+		if (batch_fail == 1 || (batch_fail == 2 && i % 2)) {
+			res[i] = -EIO;
+			continue;
+		}
+		ssize_t k = pread(fd, bufs[i], PS, (off_t)(pages[i] * PS));
+		res[i] = k < 0 ? -errno : k < (ssize_t)PS ? 1 : 0;
+	}
 	return 0;
 }
 
@@ -440,6 +463,58 @@ int main(void)
 			CHECK(store_delete(st, tab, k, (uint16_t)kl) == 0);
 		}
 		verify_all("after pinned reservation");
+	}
+
+	/* 3c. scan prefetch: one batch brings cold pages in with the right
+	 * bytes (no miss afterwards); a failing batch leaves them cold and the
+	 * later pins miss and read them as usual */
+	{
+		uint64_t pages[PF_N];
+		unsigned idx[PF_N], n = 0;
+		for (unsigned i = 0; i < KEYS && n < PF_N; i++)
+			if (m[0].loc[i]) {
+				pages[n] = store_loc_page(m[0].loc[i]);
+				idx[n++] = i;
+			}
+		CHECK(n == PF_N);
+		for (int round = 0; round < 3; round++) {
+			int fail = round == 1 ? 1 : round == 2 ? 2 : 0; /* ok, all fail, odd fail */
+			flush_all();
+			store_tier_stats(st, &s);
+			CHECK(s.resident == 0);
+			uint64_t misses0 = s.misses, pf0 = s.prefetched, b0 = s.prefetch_batches;
+			uint64_t e0 = s.prefetch_errors;
+			batch_fail = fail;
+			batch_calls = 0;
+			int got = store_prefetch(st, pages, n, read_batch, NULL);
+			batch_fail = 0;
+			store_tier_stats(st, &s);
+			printf("prefetch round %d: %d pages made resident of %u rows (%llu resident)\n",
+			       round, got, n, (unsigned long long)s.resident);
+			CHECK(batch_calls == 1 && s.prefetch_batches == b0 + 1);
+			CHECK(s.prefetched == pf0 + (uint64_t)got && s.resident == (uint64_t)got);
+			if (fail == 1)
+				CHECK(got == 0 && s.prefetch_errors > e0);
+			else if (fail == 0)
+				CHECK(got > 1 && s.prefetch_errors == e0);
+			else
+				CHECK(got > 0 && s.prefetch_errors > e0);
+			for (unsigned j = 0; j < n; j++)
+				CHECK(verify(0, idx[j]) == 0);
+			store_tier_stats(st, &s);
+			if (fail == 0)        /* all were resident: no miss */
+				CHECK(s.misses == misses0);
+			else                  /* the failed ones missed and read normally */
+				CHECK(s.misses > misses0);
+		}
+		/* an untiered store: nothing happens, read_batch is not called */
+		store_t *u;
+		CHECK(store_create(1 << 20, PS, &u) == 0);
+		batch_calls = 0;
+		CHECK(store_prefetch(u, pages, 1, read_batch, NULL) == 0 && batch_calls == 0);
+		CHECK(!store_prefetch_enabled(u));
+		store_destroy(u);
+		verify_all("after prefetches");
 	}
 
 	/* 4. failing eviction writes: frames run out, nothing is lost */
