@@ -59,28 +59,13 @@ static int memserver_durability(struct cli_opt *opts, const struct lotus_config 
 
 /* --capacity and --page-writers (or capacity / page_writers in the config).
  * 0, or 2 after a one-line usage error. */
-static const char *size_text(uint64_t v, char *buf, size_t len)
-{
-	static const char sfx[] = "KMGT";
-	int unit = -1;
-	while (unit < 3 && v && (v & 1023) == 0) {
-		v >>= 10;
-		unit++;
-	}
-	if (unit < 0)
-		snprintf(buf, len, "%llu", (unsigned long long)v);
-	else
-		snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[unit]);
-	return buf;
-}
-
 static int memserver_tiering(struct cli_opt *opts, uint64_t memory, uint64_t capacity,
 			     uint64_t pwriters, struct memserver_opts *o)
 {
 	const char *cap = cli_find(opts, "capacity")->seen ? "--capacity" : "capacity =";
 	char cs[32], ms[32];
-	size_text(capacity, cs, sizeof(cs));
-	size_text(memory, ms, sizeof(ms));
+	config_format_size(capacity, cs, sizeof(cs));
+	config_format_size(memory, ms, sizeof(ms));
 	if (capacity && capacity < memory)
 		return cli_fail("memserver", "%s %s is less than the memory %s: the capacity is "
 				"what the server holds, memory its part in DRAM (leave capacity "

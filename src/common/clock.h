@@ -36,4 +36,18 @@ static inline uint64_t clock_thread_cpu_ns(void)
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
+
+/* *ts = now + ms on clock id (the clock of the condition variable the
+ * deadline is for: CLOCK_MONOTONIC with pthread_condattr_setclock, else
+ * CLOCK_REALTIME), normalised for pthread_cond_timedwait. */
+static inline void clock_deadline_in(clockid_t id, struct timespec *ts, unsigned ms)
+{
+	clock_gettime(id, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
 #endif

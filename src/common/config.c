@@ -531,7 +531,7 @@ out:
 
 /* ---- the writer ------------------------------------------------------- */
 
-static void format_size(uint64_t v, char *buf, size_t len)
+const char *config_format_size(uint64_t v, char *buf, size_t len)
 {
 	static const char sfx[] = "KMGT";
 	int unit = -1;
@@ -543,6 +543,7 @@ static void format_size(uint64_t v, char *buf, size_t len)
 		snprintf(buf, len, "%llu", (unsigned long long)v);
 	else
 		snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[unit]);
+	return buf;
 }
 
 int config_write(FILE *f, const struct lotus_config *c)
@@ -562,13 +563,13 @@ int config_write(FILE *f, const struct lotus_config *c)
 		fprintf(f, "max_clients = %u\n", c->max_clients);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		const struct lotus_server_config *s = &c->servers[i];
-		format_size(s->memory, mem, sizeof(mem));
+		config_format_size(s->memory, mem, sizeof(mem));
 		fprintf(f, "\n[memserver %u]\nlisten = %s:%u\nthreads = %u\nmemory = %s\n",
 			s->id, s->host, s->port, s->threads, mem);
 		if (s->data_dir[0])
 			fprintf(f, "data_dir = %s\n", s->data_dir);
 		if (s->capacity) {
-			format_size(s->capacity, mem, sizeof(mem));
+			config_format_size(s->capacity, mem, sizeof(mem));
 			fprintf(f, "capacity = %s\n", mem);
 		}
 		if (s->page_writers)

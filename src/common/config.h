@@ -92,6 +92,8 @@ int config_find_server(const struct lotus_config *c, unsigned id);
 
 /* Write c in the file format (config_load reads it back equal).  0 or -EIO. */
 int config_write(FILE *f, const struct lotus_config *c);
+/* v as config_write writes sizes (the largest exact K/M/G/T unit): buf. */
+const char *config_format_size(uint64_t v, char *buf, size_t len);
 
 /* Names of the enum values ("no_wait", "sync", ...); parsers return -EINVAL. */
 const char *config_cc_name(int cc);

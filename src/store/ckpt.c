@@ -940,22 +940,11 @@ static void trigger_fired(void *arg, int status)
 	trigger_put(t);
 }
 
-static void deadline_in(struct timespec *ts, unsigned ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void *page_writer_main(void *arg)
 {
 	struct ckpt *c = arg;
 	struct timespec deadline;
-	deadline_in(&deadline, c->interval_ms);
+	clock_deadline_in(CLOCK_MONOTONIC, &deadline, c->interval_ms);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		if (c->log && c->log_trigger && !c->armed && redo_status(c->log) == 0) {
@@ -989,7 +978,7 @@ static void *page_writer_main(void *arg)
 			ckpt_run(c, &s);
 		}
 		pthread_mutex_lock(&c->mu);
-		deadline_in(&deadline, c->interval_ms);
+		clock_deadline_in(CLOCK_MONOTONIC, &deadline, c->interval_ms);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;

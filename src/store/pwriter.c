@@ -346,17 +346,6 @@ static int writer_setup(struct pw_writer *w)
 	return 0;
 }
 
-static void deadline_in(struct timespec *ts, unsigned ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void *writer_main(void *arg)
 {
 	struct pw_writer *w = arg;
@@ -390,7 +379,7 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		struct timespec dl;
-		deadline_in(&dl, pause_ms ? pause_ms : pw->o.interval_ms);
+		clock_deadline_in(CLOCK_MONOTONIC, &dl, pause_ms ? pause_ms : pw->o.interval_ms);
 		__atomic_fetch_add(&pw->sleepers, 1, __ATOMIC_SEQ_CST);
 		while (!pw->stop && !w->jobs &&
 		       (pause_ms || __atomic_load_n(&pw->kick_gen, __ATOMIC_SEQ_CST) == w->kick_seen))

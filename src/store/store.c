@@ -429,12 +429,7 @@ static int frame_get(store_t *st, uint32_t *f)
 			return LOTUS_ENOSPACE;
 		}
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 2000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		clock_deadline_in(CLOCK_REALTIME, &ts, 2);
 		pthread_mutex_lock(&st->fr_mu);
 		st->fr_waiters++;
 		if (!st->nfree)
