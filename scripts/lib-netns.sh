@@ -67,7 +67,7 @@ bed_up() {
   local n=$1 tmpl=$2 rc
   shift 2
   WORK=$(mktemp -d)
-  trap bed_down EXIT
+  if declare -F at_exit >/dev/null; then at_exit bed_down; else trap bed_down EXIT; fi
   trap 'exit 143' TERM INT
   BED=$WORK/bed
   "$NETNS_CLUSTER_BIN" up "$n" --dir "$BED" --config "$tmpl" --lotus "$L" "$@" >/dev/null 2>"$WORK/up.err"

@@ -50,7 +50,6 @@ struct iob_cfg {
 	bool registered;          /* randread: register (clone) the buffers */
 	bool no_reg_ring, no_reg_files; /* randread: skip these registrations */
 	bool sqpoll, iopoll;      /* randread: ask the layer for them */
-	bool defer_taskrun;       /* randread: IO_F_DEFER_TASKRUN (the default now) */
 	bool no_defer_taskrun;    /* every layer experiment: IO_F_NO_DEFER_TASKRUN */
 	bool sync_read;           /* randread: io_read_sync (pread) per I/O */
 	bool layer_cpu_stats;     /* keep the layer's per-call CPU clock reads (off) */

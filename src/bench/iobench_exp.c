@@ -357,8 +357,7 @@ int exp_randread(void)
 	sp.sync_read = c->sync_read;
 	sp.flags = (c->no_reg_ring ? IO_F_NO_REG_RING : 0) |
 		   (c->no_reg_files ? IO_F_NO_REG_FILES : 0) | (c->sqpoll ? IO_F_SQPOLL : 0) |
-		   (c->iopoll ? IO_F_IOPOLL : 0) |
-		   (c->defer_taskrun ? IO_F_DEFER_TASKRUN : 0);
+		   (c->iopoll ? IO_F_IOPOLL : 0);
 	if (sp.batch_hi > sp.depth)
 		sp.batch_hi = sp.depth;
 	if (sp.batch_lo > sp.batch_hi)

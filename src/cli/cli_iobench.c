@@ -141,8 +141,6 @@ int cmd_iobench(int argc, char **argv)
 		{ "no-reg-files", OPT_FLAG, &c.no_reg_files, NULL, "randread: do not register files" },
 		{ "sqpoll", OPT_FLAG, &c.sqpoll, NULL, "randread: ask the layer for SQPOLL" },
 		{ "iopoll", OPT_FLAG, &c.iopoll, NULL, "randread: ask the layer for IOPOLL" },
-		{ "defer-taskrun", OPT_FLAG, &c.defer_taskrun, NULL,
-		  "randread: DEFER_TASKRUN (the layer's default now; kept for old scripts)" },
 		{ "no-defer-taskrun", OPT_FLAG, &c.no_defer_taskrun, NULL, "every layer experiment: "
 		  "io_uring without DEFER_TASKRUN/COOP_TASKRUN (IO_F_NO_DEFER_TASKRUN)" },
 		{ "layer-cpu-stats", OPT_FLAG, &c.layer_cpu_stats, NULL, "keep the layer's per-call "

@@ -36,7 +36,7 @@ struct io_opts {
 	enum io_backend backend;  /* AUTO: LOTUS_IO env, else uring, else aio */
 	unsigned depth;           /* SQ/CQ entries and max in flight (default 128) */
 	unsigned flags;           /* IO_F_* */
-	/* Added: this context's fault spec (the LOTUS_IO_FAULT grammar below),
+	/* This context's fault spec (the LOTUS_IO_FAULT grammar below),
 	 * instead of the process-wide one; NULL: LOTUS_IO_FAULT / io_fault_set(). */
 	const char *fault;
 };
@@ -51,8 +51,7 @@ struct io_opts {
  * reap, with one wakeup per wait instead of one per completion: they appear
  * only through io_reap / io_submit_and_reap (a non-blocking reap enters the
  * kernel itself when the CQ is empty and I/O is in flight). */
-#define IO_F_DEFER_TASKRUN    0x20 /* now the default; kept so old callers build */
-/* Added: create the ring disabled (IORING_SETUP_R_DISABLED); the thread that
+/* Create the ring disabled (IORING_SETUP_R_DISABLED); the thread that
  * will own the context - possibly in a child process after fork() - calls
  * io_ctx_enable() before any I/O.  Registration and cloning work before. */
 #define IO_F_R_DISABLED       0x40
@@ -103,12 +102,12 @@ int io_ctx_register_buffer(io_ctx_t *ctx, void *base, size_t len);
  * thread; -EINVAL: different processes; -EBUSY: ctx already has buffers.  On
  * any error ctx keeps working without registered buffers. */
 int io_ctx_clone_buffers_from(io_ctx_t *ctx, io_ctx_t *donor);
-/* Added: the same with flags; IO_CLONE_REPLACE replaces ctx's own buffers
+/* The same with flags; IO_CLONE_REPLACE replaces ctx's own buffers
  * (IORING_REGISTER_DST_REPLACE) instead of failing with -EBUSY. */
 #define IO_CLONE_REPLACE 0x1
 int io_ctx_clone_buffers_ex(io_ctx_t *ctx, io_ctx_t *donor, unsigned flags);
 
-/* Added: make the calling thread the owner of an IO_F_R_DISABLED context
+/* Make the calling thread the owner of an IO_F_R_DISABLED context
  * (IORING_REGISTER_ENABLE_RINGS, then the per-thread ring-fd registration).
  * The fork pattern: the parent creates, registers or clones, forks; the child
  * calls io_ctx_enable() and uses the context.  A no-op for other contexts.

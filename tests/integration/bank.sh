@@ -7,12 +7,10 @@
 # second run continuing on the same data (same ledger), --verify alone; a
 # ledger claiming a transfer that does not exist fails --verify with a clear
 # line; the loss of a server mid-run exits 3 with one line.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
-trap 'cluster_stop; rm -rf "$dir"' EXIT
+at_exit 'cluster_stop'
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 
 # --- a --local run then --verify, per transport and protocol ------------------

@@ -11,15 +11,13 @@
 # is cut before verifying: that is the ledger's problem, not the database's.
 # CCS (default "no_wait wait_die wound_wait") picks the protocols, TRANSPORT=sm
 # runs it over shared memory.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 kills=${KILLS:-8}
 verify_s=${VERIFY_S:-20}
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
 bank=
-trap '[ -z "$bank" ] || kill -9 $bank 2>/dev/null; cluster_stop; rm -rf "$dir"' EXIT
+at_exit '[ -z "$bank" ] || kill -9 $bank 2>/dev/null; cluster_stop'
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 accounts=20
 

@@ -9,12 +9,10 @@
 # cluster (sync, two-phase commit across the servers) of 256 KiB servers: the
 # --verify run restarts the servers on the full data directories with the same
 # --server-memory and passes.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
-trap 'cluster_stop; rm -rf "$dir"' EXIT
+at_exit 'cluster_stop'
 
 for cc in no_wait wait_die wound_wait; do
   cluster_start "$dir" 2 --threads 2 --memory 1M || fail "servers did not start"

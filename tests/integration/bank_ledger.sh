@@ -8,13 +8,11 @@
 #     off (saying so on stderr) instead of appending to it, and --verify
 #     accepts the ledger afterwards.
 # One standalone memory server, so the killed client cannot tear a transfer.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
 bank=
-trap '[ -n "$bank" ] && kill -9 $bank 2>/dev/null; cluster_stop; rm -rf "$dir"' EXIT
+at_exit '[ -n "$bank" ] && kill -9 $bank 2>/dev/null; cluster_stop'
 cluster_start "$dir" 1 --threads 1 --memory 64M || fail "server did not start"
 led=$dir/ledger
 runs() { grep -c '^# run' "$led" 2>/dev/null; }

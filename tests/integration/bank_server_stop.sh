@@ -9,10 +9,8 @@
 # (server lost); then `lotus bank --verify` must pass within 20 s.
 # TRANSPORTS (default "sm tcp"), ROUNDS (default 3 on sm, 1 on tcp, where the
 # client just waits for the stopped server today).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 rounds=${ROUNDS:-}
 stop_s=${STOP_S:-4}
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
@@ -23,7 +21,7 @@ cleanup() {
   cluster_stop
   rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 accounts=20
 

@@ -4,13 +4,10 @@
 # that in records, 0.3 s runs, one round) and its --json output is one JSON
 # object on stdout with every part's figures; its --help works and a bad
 # option is refused (exit 2).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 B=$root/scripts/bench-tier.sh
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+dir=$T
 "$B" --help >"$dir/help" 2>&1 || fail "--help exited $?"
 grep -q -- "--page-writers\|--writers" "$dir/help" || fail "--help: $(head -n 3 "$dir/help")"
 "$B" --rounds x >/dev/null 2>"$dir/bad"; rc=$?

@@ -16,15 +16,13 @@
 # rewrites the previous image leaves no fallback, and on a slow (ASan) server
 # checkpoints every 32 KiB of log ran nearly all the time, so most crashes
 # landed in one and the case tested nothing.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
-top=$(mktemp -d)
+top=$T
 [ -n "${LOTUS_KEEP:-}" ] && echo "keeping $top"
-trap 'cluster_stop; [ -n "${LOTUS_KEEP:-}" ] || rm -rf "$top"' EXIT
+at_exit 'cluster_stop'
 seed=${LOTUS_TEST_SEED:-1}
 fellback=0
 

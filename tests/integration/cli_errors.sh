@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # Bad command-line arguments exit with status 2 and one line naming the
 # problem; a config error names the file and the line.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 expect2() {
   local out rc
   out=$("$L" "$@" 2>&1 >/dev/null); rc=$?
@@ -38,7 +36,7 @@ if [ $rc -ne 0 ]; then
 fi
 "$L" memserver --help | grep -q -- '--listen' || fail "memserver --help lacks --listen"
 
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+dir=$T
 cat >"$dir/bad.ini" <<'INI'
 [cluster]
 transport = tcp

@@ -5,10 +5,8 @@
 # prints the results it measured (valid JSON with --json) and exits 0, bank
 # finishes its in-flight transfers, writes no "maybe" line and verifies.
 # `timeout -s INT` signals the whole process group, as a terminal does.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
+dir=$T
 
 timeout --preserve-status -s INT 4 "$L" ycsb --local 2 --server-threads 1 --threads 1 --records 2000 \
   --seconds 30 --warmup 0.5 --json --quiet >"$dir/y.json" 2>"$dir/y.err"; rc=$?

@@ -5,12 +5,10 @@
 # default) costs one more round for transactions that write on both servers:
 # YCSB A sends more messages per transaction than with one_phase.  Bad
 # values exit 2 with one line.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
-trap 'cluster_stop; rm -rf "$dir"' EXIT
+at_exit 'cluster_stop'
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 
 expect2() {

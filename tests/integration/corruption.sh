@@ -7,6 +7,5 @@
 # pass with every acknowledged transfer present, or be refused with a message
 # naming the damage - never start with data missing.  The long run is
 # scripts/corruption-soak --cases N.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-exec "$root/scripts/corruption-soak" --fixed --seed "${LOTUS_TEST_SEED:-1}"
+. "$(dirname "$0")/lib.sh"
+"$ROOT/scripts/corruption-soak" --fixed --seed "${LOTUS_TEST_SEED:-1}"

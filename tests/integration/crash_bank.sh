@@ -13,15 +13,13 @@
 #             growing transfers table do not fit the 32-frame pool, so pages
 #             are evicted, written and read back while servers crash; the
 #             servers' stats must show evictions and misses.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-top=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+top=$T
 cycles=${CRASH_CYCLES:-10}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 . "$root/scripts/lib-tier.sh"
-trap 'cluster_stop; rm -rf "$top"' EXIT
+at_exit 'cluster_stop'
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 
 run_mode() {

@@ -15,15 +15,13 @@
 #   tiered    --memory 256K --capacity 64M (issue 16), 4000 accounts: the data
 #             is larger than the pool, so checkpoints copy pages that are not
 #             resident and recovery leaves pages on disk until they are touched
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 . "$root/scripts/lib-tier.sh"
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
-top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+top=$T
+at_exit 'cluster_stop'
 
 for mode in ${CRASH_MODES:-untiered tiered}; do
   case $mode in

@@ -4,12 +4,10 @@
 # on a directory in use exits at once with a message naming the directory and
 # the owner's pid, and the first keeps working.  After the owner dies (kill -9)
 # the lock is gone and a new server starts on the directory.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-top=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+top=$T
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$top"' EXIT
+at_exit 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
 start() {  # start OUT: a durable server on $top/data in the background
   "$L" memserver --listen 127.0.0.1:0 --threads 1 --memory 64M --data-dir "$top/data" \
       --ready-json >"$top/$1.out" 2>"$top/$1.err" &

@@ -7,13 +7,11 @@
 # commits fail (ENOSPC: the servers turn read-only).  Then `lotus bank
 # --verify` - which opens the existing tables and reads them - must succeed
 # with every acknowledged transfer present, and a new table is still refused.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 skip() { echo "SKIP: $*"; exit 77; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
-top=$(mktemp -d)
+top=$T
 mnt=$top/mnt
 cleanup() {
   cluster_stop
@@ -22,7 +20,7 @@ cleanup() {
   mountpoint -q "$mnt" && umount -l "$mnt"
   rm -rf "$top"
 }
-trap cleanup EXIT
+at_exit cleanup
 [ "$(id -u)" = 0 ] || skip "needs root to mount a small file system"
 command -v mkfs.ext4 >/dev/null || skip "no mkfs.ext4"
 truncate -s 24M "$top/fs.img"

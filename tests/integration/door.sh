@@ -13,19 +13,16 @@
 #  - 300 silent handshakes from one address (127.0.0.2) do not lock out a
 #    client from another;
 #  - the memory server's stats count what the door turned away.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 ATTACK="$(dirname "$0")/door_attack.py"
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-dir=$(mktemp -d); pids=()
+dir=$T; pids=()
 cleanup() {
   serve_stop >/dev/null 2>&1
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null; rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 
 # start_ms NAME ARGS...: a memory server on 127.0.0.1:0; sets PID and PORT
 start_ms() {

@@ -4,13 +4,11 @@
 # data_dir in the config means sync, recovered at start and reported in the
 # ready line; SIGTERM takes a final checkpoint.
 # timeout: 40
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d "${TMPDIR:-/tmp}/lotus-durcli.XXXXXX")
+. "$(dirname "$0")/lib.sh"
+dir=$T
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+at_exit cleanup
 
 expect2() {
   local out rc

@@ -9,10 +9,8 @@
 # --data-dir D --verify` restarts them: they must settle those among
 # themselves (no "awaiting a decision" warning) and --verify must pass within
 # 30 s; a last restart then finds no undecided PREPARE.  ROUNDS (default 4).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 rounds=${ROUNDS:-4}
 bank=
 kids=()
@@ -21,7 +19,7 @@ cleanup() {
   for p in "${kids[@]}"; do kill -9 "$p" 2>/dev/null; done
   rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 led=$dir/bank.ledger
 data=$dir/data

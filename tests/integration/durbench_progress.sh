@@ -2,10 +2,8 @@
 # timeout: 60
 # lotus durbench says on stderr what it is doing (each step as it starts),
 # keeps stdout pure JSON with --json, and is silent on stderr with --quiet.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
+dir=$T
 "$L" durbench --dir "$dir" --size 16M --seconds 0.2 --json >"$dir/out" 2>"$dir/err" \
   || fail "durbench failed: $(cat "$dir/err")"
 /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert isinstance(r, list) and r, r' \

@@ -11,9 +11,7 @@
 # on the memory servers at commit, so the cache never holds a dirty record
 # (no write-backs), and a second, uncached client reads the table straight
 # from the memory servers and must see the same digest.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 common=(--workload F --records 2000 --threads 2 --inflight 2 --txns 150 --ops-per-txn 8
         --server-threads 1 --digest --json --quiet --zipf 0.9)
 digest_of() { sed 's/.*"digest":"\([0-9a-f]*\)".*/\1/'; }
@@ -35,8 +33,8 @@ done
 
 # --- co-partitioned write-through against standalone servers ------------------
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
-dir=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$dir"' EXIT
+dir=$T
+at_exit 'cluster_stop'
 cluster_start "$dir" 2 --threads 1 --memory 128M || fail "servers did not start"
 out=$("$L" ycsb --config "$CLUSTER_INI" --partitioning co --cache 32K "${common[@]}" --cc wait_die) \
   || fail "co run failed"

@@ -4,11 +4,9 @@
 # (no UCX_* variables at all, unlike the runner's UCX_TLS): exactly one document
 # that `python3 -m json.tool` reads, and nothing but JSON reaches stdout.  UCX prints
 # no warning about the settings lotus makes.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d); pid=
-trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
+dir=$T; pid=
+at_exit '[ -n "$pid" ] && kill -9 $pid 2>/dev/null'
 for v in $(env | sed -n 's/^\(UCX_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 
 # check name file: file is one JSON document, read strictly by json.tool (as README

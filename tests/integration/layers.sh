@@ -4,13 +4,12 @@
 # a compute header of a layer above its own, and no object calls up into a
 # higher layer's.  Also shows the check fails on an upward include, in a
 # copy of the tree.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 command -v nm >/dev/null || { echo "no nm"; exit 77; }
 scripts/check-layers "${LOTUS_BUILD:-build}" || fail "the tree has upward dependencies"
 
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$T
 mkdir -p "$tmp/scripts" "$tmp/src" "$tmp/tests"
 cp scripts/check-layers "$tmp/scripts/"
 cp -r src/compute "$tmp/src/"

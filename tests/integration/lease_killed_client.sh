@@ -12,17 +12,15 @@
 # preserved.  FAULTS (default "kill stop") picks the faults; the measured
 # times are printed.  (On main the kill -9 case already passes; the stopped
 # client's locks stay held for good there.)
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 lease=${LEASE_MS:-2000}
 lease_cfg=$lease
 [ "$lease" != default ] || { lease=3000; lease_cfg=; }
 kills=${KILLS:-3}
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
 bank=
-trap '[ -z "$bank" ] || kill -9 $bank 2>/dev/null; cluster_stop; rm -rf "$dir"' EXIT
+at_exit '[ -z "$bank" ] || kill -9 $bank 2>/dev/null; cluster_stop'
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 accounts=20
 

@@ -11,12 +11,10 @@
 # released), and every key must hold the second client's value (nothing of
 # the stopped client landed, not even late).  Run for each cc protocol (CCS)
 # on tcp and once on sm (TRANSPORTS); the measured times are printed.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 C=$(dirname "$L")/lease-client
 [ -x "$C" ] || { echo "skip: no $C"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 lease=${LEASE_MS:-2000}
 # LEASE_MS=default: set no lease anywhere (the built-in 3000 ms; for binaries
 # that predate the setting)
@@ -32,7 +30,7 @@ cleanup() {
   cluster_stop
   rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 
 run() {   # run TRANSPORT CC
   local tr=$1 cc=$2 sub=$dir/$1-$2

@@ -16,9 +16,8 @@
 set -u
 # sanitizer builds run several times slower: their time bounds get twice the slack
 slow=1; case ${LOTUS_BUILD:-} in *asan*|*tsan*) slow=2 ;; esac
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 lease=${LEASE_MS:-2000}
 # LEASE_MS=default: set no lease anywhere (3000 ms built in; for binaries that
 # predate the setting)
@@ -34,7 +33,7 @@ cleanup() {
   cluster_stop
   [ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 no_crash() {   # no_crash NAME RC ERRFILE

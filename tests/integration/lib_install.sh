@@ -4,10 +4,9 @@
 # with soname liblotus.so.0) and lib/pkgconfig/lotus.pc; both libraries export
 # only lotus_*; a program with its own cpu_count, crc32c and log_msg links
 # against either and keeps its own; `make uninstall` removes every file.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 [ "${LOTUS_BUILD:-build}" = build ] || { echo "skip: installs the default build"; exit 77; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$T
 st=$tmp/stage
 make --no-print-directory -s install DESTDIR="$st" >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail install; }
 prefix=$(sed -n 's/^prefix=//p' build/lotus.pc); p=$st$prefix

@@ -8,15 +8,13 @@
 # one after another.  The bank must keep committing during each flood, and
 # --verify must find the total preserved and every acknowledged transfer
 # applied.  (tests/unit/test_limits.c checks each limit's counter.)
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 F=$(dirname "$L")/../tests/test_limits
 [ -x "$F" ] || fail "no $F (build the tests first)"
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
 bank_pid=
-trap '[ -n "$bank_pid" ] && kill $bank_pid 2>/dev/null; cluster_stop; rm -rf "$dir"' EXIT
+at_exit '[ -n "$bank_pid" ] && kill $bank_pid 2>/dev/null; cluster_stop'
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 
 cluster_start "$dir" 2 --threads 1 --memory 256M || fail "servers did not start"

@@ -8,13 +8,11 @@
 # transfers missing.  Then --recovery-mode point-in-time starts it, saying
 # what it drops; and a log that ends in a partly written record (a torn
 # tail) still starts by default, with every transfer present.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
-top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+top=$T
+at_exit 'cluster_stop'
 CLUSTER_DATA=$top/data CLUSTER_DURABILITY=sync
 cluster_start "$top" 2 --threads 1 --memory 64M --checkpoint-log 1G \
   || fail "servers did not start"

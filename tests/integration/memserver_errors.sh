@@ -4,11 +4,9 @@
 # names the problem, not UCX's log lines: a port already in use, and an --id
 # whose config section lists an address of another host.  The second runs in
 # a network namespace of its own, where 192.0.2.1 is not an address.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d); pid=
-trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
+dir=$T; pid=
+at_exit '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null'
 
 "$L" memserver --listen 127.0.0.1:0 --threads 1 --memory 16M --ready-json >"$dir/ready" 2>"$dir/s.err" &
 pid=$!

@@ -12,8 +12,8 @@
 #     made without the header).  Needs the build; skipped without it.
 # An upper layer is reached from below only through srv->hooks.
 # LOTUS_MS_SRC / LOTUS_MS_OBJ: check another copy of the sources / objects.
-set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
 src=${LOTUS_MS_SRC:-src/memserver}
 obj=${LOTUS_MS_OBJ:-${LOTUS_BUILD:-build}/src/memserver}
 
@@ -27,22 +27,22 @@ declare -A rank=(
 	[memserver.c]=6
 )
 bad=0
-fail() { echo "FAIL: $*"; bad=1; }
+problem() { echo "FAIL: $*"; bad=1; }   # every problem is listed, then it fails
 
 for f in "$src"/*.c "$src"/*.h; do
 	n=$(basename "$f")
 	r=${rank[$n]:-}
 	if [ -z "$r" ]; then
-		fail "$n is in no layer: add it to the map in $0 and to ms_int.h"
+		problem "$n is in no layer: add it to the map in $0 and to ms_int.h"
 		continue
 	fi
 	while IFS=: read -r line inc; do
 		[ "$inc" = "${n%.*}.h" ] && continue   # its own header
 		ir=${rank[$inc]:-}
 		if [ -z "$ir" ]; then
-			fail "$n:$line includes memserver/$inc, which is in no layer"
+			problem "$n:$line includes memserver/$inc, which is in no layer"
 		elif [ "$ir" -ge "$r" ]; then
-			fail "$n:$line (layer $r) includes memserver/$inc (layer $ir): an upward include"
+			problem "$n:$line (layer $r) includes memserver/$inc (layer $ir): an upward include"
 		fi
 	done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"memserver/' "$f" |
 		 sed 's|^\([0-9]*\):.*"memserver/\([^"]*\)".*|\1:\2|')
@@ -50,7 +50,7 @@ done
 
 # ms_int.h: structs, the hook table and static inlines only.
 while IFS= read -r l; do
-	fail "ms_int.h declares a function (move it to its layer's header): $l"
+	problem "ms_int.h declares a function (move it to its layer's header): $l"
 done < <(grep -E '^[A-Za-z_][A-Za-z0-9_ *]*[ *]ms_[a-z0-9_]+\(' "$src/ms_int.h" | grep -v '^static' || true)
 
 # The objects: every reference to another memserver object goes down.
@@ -58,7 +58,7 @@ if ls "$obj"/*.o >/dev/null 2>&1 && command -v nm >/dev/null; then
 	declare -A owner=()
 	for o in "$obj"/*.o; do
 		c=$(basename "$o" .o).c
-		[ -n "${rank[$c]:-}" ] || { fail "$c (object $o) is in no layer"; continue; }
+		[ -n "${rank[$c]:-}" ] || { problem "$c (object $o) is in no layer"; continue; }
 		for s in $(nm --defined-only -g "$o" | awk '$2 ~ /^[TDBR]$/ {print $3}'); do
 			owner[$s]=$c
 		done
@@ -71,7 +71,7 @@ if ls "$obj"/*.o >/dev/null 2>&1 && command -v nm >/dev/null; then
 			d=${owner[$s]:-}
 			[ -n "$d" ] && [ "$d" != "$c" ] || continue
 			[ "${rank[$d]}" -lt "$r" ] ||
-				fail "$c (layer $r) calls $s of $d (layer ${rank[$d]}): an upward call"
+				problem "$c (layer $r) calls $s of $d (layer ${rank[$d]}): an upward call"
 		done
 	done
 else

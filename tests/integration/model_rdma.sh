@@ -15,7 +15,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 M=scripts/model-rdma D=tests/data
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 out=$("$M" --profile $D/model_rdma_profile.json --json $D/model_rdma_runs.jsonl) || fail "model-rdma failed"
 /usr/bin/python3 - "$out" <<'PY' || exit 1
 import json, sys

@@ -10,9 +10,7 @@
 # refused while one is cut; `partition c0` cuts c0 from everybody; `heal`
 # undoes both; a second bed runs beside the first with other namespace names;
 # `down` ends what runs in its namespaces and deletes them; bad usage exits 2.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 . scripts/lib-netns.sh
 tmpl=$(mktemp)

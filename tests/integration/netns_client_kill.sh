@@ -16,9 +16,7 @@
 # within lease + 1 s of the fault, and at the end the whole ledger verifies.
 # CCS picks the protocols, FAULTS (default "kill stop", and crash for wound_wait) the faults, LEASE_MS
 # (default 2000) the lease, PROBE_MAX_S (default 20) how long the probe tries.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 . scripts/lib-netns.sh
 lease=$(lease_ms)

@@ -14,9 +14,7 @@
 # whole ledger verifies, and the checker finds no anomaly in the history.
 # LEASE_MS (default 2000) is the lease configured; PROBE_MAX_S (default 30)
 # how long the probe keeps trying before it gives up.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 . scripts/lib-netns.sh
 lease=$(lease_ms)

@@ -12,9 +12,7 @@
 # the server once the clients ended, "early" 4.5 s after the stop, while they
 # are still giving up on it (the issue saw rc 134 at SIGCONT then: an
 # assertion in ucp_cleanup).  timeout_ms is 3000 in the config.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 . scripts/lib-netns.sh
 lease=$(lease_ms)
@@ -30,7 +28,7 @@ bed_up 2 "$tmpl" --clients 2 -- --threads 1 --memory 64M
 rm -f "$tmpl"
 stopped=
 bank= ycsb=
-trap '[ -z "$stopped" ] || kill -CONT "$stopped" 2>/dev/null; bed_down' EXIT
+at_exit '[ -z "$stopped" ] || kill -CONT "$stopped" 2>/dev/null; bed_down'
 led=$WORK/bank.ledger
 
 on c0 "$L" bank --config "$INI" --accounts 20 --seconds 0.2 --threads 1 --ledger "$led" --quiet \

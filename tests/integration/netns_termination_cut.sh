@@ -17,9 +17,7 @@
 # find no anomaly.  Prints how long the settling took after the heal.  Two
 # rounds (KINDS): in-memory servers, and durable ones (durability = sync, a
 # data directory each, so votes and refusals go through the redo log).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 . scripts/lib-netns.sh
 lease=$(lease_ms)

@@ -8,14 +8,12 @@
 # transaction ids (`lotus txn-status --random`, more than its outcome tables
 # hold).  Server 1 restarts, its resolver asks server 0, and `lotus bank
 # --verify` must find the total unchanged and every acknowledged transfer.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
-top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+top=$T
+at_exit 'cluster_stop'
 CLUSTER_DATA=$top/data CLUSTER_DURABILITY=sync CLUSTER_CC=wait_die
 cluster_start "$top" 2 --threads 1 --memory 64M || fail "servers did not start"
 led=$top/bank.ledger

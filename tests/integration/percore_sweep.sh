@@ -3,13 +3,11 @@
 # scripts/bench-percore --records-sweep: one row per record count, each from
 # a fresh server loaded with that many records, a growth figure over the
 # first count, pure JSON on stdout with --json; a bad count is a clear error.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 [ "$(nproc)" -ge 2 ] || { echo "skip: needs 2 cores"; exit 77; }
 command -v taskset >/dev/null || { echo "skip: no taskset"; exit 77; }
 cd "$(dirname "$0")/../.."
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+dir=$T
 LOTUS_BIN=$L scripts/bench-percore --records-sweep "2000 5000" --transports tcp --sizes 64 \
     --workloads C --seconds 1 --json >"$dir/out" 2>"$dir/err" \
   || fail "sweep failed: $(tail -n 5 "$dir/err")"

@@ -8,13 +8,11 @@
 # kill -9 with lazy recovery; checkpoints (every 4M of log, written by the
 # page writers) run meanwhile.
 # timeout: 120
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d "${TMPDIR:-/tmp}/lotus-pwcli.XXXXXX")
+. "$(dirname "$0")/lib.sh"
+dir=$T
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+at_exit cleanup
 
 expect2() {
   local out rc

@@ -5,11 +5,10 @@
 # `make install DESTDIR=...`), then run with no lotus_bin and no LOTUS_BIN, so
 # it must find `lotus` itself (on PATH) instead of re-running itself.  Without
 # any lotus binary it must fail with a message, not recurse.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 [ "${LOTUS_BUILD:-build}" = build ] || { echo "skip: README lines name build/"; exit 77; }
 root=$PWD
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$T
 unset LOTUS_BIN
 readme_block() {   # the first ```$1 block after "## Using the library"
   awk -v tag="$1" '/^## Using the library/ {on=1} on && $0 == "```" tag {inb=1; next}

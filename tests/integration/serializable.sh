@@ -9,13 +9,11 @@
 # killed client process (also co-partitioned: nothing committed may live only
 # in its cache), a full memory server, sticky errors, a long scan of
 # a static table.  Every round must show 0 anomalies.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 /usr/bin/python3 tests/checker/elle_check.py --self-test || fail "checker self-test"
 [ -x "$(dirname "${LOTUS_BIN:?}")/la-client" ] || fail "la-client not built"
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=$T/out
 scripts/check-serializable --json --seconds 3 --clients 3 \
   --round no_wait:none:none:none \
   --round wait_die:intra:loc:none \

@@ -4,13 +4,11 @@
 # `lotus serve --local 2`: on its default single key per test (every client
 # on one hot key) and with -r over a key space; the INCR counter afterwards
 # equals the number of INCRs sent.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 command -v redis-benchmark >/dev/null || { echo "SKIP: redis-benchmark (redis-tools) not installed"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-trap 'serve_stop; rm -rf "$dir"' EXIT
+at_exit 'serve_stop'
 serve_start "$dir" --local 2 || fail "serve did not start"
 
 run() {

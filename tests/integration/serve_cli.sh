@@ -6,13 +6,11 @@
 # the table's limit, key over 128 B, HELLO 3, WATCH), AUTH with --requirepass,
 # the protected-mode rule, and a clean stop on SIGTERM that takes the memory
 # servers down too.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 command -v redis-cli >/dev/null || { echo "SKIP: redis-cli (redis-tools) not installed"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-trap 'serve_stop; rm -rf "$dir"' EXIT
+at_exit 'serve_stop'
 
 serve_start "$dir" --local 2 --threads 2 --max-value 100 || fail "serve did not start"
 R() { redis-cli -p "$SERVE_PORT" "$@"; }

@@ -5,12 +5,10 @@
 # cut off mid-way, clients that pipeline writes and vanish without reading.
 # Each bad connection gets "-ERR Protocol error" and is closed; a good client
 # running INCR meanwhile gets every reply right; the server stays up.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-trap 'serve_stop; rm -rf "$dir"' EXIT
+at_exit 'serve_stop'
 serve_start "$dir" --local 1 --threads 2 || fail "serve did not start"
 
 cat >"$dir/f.py" <<'PY'

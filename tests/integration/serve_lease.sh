@@ -7,11 +7,9 @@
 # within 5 tries a SET answers OK and a GET reads it back (a GET that fails
 # must fail with an error, never read the old value).  Before the fix
 # every later command answered "lease ... expired" for as long as it ran.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 command -v redis-cli >/dev/null || { echo "skip: no redis-cli"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
 stopped=
 cleanup() {
@@ -19,7 +17,7 @@ cleanup() {
   serve_stop >/dev/null 2>&1
   rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 lease=500
 serve_start "$dir" --local 2 --threads 1 --lease-ms $lease || fail "serve did not start"
 R() { timeout 10 redis-cli -p "$SERVE_PORT" "$@"; }

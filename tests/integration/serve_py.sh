@@ -6,13 +6,11 @@
 # concurrent bank transfers (MULTI: DECRBY + INCRBY) preserve the total, and
 # a reader's MGET of every account always sees that total; binary keys and
 # values round-trip.  Run with 2 event-loop threads, under each protocol.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import redis' 2>/dev/null || { echo "SKIP: python3-redis not installed"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-trap 'serve_stop; rm -rf "$dir"' EXIT
+at_exit 'serve_stop'
 
 cat >"$dir/t.py" <<'PY'
 import sys, threading, random

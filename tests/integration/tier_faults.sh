@@ -24,13 +24,11 @@
 #                 load, then the disk is filled: a full read still gives the
 #                 load's digest, the final checkpoint at SIGTERM cannot be
 #                 written; with the space back the server recovers the load.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 . "$root/scripts/lib-tier.sh"
-top=$(mktemp -d)
+top=$T
 mnt=$top/mnt
 cleanup() {
   cluster_stop
@@ -39,7 +37,7 @@ cleanup() {
   mountpoint -q "$mnt" 2>/dev/null && umount -l "$mnt"
   rm -rf "$top"
 }
-trap cleanup EXIT
+at_exit cleanup
 unset LOTUS_TIER_FAULT LOTUS_PW_FAULT LOTUS_IO_FAULT
 records=12000
 pool=(--threads 1 --memory 4M --capacity 64M --durability sync)

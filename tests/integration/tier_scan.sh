@@ -12,14 +12,12 @@
 # after a restart with LOTUS_TIER_PREFETCH=0 a second round gives the
 # reference's digest too, with nothing prefetched (the pages are read by
 # misses: the seam the benchmark compares against).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 . "$root/scripts/lib-tier.sh"
-top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+top=$T
+at_exit 'cluster_stop'
 records=24000
 Y() { "$L" ycsb --config "$CLUSTER_INI" --quiet --json --records $records "$@"; }
 digest_of() { sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p'; }

@@ -11,12 +11,10 @@
 #    servers' request count is the client's (+ the closing STATS);
 #  - compute_servers in the config is the compute count (--partitioning co
 #    with --compute-id 1 works; --compute-id 2 of 2 is refused).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
-trap 'cluster_stop; rm -rf "$dir"' EXIT
+at_exit 'cluster_stop'
 cluster_start "$dir" 2 --threads 1 --memory 64M || fail "servers did not start"
 Y() { "$L" ycsb --config "$CLUSTER_INI" --threads 1 --quiet "$@"; }
 py() { /usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); $1" "$2"; }

@@ -4,10 +4,8 @@
 # --inflight it keeps two transactions in flight per thread, so a message
 # carries more requests than under intra (4.5 per message at 16 ops/txn over
 # 2 servers).  --inflight 1 still gives the old behaviour.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
+dir=$T
 for b in intra inter; do
   "$L" ycsb --local 2 --server-threads 1 --threads 1 --records 5000 --batch $b \
       --seconds 1 --warmup 0.2 --json --quiet >"$dir/$b.json" 2>"$dir/$b.err" \

@@ -4,10 +4,8 @@
 # `lotus ycsb --local 2` runs every workload over tcp and shared memory,
 # commits transactions, prints the JSON fields the README promises, leaves no
 # server behind, and writes a key trace on request.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+. "$(dirname "$0")/lib.sh"
+dir=$T
 # Each run is a number of transactions (--txns), not a time: a 1 s window
 # commits nothing when the process gets no CPU for it (load 8 on 2 cores).
 for tr in tcp sm; do

@@ -8,9 +8,7 @@
 # reports the one-sided counters.  A run of three leases loses no connection
 # (the engine keeps idle sessions' leases).  Also: a scan workload is refused with a
 # clear error, and no memory server is left behind.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 common=(--local 2 --records 2000 --threads 1 --txns 200 --warmup 0 --ops-per-txn 8
         --server-threads 1 --digest --json --quiet)
 digest() { echo "$1" | sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p'; }

@@ -7,16 +7,8 @@
  */
 #include <errno.h>
 #include "testutil.h"
+#include "check.h"
 
-#define EXPECT(call, want)                                                             \
-	do {                                                                           \
-		int rc_ = (call);                                                      \
-		if (rc_ != (want)) {                                                   \
-			fprintf(stderr, "%s:%d: %s gave %d (%s), want %s\n", __FILE__,   \
-				__LINE__, #call, rc_, lotus_strerror(rc_), #want);      \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 /* A fresh transaction: each bad call dooms the one it is made on. */
 static lotus_txn_t *fresh(lotus_session_t *s, lotus_txn_t *t)

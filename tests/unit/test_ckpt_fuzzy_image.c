@@ -20,9 +20,8 @@
 #include <string.h>
 #include "common/common.h"
 #include "store/store.h"
+#include "check.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); \
-	exit(1); } } while (0)
 #define MAXV 3000u       /* 3144-byte slots: several slots per page, slots span pages */
 
 enum { K, F1, F2, F3, J, NKEYS };

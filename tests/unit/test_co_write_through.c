@@ -69,18 +69,18 @@ static void expect(const char *k, int want_rc, const char *want, int line)
 		exit(1);
 	}
 }
-#define EXPECT(k, rc, v) expect(k, rc, v, __LINE__)
+#define EXPECT_READ(k, rc, v) expect(k, rc, v, __LINE__)
 
 /* A blind write of an absent key creates the record on its memory server:
  * a delete in a later transaction finds it. */
 static void blind_write_then_delete(void)
 {
 	put("bw", "one");
-	EXPECT("bw", 0, "one");
+	EXPECT_READ("bw", 0, "one");
 	put("bw", "two");
-	EXPECT("bw", 0, "two");
+	EXPECT_READ("bw", 0, "two");
 	CHECK(del("bw") == 0);
-	EXPECT("bw", LOTUS_ENOTFOUND, "");
+	EXPECT_READ("bw", LOTUS_ENOTFOUND, "");
 	CHECK(del("bw") == LOTUS_ENOTFOUND);
 }
 
@@ -93,7 +93,7 @@ static void read_for_update_hit_then_delete(int execute_between)
 	size_t n;
 	put("rd", "v0");
 	put("rd", "v1");                      /* dirty in the cache */
-	EXPECT("rd", 0, "v1");
+	EXPECT_READ("rd", 0, "v1");
 	CHECK_RC(lotus_txn_begin(s, &t));
 	int op = lotus_txn_read_for_update(t, tb, "rd", 2);
 	CHECK_RC(op);
@@ -107,7 +107,7 @@ static void read_for_update_hit_then_delete(int execute_between)
 	CHECK(lotus_txn_result(t, d, NULL, NULL) == 0);
 	CHECK_RC(lotus_txn_commit(t));
 	lotus_txn_free(t);
-	EXPECT("rd", LOTUS_ENOTFOUND, "");
+	EXPECT_READ("rd", LOTUS_ENOTFOUND, "");
 	CHECK(del("rd") == LOTUS_ENOTFOUND);
 }
 
@@ -123,9 +123,9 @@ static void delete_then_write(void)
 	CHECK_RC(lotus_txn_write(t, tb, "dw", 2, "new", 3));
 	CHECK_RC(lotus_txn_commit(t));
 	lotus_txn_free(t);
-	EXPECT("dw", 0, "new");
+	EXPECT_READ("dw", 0, "new");
 	CHECK(del("dw") == 0);
-	EXPECT("dw", LOTUS_ENOTFOUND, "");
+	EXPECT_READ("dw", LOTUS_ENOTFOUND, "");
 }
 
 /* An update of a key the cache holds is on the memory server at once: a
@@ -136,7 +136,7 @@ static void scan_sees_cached_update(void)
 	const void *k, *v;
 	size_t kl, vl;
 	put("sc", "first");
-	EXPECT("sc", 0, "first");                /* now cached */
+	EXPECT_READ("sc", 0, "first");                /* now cached */
 	put("sc", "second");
 	CHECK_RC(lotus_txn_begin(s, &t));
 	int op = lotus_txn_scan(t, tb, "sc", 2, 1);

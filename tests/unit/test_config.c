@@ -11,15 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/config.h"
+#include "check.h"
 
-static int failures;
-#define CHECK(c, ...) do { if (!(c)) { failures++; \
-	fprintf(stdout, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stdout, __VA_ARGS__); fputc('\n', stdout); } } while (0)
 
 static char dir[] = "/tmp/lotus-test-config.XXXXXX";
 static char cfg_path[256], err_path[256];
-static int saved_stderr;
+static int saved_stderr = -1;
 
 static void write_file(const char *path, const char *text)
 {
@@ -207,6 +204,15 @@ static void test_errors(void)
 	printf("  %s", msg);
 }
 
+static void cleanup(void)
+{
+	if (saved_stderr >= 0)
+		dup2(saved_stderr, 2);
+	unlink(cfg_path);
+	unlink(err_path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -216,17 +222,12 @@ int main(void)
 	snprintf(cfg_path, sizeof(cfg_path), "%s/cluster.ini", dir);
 	snprintf(err_path, sizeof(err_path), "%s/stderr", dir);
 	saved_stderr = dup(2);
+	check_cleanup = cleanup;
 
 	test_good();
 	test_errors();
 
-	unlink(cfg_path);
-	unlink(err_path);
-	rmdir(dir);
-	if (failures) {
-		printf("test_config: %d failure(s)\n", failures);
-		return 1;
-	}
+	cleanup();
 	printf("test_config: ok\n");
 	return 0;
 }

@@ -31,6 +31,7 @@
 
 #define KEY_BYTES 32
 #include "test_index_keys.h"
+#include "check.h"
 static index_t *ix;
 /* TSan runs the same code ~20x slower: 400000 operations per thread took
  * over 120 s there on a loaded 2-core machine.  A tenth (160000 operations
@@ -49,9 +50,6 @@ static index_t *ix;
 static unsigned ops_per_thread = OPS_DEFAULT;
 static int failed;
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); __atomic_store_n(&failed, 1, __ATOMIC_RELAXED); \
-	return; } } while (0)
 
 static uint64_t rnd(uint64_t *s)
 {

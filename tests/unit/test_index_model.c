@@ -24,12 +24,11 @@
 
 #define KEY_BYTES INDEX_KEY_MAX
 #include "test_index_keys.h"
+#include "check.h"
 static int present[NKEYS];
 static uint64_t model_val[NKEYS];
 static uint64_t rng = 88172645463325252ull;
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 
 static uint64_t rnd(void)
 {

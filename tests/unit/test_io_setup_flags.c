@@ -1,4 +1,4 @@
-/* test_io_setup_flags.c - the optional io_uring setup flags (DEFER_TASKRUN,
+/* test_io_setup_flags.c - the optional io_uring setup flags (no DEFER_TASKRUN,
  * SQPOLL, no SINGLE_ISSUER, no registrations) each still move data exactly;
  * a refused flag is dropped, not fatal. */
 #include "test_io_util.h"
@@ -7,7 +7,7 @@ int main(void)
 {
 	static const struct { unsigned flags; const char *name; } cases[] = {
 		{ 0, "default" },
-		{ IO_F_DEFER_TASKRUN, "defer_taskrun" },
+		{ IO_F_NO_DEFER_TASKRUN, "no_defer_taskrun" },
 		{ IO_F_SQPOLL, "sqpoll" },
 		{ IO_F_NO_SINGLE_ISSUER, "no_single_issuer" },
 		{ IO_F_NO_REG_RING | IO_F_NO_REG_FILES | IO_F_NO_CPU_STATS, "bare" },

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "io/io.h"
+#include "check.h"
 
 #define TIO_BS 4096u
 
@@ -24,12 +25,6 @@ static char tio_dir[512];
 static char tio_path[8][600];
 static int tio_npaths;
 
-#define CHECK(cond) do { if (!(cond)) { \
-	fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); tio_cleanup(); exit(1); } \
-	} while (0)
-#define CHECK_EQ(a, b) do { long long a_ = (long long)(a), b_ = (long long)(b); if (a_ != b_) { \
-	fprintf(stderr, "FAIL %s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, \
-		#a, a_, #b, b_); tio_cleanup(); exit(1); } } while (0)
 
 static inline void tio_cleanup(void)
 {
@@ -60,6 +55,7 @@ static inline int tio_open_file(size_t size)
 	if (!tio_dir[0]) {
 		const char *t = getenv("TMPDIR");
 		snprintf(tio_dir, sizeof(tio_dir), "%s/lotus-io-test.XXXXXX", t && *t ? t : "/tmp");
+		check_cleanup = tio_cleanup;   /* a failing CHECK removes the files */
 		if (!mkdtemp(tio_dir)) {
 			tio_dir[0] = '\0';
 			tio_skip("SKIP: cannot create a temp dir: %s", strerror(errno));

@@ -10,10 +10,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "check.h"
 
-static int fails;
-#define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); fails++; } } while (0)
 
 /* Run cmd; collect the rows of the --json array, one per line ("[" opens the
  * first, "," ends all but the last, "]" ends the last), without those marks.
@@ -79,6 +77,6 @@ int main(void)
 	CHECK(rc == 2, "bad --threads exited %d, want 2", rc);
 	snprintf(cmd, sizeof(cmd), "%s iobench nosuch >/dev/null 2>&1", bin);
 	CHECK(run(cmd, lines, 16, &n) == 2, "unknown experiment did not exit 2");
-	printf("%s\n", fails ? "FAIL" : "ok");
-	return fails ? 1 : 0;
+	printf("ok\n");
+	return 0;
 }

@@ -13,9 +13,8 @@
 #include <string.h>
 #include "common/common.h"
 #include "lock/lock.h"
+#include "check.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 
 static struct { struct lock_waiter *w; int result; } notes[64];
 static int nnotes;

@@ -10,9 +10,8 @@
 #include <string.h>
 #include "common/common.h"
 #include "lock/lock.h"
+#include "check.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 
 #define N 300          /* COMMITTING txns of the lost client: even ids kept */
 

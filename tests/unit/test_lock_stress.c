@@ -24,9 +24,8 @@
 #include <stdatomic.h>
 #include "common/common.h"
 #include "lock/lock.h"
+#include "check.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 
 #define NTHREADS 4
 #define NKEYS 8

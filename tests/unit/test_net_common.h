@@ -17,15 +17,8 @@
 #include "common/clock.h"
 #include "common/common.h"
 #include "net/net.h"
+#include "check.h"
 
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,     \
-				#cond);                                                \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 #define ECHO_MAX_THREADS 8
 

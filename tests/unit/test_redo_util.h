@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "lotus.h"
 #include "io/io.h"
+#include "check.h"
 
 static char tdur_dir[1024];
 
@@ -62,15 +63,6 @@ static void tdur_cleanup_at_exit(void)
 		signal(sigs[i], tdur_on_signal);
 }
 
-#define CHECK(cond) do { if (!(cond)) { \
-	fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); tdur_cleanup(); exit(1); } \
-	} while (0)
-#define CHECK_EQ(a, b) do { long long a_ = (long long)(a), b_ = (long long)(b); if (a_ != b_) { \
-	fprintf(stderr, "FAIL %s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, \
-		#a, a_, #b, b_); tdur_cleanup(); exit(1); } } while (0)
-#define CHECK_RC(expr) do { int rc_ = (expr); if (rc_ < 0) { \
-	fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, lotus_strerror(rc_)); \
-	tdur_cleanup(); exit(1); } } while (0)
 
 static void tdur_skip(const char *fmt, ...)
 {

@@ -22,17 +22,10 @@
 #include <string.h>
 #include <time.h>
 #include "serve/resp.h"
+#include "check.h"
 
 static unsigned long long seed0, rs;
 
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			fprintf(stderr, "%s:%d: check failed: %s (seed %llu)\n", __FILE__,   \
-				__LINE__, #cond, seed0);                               \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 static unsigned long long rnd(void)
 {
@@ -265,6 +258,7 @@ int main(void)
 	seed0 = s ? strtoull(s, NULL, 10) : (unsigned long long)time(NULL);
 	rs = seed0 * 2654435761ULL + 1;
 	printf("seed %llu\n", seed0);
+	snprintf(check_note, sizeof(check_note), "seed %llu", seed0);
 	struct resp_cmd cmd = { 0 };
 	double until = now_s() + 10;
 	test_encoder();

@@ -14,9 +14,8 @@
 #include <string.h>
 #include "common/common.h"
 #include "store/store.h"
+#include "check.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 #define LOC_SLOT_GEN_MASK ((1ull << 24) - 1)
 
 static void test_tables(store_t *st)

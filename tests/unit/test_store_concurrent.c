@@ -17,6 +17,7 @@
 #include <string.h>
 #include "common/common.h"
 #include "store/store.h"
+#include "check.h"
 
 #define NTHREADS 4
 #define OWNED    2000
@@ -28,9 +29,6 @@ static uint16_t table_ids[NTHREADS][2];
 static unsigned ops = 200000;
 static int failed;
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); __atomic_store_n(&failed, 1, __ATOMIC_RELAXED); \
-	return; } } while (0)
 
 struct worker {
 	pthread_t tid;

@@ -22,11 +22,10 @@
 #include <unistd.h>
 #include "common/common.h"
 #include "store/store.h"
+#include "check.h"
 
 #define NKEYS 20000
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 
 static store_loc_t locs[NKEYS];
 

@@ -11,9 +11,8 @@
 #include <string.h>
 #include "common/common.h"
 #include "store/store.h"
+#include "check.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 #define N 3000
 #define NBIG 12
 

@@ -14,6 +14,7 @@
 #include <time.h>
 #include "common/common.h"
 #include "store/store.h"
+#include "check.h"
 
 static long vm_rss_kib(void)
 {

@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include "common/common.h"
 #include "store/store.h"
+#include "check.h"
 
 #define PS        8192u
 #define FRAMES    40u
@@ -60,8 +61,6 @@ static uint64_t written, write_errors;
 #define CHECKT(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
 	__FILE__, __LINE__, #c); __atomic_store_n(&failed, 1, __ATOMIC_RELAXED); \
 	return NULL; } } while (0)
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK(%s) failed\n", \
-	__FILE__, __LINE__, #c); exit(1); } } while (0)
 
 /* ---- the backing file ---- */
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <lotus.h>
+#include "check.h"
 
 int main(void)
 {

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include "test_procs.h"
+#include "check.h"
 
 static lotus_cluster_t *connect_to(const char *config)
 {
@@ -17,15 +18,6 @@ static lotus_cluster_t *connect_to(const char *config)
 	return c;
 }
 
-#define EXPECT(call, want)                                                             \
-	do {                                                                           \
-		int rc_ = (call);                                                      \
-		if (rc_ != (want)) {                                                   \
-			fprintf(stderr, "%s:%d: %s gave %d (%s), want %s\n", __FILE__,   \
-				__LINE__, #call, rc_, lotus_strerror(rc_), #want);      \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 int main(void)
 {

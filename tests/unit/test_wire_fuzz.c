@@ -20,15 +20,8 @@
 #include "common/clock.h"
 #include "common/common.h"
 #include "net/wire.h"
+#include "check.h"
 
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			fprintf(stderr, "%s:%d: check failed: %s (seed %llu)\n", __FILE__,   \
-				__LINE__, #cond, (unsigned long long)seed0);           \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 static uint64_t seed0, rs;
 
@@ -352,6 +345,7 @@ int main(void)
 	const char *s = getenv("LOTUS_FUZZ_SEED");
 	seed0 = s ? strtoull(s, NULL, 0) : 0x1f2e3d4c5b6a7988ULL;
 	rs = seed0 | 1;
+	snprintf(check_note, sizeof(check_note), "seed %llu", (unsigned long long)seed0);
 	uint64_t end = clock_now_ns() + 10000000000ULL;
 	unsigned rounds = 0, mutations = 0;
 

@@ -1,6 +1,6 @@
 /*
- * testutil.h - helpers for lotus test programs: CHECK macros and a local
- * cluster of real memory-server processes on loopback.  A test exits 0
+ * testutil.h - helpers for lotus test programs: the check kit (check.h) and
+ * a local cluster of real memory-server processes on loopback.  A test exits 0
  * (pass), 1 (fail) or 77 (skip).
  */
 #ifndef LOTUS_TESTUTIL_H
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lotus.h"
+#include "check.h"
 
 #ifdef LOTUS_CLUSTER_H
 #include <unistd.h>
@@ -28,24 +29,7 @@ static inline const char *test_secret_line(const lotus_cluster_t *c)
 }
 #endif
 
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
 
-#define CHECK_RC(expr)                                                               \
-	do {                                                                         \
-		int rc_ = (expr);                                                    \
-		if (rc_ < 0) {                                                       \
-			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,  \
-				#expr, lotus_strerror(rc_));                         \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
 
 /* Start n local memory servers (the lotus binary named by $LOTUS_BIN). */
 static inline lotus_cluster_t *test_cluster(int n, const char *transport, enum lotus_cc cc,
