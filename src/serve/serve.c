@@ -700,12 +700,10 @@ static uint64_t auth_throttle(struct conn *c, int ok)
 	peer_key(c->fd, key);
 	for (int i = 0; i < 16; i++)
 		h = (h ^ key[i]) * 0x100000001b3ULL;
-	struct auth_ent *e = &sv->auth[h % AUTH_SLOTS];
+	struct auth_ent *e = &sv->auth[h % AUTH_SLOTS];   /* colliding addresses share it */
 	pthread_mutex_lock(&sv->auth_mu);
 	if (e->fails && now - e->last_ns > AUTH_FORGET_NS)
 		e->fails = 0;
-	if (!e->fails)
-		memcpy(e->addr, key, 16);   /* a free slot; else addresses share it */
 	unsigned addr_fails = e->fails;
 	if (!ok) {
 		e->fails += e->fails < 1000000;
@@ -1103,7 +1101,7 @@ static void worker_tick(struct worker *w)
 			    now - c->last_ns >= sv->o.timeout_s * 1000000000ULL)
 				conn_kill(c);
 		}
-	if (sv->listen_resume_ns && now >= sv->listen_resume_ns && w->id == 0) {
+	if (w->id == 0 && sv->listen_resume_ns && now >= sv->listen_resume_ns) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tag_listen };
 		epoll_ctl(w->ep, EPOLL_CTL_MOD, sv->lfd, &ev);
 		sv->listen_resume_ns = 0;

@@ -81,9 +81,9 @@ struct cursor_ent {
 };
 #define CURSOR_SLOTS 1024
 
-/* Recent AUTH failures of one client address (serve.c's AUTH throttle). */
+/* Recent AUTH failures of the client addresses hashed to one slot (serve.c's
+ * AUTH throttle). */
 struct auth_ent {
-	unsigned char addr[16];       /* IPv6, or IPv4 mapped into it */
 	unsigned fails;
 	uint64_t last_ns;             /* the last failure */
 };
