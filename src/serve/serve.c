@@ -47,7 +47,8 @@
  * the connection, its reply and everything after it, for a delay that
  * doubles per failure, 100 ms up to 3.2 s.  Failures are counted per
  * connection and per client address (the last minute's, in a table of
- * AUTH_SLOTS), and the larger count sets the delay, so many connections from
+ * AUTH_SLOTS; only when the AUTH_PROBE slots an address may take are all
+ * taken do addresses share one), and the larger count sets the delay, so many connections from
  * one address are slowed down together.  While its address has recent
  * failures, a right password is held as long as a wrong one: else a client
  * could tell a wrong guess by the missing immediate answer and move on to a
@@ -688,6 +689,30 @@ static void peer_key(int fd, unsigned char key[16])
 	}
 }
 
+/* The slot of key's address (under auth_mu): its own among the AUTH_PROBE
+ * slots from its hash on, else a free one; when all are taken by other
+ * addresses, it shares the first. */
+static struct auth_ent *auth_slot(struct server *sv, const unsigned char key[16], uint64_t now)
+{
+	uint64_t h = sv->auth_seed;
+	struct auth_ent *free_e = NULL;
+	for (int i = 0; i < 16; i++)
+		h = (h ^ key[i]) * 0x100000001b3ULL;
+	for (unsigned i = 0; i < AUTH_PROBE; i++) {
+		struct auth_ent *e = &sv->auth[(h + i) % AUTH_SLOTS];
+		if (e->fails && now - e->last_ns > AUTH_FORGET_NS)
+			e->fails = 0;
+		if (e->fails && !memcmp(e->addr, key, 16))
+			return e;
+		if (!e->fails && !free_e)
+			free_e = e;
+	}
+	if (!free_e)
+		return &sv->auth[h % AUTH_SLOTS];
+	memcpy(free_e->addr, key, 16);
+	return free_e;
+}
+
 /* Count an AUTH's outcome and return how long to hold the connection (see
  * the file comment): the delay of the larger of the connection's and the
  * address's failure counts; 0 for a right password from an address without
@@ -696,14 +721,10 @@ static uint64_t auth_throttle(struct conn *c, int ok)
 {
 	struct server *sv = c->w->sv;
 	unsigned char key[16];
-	uint64_t now = now_ns(), h = sv->auth_seed;
+	uint64_t now = now_ns();
 	peer_key(c->fd, key);
-	for (int i = 0; i < 16; i++)
-		h = (h ^ key[i]) * 0x100000001b3ULL;
-	struct auth_ent *e = &sv->auth[h % AUTH_SLOTS];   /* colliding addresses share it */
 	pthread_mutex_lock(&sv->auth_mu);
-	if (e->fails && now - e->last_ns > AUTH_FORGET_NS)
-		e->fails = 0;
+	struct auth_ent *e = auth_slot(sv, key, now);
 	unsigned addr_fails = e->fails;
 	if (!ok) {
 		e->fails += e->fails < 1000000;

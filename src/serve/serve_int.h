@@ -81,13 +81,14 @@ struct cursor_ent {
 };
 #define CURSOR_SLOTS 1024
 
-/* Recent AUTH failures of the client addresses hashed to one slot (serve.c's
- * AUTH throttle). */
+/* Recent AUTH failures of one client address (serve.c's AUTH throttle). */
 struct auth_ent {
-	unsigned fails;
+	unsigned char addr[16];       /* IPv6, or IPv4 mapped into it */
+	unsigned fails;               /* 0: a free slot */
 	uint64_t last_ns;             /* the last failure */
 };
 #define AUTH_SLOTS 1024
+#define AUTH_PROBE 8       /* slots an address may take, from its hash on */
 
 struct server {
 	struct serve_opts o;

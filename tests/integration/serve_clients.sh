@@ -48,7 +48,7 @@ if r != b"*2\r\n$10\r\nmaxclients\r\n$1\r\n3\r\n":
     sys.exit("FAIL: CONFIG GET maxclients: %r" % r)
 held.pop().close()
 ok = False   # admitted again once serve has seen that close
-for i in range(50):
+for i in range(100):
     s = connect()
     try:
         ok = cmd(s, b"PING\r\n") == b"+PONG\r\n"
