@@ -47,9 +47,9 @@
  * the connection, its reply and everything after it, for a delay that
  * doubles per failure, 100 ms up to 3.2 s.  Failures are counted per
  * connection and per client address (the last minute's, in a table of
- * AUTH_SLOTS; only when the AUTH_PROBE slots an address may take are all
- * taken do addresses share one), and the larger count sets the delay, so many connections from
- * one address are slowed down together.  While its address has recent
+ * AUTH_SLOTS; addresses share a slot only when the AUTH_PROBE slots an
+ * address may take are all taken), and the larger count sets the delay, so
+ * many connections from one address are slowed down together.  While its address has recent
  * failures, a right password is held as long as a wrong one: else a client
  * could tell a wrong guess by the missing immediate answer and move on to a
  * fresh connection.  A held connection is neither read nor written; the
@@ -561,8 +561,9 @@ static void accept_log(struct server *sv, int err)
 	sv->accept_refused++;
 	if (now < sv->accept_log_ns)
 		return;
-	fprintf(stderr, "lotus serve: cannot accept clients: %s (%llu refused since the last "
-		"such line; raise the descriptor limit, ulimit -n, or set --max-clients)\n",
+	fprintf(stderr, "lotus serve: cannot accept clients: %s (%llu clients refused since "
+		"this was last logged; raise the descriptor limit, ulimit -n, or set "
+		"--max-clients)\n",
 		strerror(err), (unsigned long long)sv->accept_refused);
 	sv->accept_refused = 0;
 	sv->accept_log_ns = now + ACCEPT_LOG_NS;
