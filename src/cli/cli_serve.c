@@ -22,7 +22,7 @@ int cmd_serve(int argc, char **argv)
 	struct serve_opts o;
 	uint64_t lease_ms = 0;
 	uint64_t local = 2, threads, maxv, sthreads = 1, smem = 1ULL << 30, pmax, retries;
-	uint64_t compute_id = 0, cache = 0;
+	uint64_t compute_id = 0, cache = 0, max_clients = 0, timeout_s = 0;
 	int cc = LOTUS_WOUND_WAIT, tr = 0;
 	const char *config = NULL;
 	serve_opts_init(&o);
@@ -48,6 +48,8 @@ int cmd_serve(int argc, char **argv)
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
 		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
+		{ "max-clients", OPT_U64, &max_clients, "N", "most clients connected at once; one more gets '-ERR max number of clients reached' (default 0: no limit but the descriptor limit)", .min = 0, .max = 10000000 },
+		{ "timeout", OPT_U64, &timeout_s, "S", "close a client idle for S seconds (default 0: never)", .min = 0, .max = 100000000 },
 		{ 0 },
 	};
 	int rc = cli_parse("serve", "Serve the Redis protocol (RESP2) on --listen, so redis-cli, redis-benchmark\n"
@@ -61,6 +63,9 @@ int cmd_serve(int argc, char **argv)
 		return cli_fail("serve", "--config and --local exclude each other");
 	if (config && (cli_find(opts, "server-threads")->seen || cli_find(opts, "server-memory")->seen))
 		return cli_fail("serve", "--server-threads and --server-memory apply to --local only");
+	char why[128];
+	if (serve_listen_check(o.listen, why, sizeof(why)))
+		return cli_fail("serve", "--listen %s: %s", o.listen, why);
 	if (!serve_host_is_loopback(o.listen) && !o.requirepass)
 		return cli_fail("serve", "refusing to listen on %s, beyond loopback, without "
 				"--requirepass (as Redis's protected mode)", o.listen);
@@ -68,6 +73,8 @@ int cmd_serve(int argc, char **argv)
 	o.max_value = (uint32_t)maxv;
 	o.pipeline_max = (unsigned)pmax;
 	o.retries = (unsigned)retries;
+	o.max_clients = (unsigned)max_clients;
+	o.timeout_s = (unsigned)timeout_s;
 	o.lo.cc = (enum lotus_cc)cc;
 	o.lo.batch = LOTUS_BATCH_INTER;   /* requests of every job of a thread share messages */
 	o.lo.group_size = 1;              /* ... of that thread only: no cross-thread lock */

@@ -32,6 +32,28 @@
  * Back-pressure: a connection with more than OUT_PAUSE bytes unwritten, or
  * with a job in flight and IN_SOFT bytes already buffered, is not read until
  * that drains.
+ *
+ * Admission (worker 0, accept_all): a client beyond --max-clients gets
+ * "-ERR max number of clients reached" and is closed.  Out of descriptors
+ * (EMFILE/ENFILE), the pending client is accepted on the reserve descriptor
+ * (closed for that, then reopened) and refused the same way, because the
+ * listener is level-triggered: a client left in the backlog would wake
+ * epoll_wait at once, forever.  If even that fails, the listener is disarmed
+ * for LISTEN_PAUSE_NS.  Such errors are logged at most once per
+ * ACCEPT_LOG_NS, with a count.  --timeout S closes a client that sent and
+ * received nothing for S seconds and has no job in flight.
+ *
+ * AUTH throttle (auth_throttle): each failed AUTH (or HELLO ... AUTH) holds
+ * the connection, its reply and everything after it, for a delay that
+ * doubles per failure, 100 ms up to 3.2 s.  Failures are counted per
+ * connection and per client address (the last minute's, in a table of
+ * AUTH_SLOTS; addresses share a slot only when the AUTH_PROBE slots an
+ * address may take are all taken), and the larger count sets the delay, so
+ * many connections from one address are slowed down together.  While its address has recent
+ * failures, a right password is held as long as a wrong one: else a client
+ * could tell a wrong guess by the missing immediate answer and move on to a
+ * fresh connection.  A held connection is neither read nor written; the
+ * worker lets it go in its loop (worker_tick), so the loop never blocks.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,6 +77,11 @@
 #define IN_MAX      (64u << 20)
 #define READ_CHUNK  (64u << 10)
 #define MAX_BULK    (8u << 20)
+#define LISTEN_PAUSE_NS   100000000ULL    /* accept failing for want of memory/fds */
+#define ACCEPT_LOG_NS     10000000000ULL
+#define AUTH_DELAY_NS     100000000ULL    /* after the first failure; doubles */
+#define AUTH_DELAY_DOUBLINGS 5            /* to 3.2 s at most */
+#define AUTH_FORGET_NS    60000000000ULL  /* an address's failures are forgotten */
 
 static struct server *g_server;   /* for the signal handler */
 static char tag_listen, tag_wake, tag_stop;
@@ -96,6 +123,27 @@ static int split_hostport(const char *s, char *host, size_t hlen, uint16_t *port
 		host[n] = 0;
 	}
 	*port = (uint16_t)p;
+	return 0;
+}
+
+int serve_listen_check(const char *hostport, char *why, size_t n)
+{
+	const char *colon = strrchr(hostport, ':');
+	if (!colon || colon == hostport || colon[1] == 0) {
+		snprintf(why, n, "expected HOST:PORT");
+		return -EINVAL;
+	}
+	const char *ps = colon + 1;
+	size_t digits = strspn(ps, "0123456789");
+	if (ps[digits] || digits > 5 || atol(ps) > 65535) {
+		snprintf(why, n, "invalid port '%.16s%s': a port is a number from 0 to 65535", ps,
+			 strlen(ps) > 16 ? "..." : "");
+		return -EINVAL;
+	}
+	if ((size_t)(colon - hostport) >= 256) {
+		snprintf(why, n, "the host is longer than 255 bytes");
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -168,7 +216,7 @@ static void conn_events(struct conn *c)
 	if (c->dead)
 		return;
 	int want_in = !c->close_after && outq <= OUT_PAUSE && !(c->job && inq >= IN_SOFT) &&
-		      !c->w->sv->stop;
+		      !c->w->sv->stop && !c->hold_until_ns;
 	int want_out = outq > 0 && c->blocked;
 	if (want_in == c->reading && want_out == c->writing)
 		return;
@@ -199,6 +247,8 @@ static void conn_free(struct conn *c)
 		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	if (c->hold_until_ns)
+		w->nheld--;
 	job_free(c->mq);
 	rbuf_free(&c->in);
 	rbuf_free(&c->out);
@@ -218,11 +268,14 @@ static void conn_mark_runnable(struct conn *c)
 /* Write what is pending; 0, or -1 if the connection died. */
 static int conn_flush(struct conn *c)
 {
+	if (c->hold_until_ns && !c->dead)
+		return 0;   /* the AUTH throttle: written when let go */
 	while (!c->dead && c->out_off < c->out.len) {
 		ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off,
 				 MSG_NOSIGNAL);
 		if (n > 0) {
 			c->out_off += (size_t)n;
+			c->last_ns = now_ns();
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -319,7 +372,7 @@ static void conn_process(struct conn *c)
 	struct server *sv = c->w->sv;
 	struct rbuf pre;
 	rbuf_init(&pre);
-	while (!c->job && !c->dead && !c->close_after && !sv->stop) {
+	while (!c->job && !c->dead && !c->close_after && !sv->stop && !c->hold_until_ns) {
 		struct job *batch = NULL;
 		int barrier = 0;
 		for (;;) {
@@ -442,6 +495,7 @@ static void conn_read(struct conn *c)
 		if (n > 0) {
 			c->in.len += (size_t)n;
 			got += (size_t)n;
+			c->last_ns = now_ns();
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -457,11 +511,13 @@ static void conn_read(struct conn *c)
 		conn_events(c);
 }
 
+/* A socket accepted (and counted in conns_now) becomes a connection of w. */
 static void conn_new(struct worker *w, int fd)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
+		atomic_fetch_sub(&w->sv->ctr.conns_now, 1);
 		return;
 	}
 	c->w = w;
@@ -469,10 +525,12 @@ static void conn_new(struct worker *w, int fd)
 	c->id = atomic_fetch_add(&w->sv->next_conn_id, 1) + 1;
 	c->authed = w->sv->o.requirepass == NULL;
 	c->reading = 1;
+	c->last_ns = now_ns();
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev)) {
 		close(fd);
 		free(c);
+		atomic_fetch_sub(&w->sv->ctr.conns_now, 1);
 		return;
 	}
 	c->next = w->conns;
@@ -480,7 +538,64 @@ static void conn_new(struct worker *w, int fd)
 		w->conns->prev = c;
 	w->conns = c;
 	atomic_fetch_add(&w->sv->ctr.conns_total, 1);
-	atomic_fetch_add(&w->sv->ctr.conns_now, 1);
+}
+
+/* Answer a client that is not admitted, and close it.  A fresh socket has
+ * room for the line; what the client already sent is read first, so that
+ * the close does not reset the connection before the line is read. */
+static void refuse_client(struct server *sv, int fd)
+{
+	static const char msg[] = "-ERR max number of clients reached\r\n";
+	char sink[4096];
+	for (int i = 0; i < 4 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	if (send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* gone */ }
+	shutdown(fd, SHUT_WR);
+	close(fd);
+	atomic_fetch_add(&sv->ctr.rejected, 1);
+}
+
+static void accept_log(struct server *sv, int err)
+{
+	uint64_t now = now_ns();
+	sv->accept_refused++;
+	if (now < sv->accept_log_ns)
+		return;
+	fprintf(stderr, "lotus serve: cannot accept clients: %s (%llu clients refused since "
+		"this was last logged; raise the descriptor limit, ulimit -n, or set "
+		"--max-clients)\n",
+		strerror(err), (unsigned long long)sv->accept_refused);
+	sv->accept_refused = 0;
+	sv->accept_log_ns = now + ACCEPT_LOG_NS;
+}
+
+/* accept failed with err (not EAGAIN): 0 to go on accepting, -1 to stop. */
+static int accept_failed(struct worker *w, int err)
+{
+	struct server *sv = w->sv;
+	if (err == EINTR || err == ECONNABORTED || err == EPERM || err == EPROTO)
+		return 0;   /* that client only */
+	if ((err == EMFILE || err == ENFILE) && sv->reserve_fd >= 0) {
+		close(sv->reserve_fd);
+		int fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int again = fd < 0 ? errno : 0;
+		if (fd >= 0)
+			refuse_client(sv, fd);
+		sv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (again == EAGAIN || again == EWOULDBLOCK)
+			return -1;   /* the backlog is empty */
+		accept_log(sv, err);
+		if (fd >= 0 && sv->reserve_fd >= 0)
+			return 0;
+	} else {
+		accept_log(sv, err);
+	}
+	/* No reserve (another thread took its number), or ENOBUFS/ENOMEM: stop
+	 * watching the listener for a while rather than wake on it at once. */
+	struct epoll_event ev = { .events = 0, .data.ptr = &tag_listen };
+	epoll_ctl(w->ep, EPOLL_CTL_MOD, sv->lfd, &ev);
+	sv->listen_resume_ns = now_ns() + LISTEN_PAUSE_NS;
+	return -1;
 }
 
 static void accept_all(struct worker *w)
@@ -488,8 +603,17 @@ static void accept_all(struct worker *w)
 	struct server *sv = w->sv;
 	for (;;) {
 		int fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || accept_failed(w, errno))
+				return;
+			continue;
+		}
+		if (sv->o.max_clients &&
+		    atomic_load(&sv->ctr.conns_now) >= (int64_t)sv->o.max_clients) {
+			refuse_client(sv, fd);
+			continue;
+		}
+		atomic_fetch_add(&sv->ctr.conns_now, 1);
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		struct worker *to = &sv->workers[atomic_fetch_add(&sv->next_worker, 1) % sv->nworkers];
@@ -504,6 +628,7 @@ static void accept_all(struct worker *w)
 			if (!p) {
 				pthread_mutex_unlock(&to->inbox_mu);
 				close(fd);
+				atomic_fetch_sub(&sv->ctr.conns_now, 1);
 				continue;
 			}
 			to->inbox = p;
@@ -549,6 +674,83 @@ static int pass_equal(const char *want, const struct resp_arg *got)
 	return diff == 0;
 }
 
+/* The client's address as 16 bytes (IPv4 mapped into IPv6); zeros if unknown. */
+static void peer_key(int fd, unsigned char key[16])
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	memset(key, 0, 16);
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return;
+	if (ss.ss_family == AF_INET6) {
+		memcpy(key, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+	} else if (ss.ss_family == AF_INET) {
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	}
+}
+
+/* The slot of key's address (under auth_mu): its own among the AUTH_PROBE
+ * slots from its hash on, else a free one; when all are taken by other
+ * addresses, it shares the first. */
+static struct auth_ent *auth_slot(struct server *sv, const unsigned char key[16], uint64_t now)
+{
+	uint64_t h = sv->auth_seed;
+	struct auth_ent *free_e = NULL;
+	for (int i = 0; i < 16; i++)
+		h = (h ^ key[i]) * 0x100000001b3ULL;
+	for (unsigned i = 0; i < AUTH_PROBE; i++) {
+		struct auth_ent *e = &sv->auth[(h + i) % AUTH_SLOTS];
+		if (e->fails && now - e->last_ns > AUTH_FORGET_NS)
+			e->fails = 0;
+		if (e->fails && !memcmp(e->addr, key, 16))
+			return e;
+		if (!e->fails && !free_e)
+			free_e = e;
+	}
+	if (!free_e)
+		return &sv->auth[h % AUTH_SLOTS];
+	memcpy(free_e->addr, key, 16);
+	return free_e;
+}
+
+/* Count an AUTH's outcome and return how long to hold the connection (see
+ * the file comment): the delay of the larger of the connection's and the
+ * address's failure counts; 0 for a right password from an address without
+ * recent failures. */
+static uint64_t auth_throttle(struct conn *c, int ok)
+{
+	struct server *sv = c->w->sv;
+	unsigned char key[16];
+	uint64_t now = now_ns();
+	peer_key(c->fd, key);
+	pthread_mutex_lock(&sv->auth_mu);
+	struct auth_ent *e = auth_slot(sv, key, now);
+	unsigned addr_fails = e->fails;
+	if (!ok) {
+		e->fails += e->fails < 1000000;
+		e->last_ns = now;
+	}
+	pthread_mutex_unlock(&sv->auth_mu);
+	unsigned n = addr_fails;
+	if (!ok) {
+		c->auth_fails += c->auth_fails < 1000000;
+		n = c->auth_fails > addr_fails + 1 ? c->auth_fails : addr_fails + 1;
+	}
+	if (!n)
+		return 0;
+	return AUTH_DELAY_NS << (n - 1 < AUTH_DELAY_DOUBLINGS ? n - 1 : AUTH_DELAY_DOUBLINGS);
+}
+
+/* Neither read nor write c for delay_ns; worker_tick lets it go. */
+static void conn_hold(struct conn *c, uint64_t delay_ns)
+{
+	if (!c->hold_until_ns)
+		c->w->nheld++;
+	c->hold_until_ns = now_ns() + delay_ns;
+	conn_events(c);
+}
+
 static int auth_check(struct conn *c, const struct resp_arg *user, const struct resp_arg *pass,
 		      struct rbuf *b)
 {
@@ -558,7 +760,11 @@ static int auth_check(struct conn *c, const struct resp_arg *user, const struct 
 			   "the default user. Are you sure your configuration is correct?");
 		return -1;
 	}
-	if ((user && !resp_arg_is(user, "default")) || !pass_equal(pw, pass)) {
+	int ok = !(user && !resp_arg_is(user, "default")) && pass_equal(pw, pass);
+	uint64_t hold = auth_throttle(c, ok);
+	if (hold)
+		conn_hold(c, hold);
+	if (!ok) {
 		resp_error(b, "WRONGPASS invalid username-password pair or user is disabled.");
 		return -1;
 	}
@@ -810,15 +1016,17 @@ void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 		rbuf_put(&t, line, (size_t)n);
 	}
 	if (want[1]) {
-		int n = snprintf(line, sizeof(line), "# Clients\r\nconnected_clients:%lld\r\n\r\n",
-				 (long long)sv->ctr.conns_now);
+		int n = snprintf(line, sizeof(line), "# Clients\r\nconnected_clients:%lld\r\n"
+				 "maxclients:%u\r\n\r\n", (long long)sv->ctr.conns_now,
+				 sv->o.max_clients);
 		rbuf_put(&t, line, (size_t)n);
 	}
 	if (want[2]) {
 		int n = snprintf(line, sizeof(line),
 			"# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
-			"protocol_errors:%llu\r\n\r\n", (unsigned long long)sv->ctr.conns_total,
-			(unsigned long long)sv->ctr.commands, (unsigned long long)sv->ctr.proto_errors);
+			"rejected_connections:%llu\r\nprotocol_errors:%llu\r\n\r\n",
+			(unsigned long long)sv->ctr.conns_total, (unsigned long long)sv->ctr.commands,
+			(unsigned long long)sv->ctr.rejected, (unsigned long long)sv->ctr.proto_errors);
 		rbuf_put(&t, line, (size_t)n);
 	}
 	if (want[3]) {
@@ -892,6 +1100,36 @@ static void worker_events(struct worker *w, struct epoll_event *ev, int n)
 	}
 }
 
+/* Timed duties of the loop: let go the connections the AUTH throttle held
+ * whose time came, close the clients idle past --timeout (once a second),
+ * and re-arm a listener disarmed by accept_failed. */
+static void worker_tick(struct worker *w)
+{
+	struct server *sv = w->sv;
+	uint64_t now = now_ns();
+	int idle = sv->o.timeout_s && now >= w->idle_check_ns;
+	if (idle)
+		w->idle_check_ns = now + 1000000000ULL;
+	if (w->nheld || idle)
+		for (struct conn *c = w->conns; c; c = c->next) {
+			if (c->hold_until_ns && now >= c->hold_until_ns) {
+				c->hold_until_ns = 0;
+				w->nheld--;
+				/* write the held reply before a pipelined AUTH holds again */
+				if (!c->dead && conn_flush(c) == 0)
+					conn_mark_runnable(c);
+			}
+			if (idle && !c->dead && !c->job && !c->hold_until_ns &&
+			    now - c->last_ns >= sv->o.timeout_s * 1000000000ULL)
+				conn_kill(c);
+		}
+	if (w->id == 0 && sv->listen_resume_ns && now >= sv->listen_resume_ns) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tag_listen };
+		epoll_ctl(w->ep, EPOLL_CTL_MOD, sv->lfd, &ev);
+		sv->listen_resume_ns = 0;
+	}
+}
+
 /* Stop: finish the jobs in flight (bounded), write their replies, close. */
 static void worker_drain(struct worker *w)
 {
@@ -903,6 +1141,9 @@ static void worker_drain(struct worker *w)
 	}
 	for (struct conn *c = w->conns; c; c = c->next)
 		if (!c->dead) {
+			if (c->hold_until_ns)
+				w->nheld--;
+			c->hold_until_ns = 0;
 			conn_flush(c);
 			conn_kill(c);
 		}
@@ -964,9 +1205,10 @@ static void *worker_main(void *arg)
 	if (rc)
 		return NULL;
 	while (!sv->stop) {
-		int n = epoll_wait(w->ep, ev, 256, w->inflight ? 0 : 100);
+		int n = epoll_wait(w->ep, ev, 256, w->inflight ? 0 : w->nheld ? 10 : 100);
 		if (n > 0)
 			worker_events(w, ev, n);
+		worker_tick(w);
 		lotus_session_poll(w->s, w->inflight && n <= 0 ? 1 : 0);
 		worker_run_delayed(w);
 		run_runnable(w);
@@ -1059,6 +1301,9 @@ int serve_run(const struct serve_opts *o)
 		return 1;
 	sv->o = *o;
 	sv->lfd = sv->stop_efd = -1;
+	sv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	sv->auth_seed = now_ns() ^ ((uint64_t)getpid() << 32) ^ 0xcbf29ce484222325ULL;
+	pthread_mutex_init(&sv->auth_mu, NULL);
 	sv->max_value = o->max_value;
 	sv->lim.max_bulk = MAX_BULK;
 	sv->lim.max_args = 1u << 20;
@@ -1137,8 +1382,11 @@ out:
 		close(sv->lfd);
 	if (sv->stop_efd >= 0)
 		close(sv->stop_efd);
+	if (sv->reserve_fd >= 0)
+		close(sv->reserve_fd);
 	free(sv->workers);
 	pthread_mutex_destroy(&sv->cursor_mu);
+	pthread_mutex_destroy(&sv->auth_mu);
 	free(sv);
 	return status;
 }

@@ -6,6 +6,7 @@
  */
 #ifndef LOTUS_SERVE_H
 #define LOTUS_SERVE_H
+#include <stddef.h>
 #include <stdint.h>
 #include "lotus.h"
 
@@ -18,9 +19,14 @@ struct serve_opts {
 	unsigned pipeline_max;        /* pipelined commands run as one transaction */
 	unsigned retries;             /* conflict aborts retried per transaction */
 	const char *table;            /* table name */
+	unsigned max_clients;         /* connections served at once; 0: no limit */
+	unsigned timeout_s;           /* close a client idle this long; 0: never */
 };
 
 void serve_opts_init(struct serve_opts *o);
+/* 0 if hostport is HOST:PORT with a port from 0 to 65535, else -EINVAL and
+ * why not (one phrase, in why[n]). */
+int serve_listen_check(const char *hostport, char *why, size_t n);
 /* 1 if host (a name or an address) resolves only to loopback addresses. */
 int serve_host_is_loopback(const char *host);
 /* Run until SIGINT or SIGTERM.  Returns the exit status (0, 1 runtime error). */

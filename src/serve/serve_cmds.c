@@ -394,9 +394,12 @@ static void cmd_command(struct conn *c, const struct resp_cmd *cmd, struct rbuf 
 /* CONFIG GET for what clients ask at start (redis-benchmark: save, appendonly). */
 static void cmd_config(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 {
-	static const char *const known[][2] = {
+	char timeout[16], maxclients[16];
+	snprintf(timeout, sizeof(timeout), "%u", c->w->sv->o.timeout_s);
+	snprintf(maxclients, sizeof(maxclients), "%u", c->w->sv->o.max_clients);
+	const char *const known[][2] = {
 		{ "save", "" }, { "appendonly", "no" }, { "databases", "1" },
-		{ "maxmemory", "0" }, { "timeout", "0" },
+		{ "maxmemory", "0" }, { "timeout", timeout }, { "maxclients", maxclients },
 	};
 	if (!resp_arg_is(&cmd->argv[1], "GET")) {
 		resp_error(b, "ERR CONFIG %.*s is not supported by lotus serve (only CONFIG GET)",

@@ -7,8 +7,8 @@
  * connections and their jobs; nothing of those is touched by another thread.
  * Shared between threads: struct server (read-only after start), the inbox of
  * each worker (accepted sockets handed over, under inbox_mu), the SCAN cursor
- * table (cursor_mu), the counters (atomics) and each worker's snapshot of its
- * session counters (stats_mu).
+ * table (cursor_mu), the counters (atomics), each worker's snapshot of its
+ * session counters (stats_mu) and the AUTH failures per address (auth_mu).
  */
 #ifndef LOTUS_SERVE_INT_H
 #define LOTUS_SERVE_INT_H
@@ -70,7 +70,8 @@ extern const unsigned cmd_count;
 
 struct counters {
 	_Atomic uint64_t commands, conns_total, txn_commit, txn_retry, txn_fail, proto_errors;
-	_Atomic int64_t conns_now;
+	_Atomic uint64_t rejected;       /* refused: --max-clients, or out of descriptors */
+	_Atomic int64_t conns_now;       /* accepted and not yet closed */
 };
 
 struct cursor_ent {
@@ -79,6 +80,15 @@ struct cursor_ent {
 	unsigned char key[KEY_MAX];
 };
 #define CURSOR_SLOTS 1024
+
+/* Recent AUTH failures of one client address (serve.c's AUTH throttle). */
+struct auth_ent {
+	unsigned char addr[16];       /* IPv6, or IPv4 mapped into it */
+	unsigned fails;               /* 0: a free slot */
+	uint64_t last_ns;             /* the last failure */
+};
+#define AUTH_SLOTS 1024
+#define AUTH_PROBE 8       /* slots an address may take, from its hash on */
 
 struct server {
 	struct serve_opts o;
@@ -102,6 +112,14 @@ struct server {
 	pthread_mutex_t cursor_mu;
 	uint64_t cursor_seq;
 	struct cursor_ent cursors[CURSOR_SLOTS];
+	pthread_mutex_t auth_mu;
+	uint64_t auth_seed;
+	struct auth_ent auth[AUTH_SLOTS];
+	/* accepting, worker 0 only: */
+	int reserve_fd;                  /* spent to refuse a client when out of fds */
+	uint64_t listen_resume_ns;       /* listener disarmed until then (0: armed) */
+	uint64_t accept_log_ns;          /* no accept-error line before then */
+	uint64_t accept_refused;         /* refused since the last such line */
 };
 
 struct worker {
@@ -129,6 +147,8 @@ struct worker {
 					(LOTUS_ELEASE, LOTUS_EUNAVAIL): open a
 					new session once nothing is in flight */
 	uint64_t renew_after_ns;     /* no new try before (after a failed one) */
+	unsigned nheld;              /* connections held by the AUTH throttle */
+	uint64_t idle_check_ns;      /* next look for idle clients (--timeout) */
 };
 
 struct conn {
@@ -151,6 +171,9 @@ struct conn {
 	int multi_err;                /* a queued command was refused: EXEC aborts */
 	struct job *mq;               /* commands queued by MULTI */
 	struct job *job;              /* the job in flight, if any */
+	uint64_t last_ns;             /* the last byte read or written (--timeout) */
+	uint64_t hold_until_ns;       /* AUTH throttle: not read nor written before */
+	unsigned auth_fails;          /* failed AUTHs on this connection */
 	char name[64];
 };
 

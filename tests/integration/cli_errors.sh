@@ -22,6 +22,13 @@ expect2 memserver
 expect2 memserver --listen 127.0.0.1:0 --memory 0
 expect2 memserver --listen 127.0.0.1:0 --memory 4K
 expect2 netbench --outstanding x
+expect2 serve --listen 127.0.0.1:99999 --local 1
+# ... and the line blames the port, not loopback (protected mode)
+for a in 127.0.0.1:99999 localhost:65536 127.0.0.1:http; do
+  out=$("$L" serve --listen "$a" --local 1 2>&1 >/dev/null)
+  echo "$out" | grep -q "invalid port '${a##*:}'.* 0 to 65535" || fail "serve --listen $a: $out"
+  echo "$out" | grep -q loopback && fail "serve --listen $a blames loopback: $out"
+done
 expect2 iobench --nope
 "$L" ycsb --help | grep -q -- '--records' || fail "ycsb --help lacks --records"
 "$L" ycsb --help | grep -q -- '--engine E' || fail "ycsb --help lacks --engine"
