@@ -10,7 +10,12 @@
 #    swap pages in their tier stats (swap_crc_errors) and log them;
 #  - after SIGTERM (whose final checkpoint must not copy a bad page into an
 #    image) both servers restart, and --verify finds the right total and
-#    every acknowledged transfer.
+#    every acknowledged transfer;
+#  - after another SIGTERM (a good final checkpoint), a page of server 1's
+#    newest image gets a bad extent header with a CRC that matches it
+#    (damage-file forge: rot copied into an image, as main d0f6129 did):
+#    server 1 restarts from the previous image and the log instead of
+#    refusing to start, and --verify is clean again.
 # The same on a YCSB table: a full-table scan (scan-all: the scan prefetch
 # path, store_prefetch) fails with an error or returns every row; a --digest
 # full read fails or gives the reference digest, never another one; after a
@@ -92,6 +97,17 @@ ver=$("$L" bank --config "$CLUSTER_INI" --ledger "$led" --verify --json 2>"$dir/
 echo "bank: verify after the SIGTERM restart: $ver"
 [ "$(echo "$ver" | field ok)" = true ] || fail "verify after the restart not ok: $ver"
 [ "$(echo "$ver" | field total)" = $((accounts * 1000)) ] || fail "total changed: $ver"
+kill -TERM "${CLUSTER_PIDS[1]}"; wait "${CLUSTER_PIDS[1]}"
+grep -q '^prev_seq' "$dir/data/ms1/MANIFEST" || fail "server 1 has no previous checkpoint to fall back to"
+"$root/scripts/damage-file" forge "$dir/data/ms1" --seed 3 || fail "damage-file forge"
+cluster_restart 1 || fail "server 1 did not restart from the previous image: $(grep -i "error\|fail" "$dir/ms1.err" | tail -n 3)"
+echo "bank: server 1 restarted: $(grep "has the right CRC\|recovering from the previous" "$dir/ms1.err" | tail -n 2 | cut -c1-160 | tr '\n' '|')"
+grep -q "recovering from the previous checkpoint" "$dir/ms1.err" || fail "server 1 did not say it fell back"
+ver=$("$L" bank --config "$CLUSTER_INI" --ledger "$led" --verify --json 2>"$dir/verify3.err") \
+  || fail "verify after the fallback failed: $ver $(tail -n 3 "$dir/verify3.err")"
+[ "$(echo "$ver" | field ok)" = true ] && [ "$(echo "$ver" | field total)" = $((accounts * 1000)) ] \
+  || fail "verify after the fallback: $ver"
+echo "bank: verify after the image fallback: ok"
 echo "ok: bank"
 cluster_stop
 
