@@ -33,6 +33,7 @@ out = {
     "resident": g("resident"), "frames": g("frames"), "frame_timeouts": g("frame_timeouts"),
     "registrations": g("registrations"), "clones": g("clones"), "fallbacks": g("fallbacks"),
     "prefetched": g("prefetched"), "prefetch_batches": g("prefetch_batches"),
+    "swap_crc_errors": g("swap_crc_errors"), "image_crc_errors": g("image_crc_errors"),
     "prefetch_errors": g("prefetch_errors"), "prefetch_ns": g("prefetch_ns"),
     "writers": len(w),
     "pw_ios": sum(int(x.get("ios") or 0) for x in w),

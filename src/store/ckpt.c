@@ -1315,12 +1315,29 @@ out:
 	return rc;
 }
 
+/* Untiered: image ci, loaded into the pool with every CRC right, must also
+ * be one store_rebuild can take (a damaged copy checkpointed with its damage
+ * has a valid CRC).  0, or -EIO (logged) so that the caller falls back. */
+static int image_rebuildable(store_t *st, const char *dir, const struct ck_info *ci)
+{
+	uint64_t page = 0;
+	int rc = store_rebuild_check(st, ci->pages_used, &page);
+	if (rc == 0)
+		return 0;
+	log_error("ckpt: page %" PRIu64 " of %s/%s has the right CRC but cannot be rebuilt (%s): "
+		  "the image holds a damaged copy", page, dir, image_name(ci->image, 0),
+		  lotus_strerror(rc));
+	return -EIO;
+}
+
 /* ---- lazy recovery of a tiered store ----
  * The image is streamed through a staging buffer (CK_LAZY_DEPTH reads of
  * CK_READ_CHUNK in flight), never into the frames wholesale: the image can
- * be larger than the pool.  Pass 1 checks every page's CRC (a damaged image
- * must be refused before any of it is indexed, so that the previous image
- * can be used instead); pass 2 reads it again and hands each page to
+ * be larger than the pool.  Pass 1 checks every page's CRC, and that a page
+ * with the right CRC can be rebuilt (store_rebuild_page_check: a damaged
+ * copy that was checkpointed with its damage has a valid CRC), so that a
+ * damaged image is refused before any of it is indexed and the previous
+ * image can be used instead; pass 2 reads it again and hands each page to
  * store_rebuild_page, which indexes it and keeps it resident while frames
  * are free.  The rest stays on the image until a request touches it. */
 #define CK_LAZY_DEPTH 32u
@@ -1365,7 +1382,19 @@ static void stream_done(struct streamer *sm, const struct io_cqe *e)
 				sm->l.first_bad = p;
 			continue;
 		}
-		if (sm->rebuild && !sm->l.err) {
+		if (!sm->rebuild) {
+			int rc = store_rebuild_page_check(sm->st, p, img);
+			if (rc) {
+				if (sm->l.bad++ < 8)
+					log_error("ckpt: page %" PRIu64 " of %s has the right CRC but "
+						  "cannot be rebuilt (%s): the image holds a damaged "
+						  "copy", p, sm->l.path, lotus_strerror(rc));
+				if (!sm->l.first_bad)
+					sm->l.first_bad = p;
+			}
+			continue;
+		}
+		if (!sm->l.err) {
 			int rc = store_rebuild_page(sm->st, p, img);
 			if (rc) {
 				log_error("ckpt: page %" PRIu64 " of %s cannot be rebuilt: %s", p,
@@ -1376,10 +1405,12 @@ static void stream_done(struct streamer *sm, const struct io_cqe *e)
 	}
 }
 
-/* Stream image ci (pages 1..pages_used); rebuild: index the pages.  0 or
- * -EIO (damage, logged) or another error. */
+/* Stream image ci (pages 1..pages_used); rebuild: name the image the pages'
+ * home (home may be NULL), then index the pages.  0 or -EIO (damage, logged)
+ * or another error. */
 static int stream_image(store_t *st, const char *dir, const struct ck_info *ci,
-			enum io_backend backend, int rebuild, struct ckpt_recover_stats *out)
+			enum io_backend backend, int rebuild, ckpt_home_fn home, void *home_arg,
+			struct ckpt_recover_stats *out)
 {
 	uint32_t ps = store_page_size(st), *crc = NULL;
 	uint64_t ncrc = 0, P = ci->pages_used;
@@ -1395,6 +1426,8 @@ static int stream_image(store_t *st, const char *dir, const struct ck_info *ci,
 			  ", %" PRIu64 " logical pages)", path, P, ncrc, store_npages(st));
 		goto out;
 	}
+	if (rebuild && home && P)
+		home(home_arg, 1, P, ci->image, crc);
 	if (P == 0) {
 		rc = 0;
 		goto out;
@@ -1488,14 +1521,14 @@ static int recover_tiered(store_t *st, const char *dir, const struct manifest *m
 		return LOTUS_ENOSPACE;
 	}
 	*used = &m->cur;
-	int rc = stream_image(st, dir, &m->cur, backend, 0, out);
+	int rc = stream_image(st, dir, &m->cur, backend, 0, NULL, NULL, out);
 	if (rc == -EIO && m->prev.seq && m->prev.need_lsn >= m->log_from) {
 		log_warn("ckpt: checkpoint %" PRIu64 " (%s) is damaged; recovering from the "
 			 "previous checkpoint %" PRIu64 " (%s) and a longer log replay from LSN %"
 			 PRIu64, m->cur.seq, image_name(m->cur.image, 0), m->prev.seq,
 			 image_name(m->prev.image, 0), m->prev.begin_lsn);
 		*used = &m->prev;
-		rc = stream_image(st, dir, &m->prev, backend, 0, out);
+		rc = stream_image(st, dir, &m->prev, backend, 0, NULL, NULL, out);
 	} else if (rc == -EIO && m->prev.seq) {
 		log_error("ckpt: checkpoint %" PRIu64 " (%s) is damaged and the log no longer "
 			  "reaches back to LSN %" PRIu64 ", which the previous checkpoint needs",
@@ -1505,14 +1538,14 @@ static int recover_tiered(store_t *st, const char *dir, const struct manifest *m
 		log_error("ckpt: recovery from %s failed: no undamaged checkpoint image", dir);
 		return -EIO;
 	}
-	if (home)
-		home(home_arg, 1, (*used)->pages_used, (*used)->image);
-	rc = stream_image(st, dir, *used, backend, 1, out);
+	rc = stream_image(st, dir, *used, backend, 1, home, home_arg, out);
 	if (rc == 0)
 		rc = store_rebuild_finish(st, (*used)->pages_used);
-	if (rc) {
-		log_error("ckpt: rebuilding the store from %s/%s failed: %s", dir,
-			  image_name((*used)->image, 0), lotus_strerror(rc));
+	if (rc) {   /* pass 1 found the image sound: not damage (memory, a bug) */
+		log_error("ckpt: rebuilding the store from %s/%s failed: %s (the image passed "
+			  "its checks; the store is half built, so the other image cannot be "
+			  "tried in this process)", dir, image_name((*used)->image, 0),
+			  lotus_strerror(rc));
 		return -EIO;
 	}
 	return 0;
@@ -1577,6 +1610,8 @@ int ckpt_recover_home(store_t *st, const char *dir, enum io_backend backend, ckp
 		goto out;
 	}
 	rc = load_image(st, dir, &m->cur, backend, out);
+	if (rc == 0)
+		rc = image_rebuildable(st, dir, &m->cur);
 	if (rc == -EIO && m->prev.seq && m->prev.need_lsn < m->log_from)
 		log_error("ckpt: checkpoint %" PRIu64 " (%s) is damaged and the log no longer "
 			  "reaches back to LSN %" PRIu64 ", which the previous checkpoint needs",
@@ -1593,6 +1628,8 @@ int ckpt_recover_home(store_t *st, const char *dir, enum io_backend backend, ckp
 		memset(pool + ps, 0, hi > ps ? hi - ps : 0);
 		used = &m->prev;
 		rc = load_image(st, dir, &m->prev, backend, out);
+		if (rc == 0)
+			rc = image_rebuildable(st, dir, &m->prev);
 	}
 	if (rc) {
 		log_error("ckpt: recovery from %s failed: no undamaged checkpoint image", dir);

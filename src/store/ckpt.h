@@ -117,10 +117,15 @@ int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t
 		 struct ckpt_recover_stats *out);
 /* The same; for a tiered store (store_create_tiered) recovery is lazy: the
  * image is streamed twice (CRC check, then store_rebuild_page per page) and
- * home(arg, 1, pages_used, image) names the image the pages stay on until
- * they are touched (called before any page is rebuilt; image 0 = a, 1 = b).
- * home may be NULL. */
-typedef void (*ckpt_home_fn)(void *arg, uint64_t first, uint64_t last, unsigned image);
+ * home(arg, 1, pages_used, image, crc) names the image the pages stay on
+ * until they are touched, with the CRC32C of each of its pages (crc[p], p in
+ * first..last; called before any page is rebuilt; image 0 = a, 1 = b).
+ * home may be NULL.
+ * Both kinds: an image whose CRCs are right but whose pages cannot be rebuilt
+ * (store_rebuild_check / store_rebuild_page_check) counts as damaged, so the
+ * previous image is used when the log reaches back far enough. */
+typedef void (*ckpt_home_fn)(void *arg, uint64_t first, uint64_t last, unsigned image,
+			     const uint32_t *crc);
 int ckpt_recover_home(store_t *st, const char *dir, enum io_backend backend, ckpt_home_fn home,
 		      void *home_arg, uint64_t *replay_from, struct ckpt_recover_stats *out);
 

@@ -1608,6 +1608,53 @@ static int hdr_ok(const struct extent_hdr *h, const struct table *t, uint64_t p,
 	       (h->nslots ? h->nslots : SLOTS_MAX) == t->nslots && p + h->npages - 1 <= last;
 }
 
+/* Would rebuilding the extent of table t whose first page's bytes start at
+ * base accept every in-use slot (the checks of rebuild_extent and
+ * store_rebuild_page)? */
+static int slots_ok(const struct table *t, const unsigned char *base)
+{
+	for (unsigned i = 0; i < t->nslots; i++) {
+		const struct store_rec *r = rec_in(t, (unsigned char *)base, i);
+		if (!(r->gen & 1) &&
+		    (r->key_len == 0 || r->key_len > STORE_KEY_MAX || r->value_len > t->max_value))
+			return 0;
+	}
+	return 1;
+}
+
+int store_rebuild_check(store_t *st, uint64_t pages_used, uint64_t *bad_page)
+{
+	if (st->tiered || pages_used >= st->npages)
+		return -EINVAL;
+	for (uint64_t p = 1; p <= pages_used;) {
+		const unsigned char *base = st->pool + (p << st->page_shift);
+		const struct extent_hdr *h = (const void *)base;
+		const struct table *t = h->magic == EXTENT_MAGIC ? table_get(st, h->table) : NULL;
+		if (!t) {
+			p++;             /* as store_rebuild: never written back */
+			continue;
+		}
+		if (!hdr_ok(h, t, p, pages_used) || !slots_ok(t, base)) {
+			if (bad_page)
+				*bad_page = p;
+			return -EINVAL;
+		}
+		p += h->npages;
+	}
+	return 0;
+}
+
+int store_rebuild_page_check(store_t *st, uint64_t page, const void *img)
+{
+	if (!st->tiered || page == 0 || page >= st->npages)
+		return -EINVAL;
+	const struct extent_hdr *h = img;
+	const struct table *t = h->magic == EXTENT_MAGIC ? table_get(st, h->table) : NULL;
+	if (!t)
+		return 0;            /* as store_rebuild_page: skipped */
+	return hdr_ok(h, t, page, page) && slots_ok(t, img) ? 0 : -EINVAL;
+}
+
 int store_rebuild_page(store_t *st, uint64_t page, const void *img)
 {
 	if (!st->tiered || page == 0 || page >= st->npages)

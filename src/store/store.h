@@ -118,6 +118,12 @@ void store_page_put(store_t *st, uint64_t page);
  * Then store_rebuild_finish(pages_used) sets the bump pointer. */
 int store_rebuild_page(store_t *st, uint64_t page, const void *img);
 int store_rebuild_finish(store_t *st, uint64_t pages_used);
+/* Would store_rebuild_page accept img (the extent header and every in-use
+ * slot)?  0 or -EINVAL; changes nothing (tables re-created first).  Recovery
+ * checks a whole image this way before it rebuilds any page of it, so that a
+ * CRC-valid image that holds a damaged copy is refused while the other image
+ * can still be used. */
+int store_rebuild_page_check(store_t *st, uint64_t page, const void *img);
 
 struct store_tier_stats {
 	uint64_t frames;            /* usable frames (pool pages - 1) */
@@ -261,6 +267,10 @@ size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_
  * two slots (a fuzzy image caught a record that moved) keeps one copy: the
  * log replay that follows every rebuild settles the key's final value. */
 int store_rebuild(store_t *st, uint64_t pages_used);   /* untiered only (-EINVAL) */
+/* Would store_rebuild(pages_used) fail on the bytes now in the pool for a
+ * header or a slot?  0, or -EINVAL with *bad_page (may be NULL) the first
+ * page that it would refuse.  Changes nothing; untiered only. */
+int store_rebuild_check(store_t *st, uint64_t pages_used, uint64_t *bad_page);
 
 /* Addition for the checkpoint manifest (any thread): the number of tables
  * (their ids are 0..n-1, in creation order), and one table's name (copied,

@@ -24,6 +24,28 @@
  *  3. Checkpoints never change where[]: an image write is a copy of a
  *     resident page, whose home stays valid (it is not overwritten: a page
  *     whose home is image X is not stale for X, so X's checkpoints skip it).
+ *  4. crc[p] is the CRC32C of the bytes at p's home whenever where[p] is
+ *     not ZERO: set with where[] (tb_done: of the frame just written, still
+ *     LOCKED, so the bytes are the ones on disk; recovery: the image's
+ *     pages-X.crc entry, which recovery has just checked).  By 3 an image
+ *     page that is some page's home is never rewritten, so its entry stays
+ *     true.
+ *
+ * Checksums.  Every miss read and every prefetch read is checked against
+ * crc[p] (tb_check) before the store sees the bytes; a mismatch is an I/O
+ * error for that request (-EIO: the page stays non-resident, so the next
+ * request reads it again and fails again), counted (swap_crc_errors,
+ * image_crc_errors) and logged at a limited rate.  Because the checkpoint
+ * reads a non-resident page through the same miss, a page that fails the
+ * check fails that checkpoint (ckpt.c keeps the previous image in effect and
+ * the log untruncated): rot is never copied into an image.  The table lives
+ * in DRAM (4 bytes per logical page, MAP_NORESERVE like where[]) and is not
+ * made durable on purpose: pages.swap is truncated at every start and no
+ * recovery reads it, so the table is needed exactly as long as the file it
+ * describes, and a crash loses both together.  The page layout and the swap
+ * file's format stay as they were (a page-sized write straight from the
+ * frame, WRITE_FIXED, with no room for a trailer); the images keep their own
+ * CRC files (ckpt.c).
  *
  * The miss read is the paper's foreground path: one pread (io_read_sync) on
  * the thread that missed, off io_uring by design.  Reader contexts are a
@@ -56,12 +78,15 @@
 #include "common/log.h"
 #include "io/io.h"
 #include "store/pwriter.h"
+#include "store/redo.h"
 #include "store/tierback.h"
 
 #define TB_READERS   16u
 #define TB_HIST      48u
 #define TB_PF_DEPTH  256u          /* a prefetch batch (store_prefetch's maximum) */
 #define TB_CKPT_PAGES 4096u       /* the checkpoint's staging (ckpt's default max_inflight) */
+#define TB_LOG_FIRST 10u          /* checksum mismatches logged one by one, then ... */
+#define TB_LOG_GAP_NS (10ull * 1000000000u)   /* ... at most one line per 10 s */
 #define LOAD(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define ADD(p, v)    __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
@@ -90,6 +115,8 @@ struct tierback {
 	uint64_t npages;
 	uint8_t *where;
 	size_t where_bytes;
+	uint32_t *crc;            /* per logical page: CRC32C of its home's copy (invariant 4) */
+	size_t crc_bytes;
 	store_t *st;
 	pwriter_t *pw;
 	int swap_fd, img_fd[2];
@@ -105,6 +132,9 @@ struct tierback {
 	pthread_mutex_t pf_mu;
 	struct pf_ctx *pf_list;
 	uint64_t pf_reads, pf_errors, pf_ns_sum;
+	/* checksum mismatches (atomic): [0] pages.swap, [1] an image; and the
+	 * log's rate limit: the last line's time, mismatches not logged since */
+	uint64_t crc_bad[2], crc_log_ns, crc_quiet;
 };
 
 /* A thread's prefetch ring (or libaio), made on the thread on first use. */
@@ -163,6 +193,52 @@ static int fault_hit(struct tb_fault *f)
 
 /* ---- the store's hooks ---- */
 
+static const char *home_name(unsigned home)
+{
+	return home == TIER_HOME_SWAP ? "pages.swap" : home == TIER_HOME_IMAGE_A ? "pages-a.dat"
+	       : home == TIER_HOME_IMAGE_B ? "pages-b.dat" : "no file";
+}
+
+/* Log this checksum mismatch?  The first TB_LOG_FIRST, then one per
+ * TB_LOG_GAP_NS; *quiet gets the number not logged since the last line. */
+static int crc_log_due(struct tierback *tb, uint64_t seen, uint64_t *quiet)
+{
+	*quiet = 0;
+	if (seen <= TB_LOG_FIRST)
+		return 1;
+	uint64_t now = clock_now_ns(), last = LOAD(&tb->crc_log_ns);
+	if (now - last < TB_LOG_GAP_NS ||
+	    !__atomic_compare_exchange_n(&tb->crc_log_ns, &last, now, false, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED)) {
+		ADD(&tb->crc_quiet, 1);
+		return 0;
+	}
+	*quiet = __atomic_exchange_n(&tb->crc_quiet, 0, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* Page `page` was just read from `home` into buf: 0 if it is the copy that
+ * was put there (crc[page]), else -EIO, counted and logged (rate-limited).
+ * Any thread; the page is LOCKED by the caller. */
+static int tb_check(struct tierback *tb, uint64_t page, unsigned home, const void *buf,
+		    const char *what)
+{
+	uint32_t want = LOAD(&tb->crc[page]), got = crc32c(0, buf, tb->o.page_size);
+	if (got == want)
+		return 0;
+	ADD(&tb->crc_bad[home == TIER_HOME_SWAP ? 0 : 1], 1);
+	uint64_t seen = LOAD(&tb->crc_bad[0]) + LOAD(&tb->crc_bad[1]), quiet;
+	if (crc_log_due(tb, seen, &quiet))
+		log_error("tier: page %" PRIu64 " read from %s (%s) fails its checksum (CRC32C "
+			  "%08x, expected %08x): the file is damaged; the request gets an I/O "
+			  "error and checkpoints fail while the page is needed (the previous "
+			  "one stays in effect); restart the server to rebuild the page from "
+			  "its checkpoint and the log (mismatch %" PRIu64 "; %" PRIu64 " not "
+			  "logged since the last line)", page, home_name(home), what, got, want,
+			  seen, quiet);
+	return -EIO;
+}
+
 static unsigned hist_bucket(uint64_t ns)
 {
 	unsigned b = ns ? 63u - (unsigned)__builtin_clzll(ns) : 0;
@@ -198,10 +274,12 @@ static int tb_read_page(void *arg, uint64_t page, void *buf)
 	if (n != (ssize_t)ps) {
 		if (ADD(&tb->read_errors, 1) < 10)
 			log_error("tier: reading page %" PRIu64 " from %s failed: %s", page,
-				  home == TIER_HOME_SWAP ? "pages.swap" : home == TIER_HOME_IMAGE_A
-				  ? "pages-a.dat" : "pages-b.dat",
-				  n < 0 ? strerror((int)-n) : "short read");
+				  home_name(home), n < 0 ? strerror((int)-n) : "short read");
 		return n < 0 ? (int)n : -EIO;
+	}
+	if (tb_check(tb, page, home, buf, "a miss") < 0) {
+		ADD(&tb->read_errors, 1);
+		return -EIO;
 	}
 	ADD(&tb->reads, 1);
 	ADD(&tb->read_ns_sum, ns);
@@ -274,6 +352,9 @@ static int tb_read_batch(void *arg, const uint64_t *pages, void *const *bufs, un
 			for (int j = 0; j < rc; j++) {
 				unsigned i = (unsigned)cqe[j].user_data;
 				res[i] = cqe[j].res == (int64_t)ps ? 0 : cqe[j].res < 0 ? (int)cqe[j].res : -EIO;
+				if (res[i] == 0)
+					res[i] = tb_check(tb, pages[i], LOAD(&tb->where[pages[i]]),
+							  bufs[i], "a scan prefetch");
 			}
 			got += (unsigned)rc;
 			if (got >= nprep)
@@ -327,8 +408,10 @@ static void tb_done(void *arg, const struct pw_page *v, int status)
 			status = -err;
 		}
 	}
-	if (status == 0)
-		STORE(&tb->where[v->page], (uint8_t)TIER_HOME_SWAP);   /* before it can miss */
+	if (status == 0) {   /* before it can miss; the frame is still LOCKED (invariant 4) */
+		STORE(&tb->crc[v->page], crc32c(0, v->buf, tb->o.page_size));
+		STORE(&tb->where[v->page], (uint8_t)TIER_HOME_SWAP);
+	}
 	store_evict_done(tb->st, (const struct store_victim *)v, status);
 }
 
@@ -355,13 +438,19 @@ int tierback_create(const struct tierback_opts *o, tierback_t **out)
 	tb->where_bytes = ALIGN_UP(MAX(tb->npages, 1), 4096);
 	tb->where = mmap(NULL, tb->where_bytes, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	tb->crc_bytes = ALIGN_UP(MAX(tb->npages, 1) * sizeof(uint32_t), 4096);
+	tb->crc = mmap(NULL, tb->crc_bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (tb->crc == MAP_FAILED)
+		tb->crc = NULL;
 	tb->swap_fd = tb->img_fd[0] = tb->img_fd[1] = -1;
 	for (unsigned i = 0; i < TB_READERS; i++)
 		pthread_mutex_init(&tb->r[i].mu, NULL);
 	pthread_mutex_init(&tb->pf_mu, NULL);
 	tb->id = ADD(&tb_ids, 1) + 1;
-	if (tb->where == MAP_FAILED) {
+	if (tb->where == MAP_FAILED)
 		tb->where = NULL;
+	if (!tb->where || !tb->crc) {
 		tierback_destroy(tb);
 		return -ENOMEM;
 	}
@@ -468,11 +557,14 @@ pwriter_t *tierback_writers(tierback_t *tb, void **staging, size_t *staging_byte
 	return tb->pw;
 }
 
-void tierback_set_home(void *arg, uint64_t first, uint64_t last, unsigned image)
+void tierback_set_home(void *arg, uint64_t first, uint64_t last, unsigned image,
+		       const uint32_t *crc)
 {
 	struct tierback *tb = arg;
-	for (uint64_t p = first; p <= last && p < tb->npages; p++)
+	for (uint64_t p = first; p <= last && p < tb->npages; p++) {
+		STORE(&tb->crc[p], crc[p]);
 		STORE(&tb->where[p], (uint8_t)(image ? TIER_HOME_IMAGE_B : TIER_HOME_IMAGE_A));
+	}
 }
 
 void tierback_stop(tierback_t *tb)
@@ -506,6 +598,8 @@ void tierback_destroy(tierback_t *tb)
 			close(tb->img_fd[i]);
 	if (tb->where)
 		munmap(tb->where, tb->where_bytes);
+	if (tb->crc)
+		munmap(tb->crc, tb->crc_bytes);
 	if (tb->staging)
 		munmap(tb->staging, tb->staging_bytes);
 	free(tb);
@@ -553,6 +647,8 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 	     ",\"prefetch_ns\":%" PRIu64,
 	     s.prefetched, s.prefetch_batches, s.prefetch_errors, LOAD(&tb->pf_reads),
 	     LOAD(&tb->pf_ns_sum));
+	EMIT(",\"swap_crc_errors\":%" PRIu64 ",\"image_crc_errors\":%" PRIu64,
+	     LOAD(&tb->crc_bad[0]), LOAD(&tb->crc_bad[1]));
 	EMIT(",\"page_writers\":[");
 	for (unsigned i = 0; i < nw; i++) {
 		struct pwriter_stats w;
@@ -595,11 +691,13 @@ void tierback_log_summary(tierback_t *tb)
 	}
 	log_info("tier: %" PRIu64 " of %" PRIu64 " frames resident; %" PRIu64 " misses (%" PRIu64
 		 " preads, mean %.1f us, max %.1f us, p99 < %.1f us, %" PRIu64 " errors); evictions %"
-		 PRIu64 " clean, %" PRIu64 " dirty, %" PRIu64 " write errors; %u page writers: %"
+		 PRIu64 " clean, %" PRIu64 " dirty, %" PRIu64 " write errors; checksum mismatches %"
+		 PRIu64 " in pages.swap, %" PRIu64 " in images; %u page writers: %"
 		 PRIu64 " writes, %" PRIu64 " pages (%" PRIu64 " for checkpoints), %.2f us CPU per page, "
 		 "registrations %d, clones %u, fallbacks %" PRIu64, s.resident, s.frames, s.misses, reads,
 		 reads ? LOAD(&tb->read_ns_sum) / reads / 1e3 : 0.0, s.miss_ns_max / 1e3,
-		 read_p99(tb) / 1e3, s.miss_errors, s.evict_clean, s.evict_dirty, s.evict_errors, nw,
+		 read_p99(tb) / 1e3, s.miss_errors, s.evict_clean, s.evict_dirty, s.evict_errors,
+		 LOAD(&tb->crc_bad[0]), LOAD(&tb->crc_bad[1]), nw,
 		 ios, pages, cpages, pages ? cpu / 1e3 / (double)pages : 0.0, pwriter_registered(tb->pw),
 		 clones, fb);
 }

@@ -15,6 +15,11 @@
  *   store_destroy -> tierback_destroy.
  * read_page and want_frames run on any thread (the store calls them).
  *
+ * Every page read back (a miss or a scan prefetch) is checked against the
+ * CRC32C its home's copy had when it was put there (a DRAM table, see
+ * tierback.c): a mismatch fails the request with -EIO, never gives it the
+ * bytes, and is counted in the stats (swap_crc_errors, image_crc_errors).
+ *
  * Fault seam for tests, LOTUS_TIER_FAULT="miss:N[:ERRNO[:COUNT]],evict:N[:ERRNO[:COUNT]]":
  * from the Nth miss read / evicted dirty page on, COUNT of them (default 1,
  * 0 = all) fail with ERRNO (EIO, ENOSPC or a number; default EIO).  A failed
@@ -47,8 +52,11 @@ int tierback_start(tierback_t *tb, store_t *st, const char *dir);
  * with them, for checkpoints (ckpt_opts.writers / staging). */
 struct pwriter;
 struct pwriter *tierback_writers(tierback_t *tb, void **staging, size_t *staging_bytes);
-/* Recovery: pages first..last have their latest copy in image (0 = a, 1 = b). */
-void tierback_set_home(void *tb, uint64_t first, uint64_t last, unsigned image);
+/* Recovery: pages first..last have their latest copy in image (0 = a, 1 = b),
+ * whose CRC32C is crc[p] (indexed by page number; recovery checked them):
+ * every later read of such a page from the image is checked against it. */
+void tierback_set_home(void *tb, uint64_t first, uint64_t last, unsigned image,
+		       const uint32_t *crc);
 /* Stop the page writers (before the store goes). */
 void tierback_stop(tierback_t *tb);
 void tierback_destroy(tierback_t *tb);

@@ -3,7 +3,10 @@
  * survived: (1) a flipped byte in the newest image -> recovery falls back to
  * the previous image plus a longer log replay and matches the model; (2) the
  * previous image damaged too -> -EIO, with a log line naming page and file;
- * (3) a damaged MANIFEST -> -EIO.
+ * (3) a damaged MANIFEST -> -EIO; (4) the newest image holds a page with the
+ * right CRC that store_rebuild cannot take (a damaged copy checkpointed with
+ * its damage: its CRC was computed over the damage) -> recovery falls back
+ * to the previous image, as for a CRC mismatch, and matches the model.
  */
 #include "test_ckpt_model.h"
 
@@ -65,6 +68,40 @@ static void manifest_image(const char *dir, const char *key, char *out)
 	CHECK(out[0]);
 }
 
+/* Damage page `page` of image `file` (the low bit of its extent header's
+ * slot_size) and rewrite its entry in the image's CRC file, and that file's
+ * own CRC, so that the image passes every CRC check. */
+static void forge(const char *dir, const char *file, uint64_t page)
+{
+	char p[1300], crcname[64];
+	unsigned char pg[8192], hdr[64];
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	int fd = open(p, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, pg, sizeof(pg), (off_t)(page * sizeof(pg))) == (ssize_t)sizeof(pg));
+	pg[12] ^= 0x01;
+	CHECK(pwrite(fd, pg, sizeof(pg), (off_t)(page * sizeof(pg))) == (ssize_t)sizeof(pg));
+	close(fd);
+	snprintf(crcname, sizeof(crcname), "%.*s.crc", (int)(strlen(file) - 4), file);
+	snprintf(p, sizeof(p), "%s/%s", dir, crcname);
+	fd = open(p, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr));
+	uint64_t n;
+	memcpy(&n, hdr + 16, 8);
+	CHECK(n > page && n < (1u << 20));
+	uint32_t *v = malloc(n * 4);
+	CHECK(v);
+	CHECK(pread(fd, v, n * 4, sizeof(hdr)) == (ssize_t)(n * 4));
+	v[page] = crc32c(0, pg, sizeof(pg));
+	uint32_t all = crc32c(0, v, n * 4);
+	memcpy(hdr + 28, &all, 4);
+	CHECK(pwrite(fd, v, n * 4, sizeof(hdr)) == (ssize_t)(n * 4));
+	CHECK(pwrite(fd, hdr, sizeof(hdr), 0) == (ssize_t)sizeof(hdr));
+	close(fd);
+	free(v);
+}
+
 int main(void)
 {
 	static struct tmodel m;
@@ -110,6 +147,20 @@ int main(void)
 	flip(dir, "MANIFEST", 30);
 	CHECK_EQ(recover_capture(&m, &rs, &next, &replayed), -EIO);
 	CHECK(strstr(captured(), "MANIFEST is damaged"));
+	store_destroy(m.st);
+
+	/* 4. a CRC-valid page that cannot be rebuilt: fall back as for damage */
+	flip(dir, "MANIFEST", 30);        /* repair the manifest and the newest image */
+	flip(dir, cur, 2 * 8192 + 100);
+	forge(dir, cur, 1);
+	CHECK_RC(recover_capture(&m, &rs, &next, &replayed));
+	snprintf(want, sizeof(want), "page 1 of %s/%s has the right CRC but cannot be rebuilt",
+		 dir, cur);
+	CHECK(strstr(captured(), want));
+	CHECK(strstr(captured(), "recovering from the previous checkpoint"));
+	CHECK_EQ(rs.fell_back, 1);
+	CHECK(replayed >= 6000);
+	tm_compare(&m);
 	store_destroy(m.st);
 	tdur_cleanup();
 	printf("ok\n");
