@@ -82,6 +82,7 @@ struct redo_stats {
 	/* Added: writes counts group-commit batches (one per wake-up of the log
 	 * writer); ios counts the I/Os they were split into (max_write pieces). */
 	uint64_t ios;
+	uint64_t marks;   /* watermark writes into segment headers */
 };
 void redo_stats(redo_t *r, struct redo_stats *out);
 
