@@ -1100,6 +1100,11 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 		return -ENOMEM;
 	snprintf(r->dir, sizeof(r->dir), "%s", o->dir);
 	r->segment_bytes = o->segment_bytes ? o->segment_bytes : REDO_DEF_SEGMENT;
+	/* tests: LOTUS_REDO_SEGMENT_BYTES=N rolls segments every N bytes, so
+	 * that checkpoints delete old segments within a short run */
+	const char *sb = getenv("LOTUS_REDO_SEGMENT_BYTES");
+	if (!o->segment_bytes && sb && strtoull(sb, NULL, 10))
+		r->segment_bytes = strtoull(sb, NULL, 10);
 	r->max_write = o->max_write ? ALIGN_UP(o->max_write, REDO_BLOCK) : REDO_DEF_WRITE;
 	r->segment_bytes = MAX(r->segment_bytes, (uint64_t)REDO_BLOCK);
 	r->use_odsync = o->use_odsync;
