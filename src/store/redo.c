@@ -16,10 +16,25 @@
  * LSN (always a multiple of 4 KiB) on; file offset = lsn - first.  Records
  * never span segments.  When the current segment has grown past
  * segment_bytes, the next append first appends a SEGEND record (internal
- * type) and moves the tail to ALIGN_UP(that record's LSN, 4 KiB), which is
- * the next segment's first LSN; the bytes in between belong to no segment.
- * Replay follows SEGEND to the next file; a stream that ends without SEGEND
- * ends the log.
+ * type) and moves the tail to ALIGN_UP(that record's LSN, 4 KiB) + SEG_HDR;
+ * ALIGN_UP(...) is the next segment's first LSN, the bytes in between belong
+ * to no segment.  Replay follows SEGEND to the next file; a stream that ends
+ * without SEGEND ends the log.
+ *
+ * Segment header (format 1; format 0 had none and is still read).  The LSNs
+ * [first, first + 4 KiB) of a segment are its header block: two copies of
+ * struct seg_hdr, at file offsets 0 and 512, the one with the higher seq and a
+ * good CRC counting.  Its mark is an LSN the log was durable up to; the writer
+ * rewrites it (alternating copies, so a torn write leaves the other) at most
+ * every mark_ms after an acknowledged batch and when idle, and at a clean
+ * close; never in a commit's path.  When it moves to a new segment it creates
+ * it (header written, directory fsynced) and then sets SEG_F_NEXT in the old
+ * header, before any record of the new one is written.  So, after a crash:
+ *   - the log reaches at least the highest mark, and past a segment with
+ *     SEG_F_NEXT there is a next segment;
+ *   - a segment file is a whole number of 4 KiB blocks (the writer writes
+ *     whole blocks; replay_cut keeps it so).
+ * A log that breaks one of these was cut, not torn: strict recovery refuses.
  *
  * Torn tail or damage (replay_damage, tail_damage).  Where replay finds no
  * valid record it scans ahead for valid records with higher LSNs.  Only a
