@@ -16,10 +16,25 @@
  * LSN (always a multiple of 4 KiB) on; file offset = lsn - first.  Records
  * never span segments.  When the current segment has grown past
  * segment_bytes, the next append first appends a SEGEND record (internal
- * type) and moves the tail to ALIGN_UP(that record's LSN, 4 KiB), which is
- * the next segment's first LSN; the bytes in between belong to no segment.
- * Replay follows SEGEND to the next file; a stream that ends without SEGEND
- * ends the log.
+ * type) and moves the tail to ALIGN_UP(that record's LSN, 4 KiB) + SEG_HDR;
+ * ALIGN_UP(...) is the next segment's first LSN, the bytes in between belong
+ * to no segment.  Replay follows SEGEND to the next file; a stream that ends
+ * without SEGEND ends the log.
+ *
+ * Segment header (format 1; format 0 had none and is still read).  The LSNs
+ * [first, first + 4 KiB) of a segment are its header block: two copies of
+ * struct seg_hdr, at file offsets 0 and 512, the one with the higher seq and a
+ * good CRC counting.  Its mark is an LSN the log was durable up to; the writer
+ * rewrites it (alternating copies, so a torn write leaves the other) at most
+ * every mark_ms after an acknowledged batch and when idle, and at a clean
+ * close; never in a commit's path.  When it moves to a new segment it creates
+ * it (header written, directory fsynced) and then sets SEG_F_NEXT in the old
+ * header, before any record of the new one is written.  So, after a crash:
+ *   - the log reaches at least the highest mark, and past a segment with
+ *     SEG_F_NEXT there is a next segment;
+ *   - a segment file is a whole number of 4 KiB blocks (the writer writes
+ *     whole blocks; replay_cut keeps it so).
+ * A log that breaks one of these was cut, not torn: strict recovery refuses.
  *
  * Torn tail or damage (replay_damage, tail_damage).  Where replay finds no
  * valid record it scans ahead for valid records with higher LSNs.  Only a
@@ -81,6 +96,12 @@
 #define REDO_MAX_BOUNDS   64
 #define REDO_CTX_FILES    16           /* recreate the writer's ring after this many files */
 #define ALIGN_DOWN_BLOCK(x) ((x) & ~(uint64_t)(REDO_BLOCK - 1))
+#define SEG_MAGIC         0x4753524cu  /* "LRSG" */
+#define SEG_VERSION       1
+#define SEG_HDR           REDO_BLOCK   /* LSNs [first, first + SEG_HDR): the header block */
+#define SEG_SLOT          512u         /* two header copies, one per sector */
+#define SEG_F_NEXT        1u           /* the next segment was created */
+#define REDO_DEF_MARK_MS  100u         /* a watermark at most this often */
 
 struct redo_hdr {
 	uint32_t len;
@@ -94,6 +115,22 @@ struct redo_hdr {
 _Static_assert(sizeof(struct redo_hdr) == 32, "record header is 32 bytes");
 _Static_assert(offsetof(struct redo_hdr, lsn) == 8, "lsn at 8");
 _Static_assert(offsetof(struct redo_hdr, magic) == 28, "magic at 28");
+
+/* A segment's header (format 1), one copy in each of the first two sectors of
+ * the file; the copy with the higher seq and a good CRC counts.  mark: the log
+ * was durable at least up to this LSN when the copy was written. */
+struct seg_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t hdr_bytes;   /* SEG_HDR */
+	uint64_t first;
+	uint64_t seq;
+	uint64_t mark;
+	uint32_t flags;       /* SEG_F_* */
+	uint32_t crc;         /* crc32c of this struct with crc = 0 */
+};
+_Static_assert(sizeof(struct seg_hdr) == 40, "segment header is 40 bytes");
+_Static_assert(offsetof(struct seg_hdr, mark) == 24, "mark at 24");
 
 static inline uint64_t rec_size(uint32_t len)
 {
@@ -230,6 +267,77 @@ static int seg_list(const char *dir, uint64_t **out, size_t *n)
 	return 0;
 }
 
+/* ---- segment headers ---- */
+
+/* Fill copy slot (0 or 1) of the header block blk. */
+static void seghdr_put(unsigned char *blk, unsigned slot, uint64_t first, uint64_t seq,
+		       uint64_t mark, uint32_t flags)
+{
+	struct seg_hdr h = { .magic = SEG_MAGIC, .version = SEG_VERSION, .hdr_bytes = SEG_HDR,
+			     .first = first, .seq = seq, .mark = mark, .flags = flags };
+	h.crc = crc32c(0, &h, sizeof(h));
+	memset(blk + slot * SEG_SLOT, 0, SEG_SLOT);
+	memcpy(blk + slot * SEG_SLOT, &h, sizeof(h));
+}
+
+/* A new segment's header block: both copies alike. */
+static void seghdr_init(unsigned char *blk, uint64_t first, uint64_t mark)
+{
+	memset(blk, 0, SEG_HDR);
+	seghdr_put(blk, 0, first, 1, mark, 0);
+	seghdr_put(blk, 1, first, 1, mark, 0);
+}
+
+enum { SEG_V1 = 1, SEG_V0 = 0, SEG_BAD = -1, SEG_NEWER = -2 };
+
+/* What the first size bytes p of the segment starting at first hold: SEG_V1
+ * (*out: the newest good copy), SEG_V0 (the format before headers: a record
+ * at offset 0), SEG_NEWER (a header of a later format), or SEG_BAD. */
+static int seghdr_get(const unsigned char *p, size_t size, uint64_t first, struct seg_hdr *out)
+{
+	int found = 0, newer = 0;
+	for (unsigned slot = 0; slot < 2 && (slot + 1) * SEG_SLOT <= size; slot++) {
+		struct seg_hdr h;
+		memcpy(&h, p + slot * SEG_SLOT, sizeof(h));
+		uint32_t want = h.crc;
+		h.crc = 0;
+		if (h.magic != SEG_MAGIC || crc32c(0, &h, sizeof(h)) != want)
+			continue;
+		h.crc = want;
+		if (h.version != SEG_VERSION) {
+			newer |= h.version > SEG_VERSION;
+			continue;
+		}
+		if (h.first != first || h.hdr_bytes != SEG_HDR)
+			continue;
+		if (!found || h.seq > out->seq)
+			*out = h;
+		found = 1;
+	}
+	if (found)
+		return SEG_V1;
+	if (newer)
+		return SEG_NEWER;
+	struct redo_hdr r;
+	if (size >= sizeof(r)) {
+		memcpy(&r, p, sizeof(r));
+		if (r.magic == REDO_MAGIC && r.type && r.len <= REDO_MAX_PAYLOAD &&
+		    r.lsn == first + rec_size(r.len))
+			return SEG_V0;
+	}
+	return SEG_BAD;
+}
+
+/* Write the header block blk at offset 0 of fd and make it durable. */
+static int seghdr_write(int fd, const unsigned char *blk, int odsync)
+{
+	ssize_t n = pwrite(fd, blk, SEG_HDR, 0);
+	if (n != (ssize_t)SEG_HDR)
+		return n < 0 ? -errno : -ENOSPC;
+	if (!odsync && fdatasync(fd))
+		return -errno;
+	return 0;
+}
 
 /* ---- the log object ---- */
 
@@ -291,9 +399,18 @@ struct redo {
 	uint64_t cur_first;
 	unsigned ctx_files;
 
+	/* the current segment's header (writer thread; open_tail before it) */
+	unsigned char *hblk;      /* SEG_HDR bytes, aligned for O_DIRECT */
+	int cur_v1;               /* 0: a format-0 segment, no header to mark */
+	uint64_t hseq, hmark;
+	uint32_t hflags;
+	uint64_t mark_ns;         /* when the mark was last written */
+	unsigned mark_ms;         /* 0: no marks (LOTUS_REDO_MARK_MS=0, tests) */
+
 	/* stats (atomic) */
 	uint64_t st_writes, st_batches, st_records, st_bytes, st_cpu_ns, st_notified;
 	uint64_t st_seg_created, st_seg_deleted, st_syscalls_done, st_syscalls_now;
+	uint64_t st_marks;
 	const char *backend_name;
 };
 
@@ -411,7 +528,7 @@ static uint64_t put_record(struct redo *r, uint8_t type, uint64_t txn_id, const 
  * the next 4 KiB boundary (mu held). */
 static int roll_segment(struct redo *r)
 {
-	uint64_t need = rec_size(0) + REDO_BLOCK;
+	uint64_t need = rec_size(0) + REDO_BLOCK + SEG_HDR;
 	while (r->nbounds == REDO_MAX_BOUNDS && !r->failed) {
 		r->space_waiters++;
 		pthread_cond_wait(&r->space_cv, &r->mu);
@@ -423,7 +540,7 @@ static int roll_segment(struct redo *r)
 	uint64_t end = put_record(r, REDO_SEGEND, 0, NULL, 0, 0);
 	struct seg_bound b = { end, ALIGN_UP(end, REDO_BLOCK) };
 	r->bounds[r->nbounds++] = b;
-	STORE(&r->tail, b.new_first);
+	STORE(&r->tail, b.new_first + SEG_HDR);   /* past the new segment's header */
 	r->seg_first = b.new_first;
 	return 0;
 }
@@ -534,7 +651,9 @@ static void seg_list_add(struct redo *r, uint64_t first)
 	pthread_mutex_unlock(&r->seg_mu);
 }
 
-static int seg_open(struct redo *r, uint64_t first, int create)
+/* Open the segment starting at first; create: a new one, its header (mark)
+ * durable before its name is. */
+static int seg_open(struct redo *r, uint64_t first, int create, uint64_t mark)
 {
 	char path[4200];
 	seg_path(path, sizeof(path), r->dir, first);
@@ -543,9 +662,18 @@ static int seg_open(struct redo *r, uint64_t first, int create)
 	if (fd < 0)
 		return fd;
 	if (create) {
-		int rc = fsync_dir(r->dir);
-		if (rc) {
+		unsigned char *blk = NULL;
+		int rc = posix_memalign((void **)&blk, REDO_BLOCK, SEG_HDR) ? -ENOMEM : 0;
+		if (!rc) {
+			seghdr_init(blk, first, mark);
+			rc = seghdr_write(fd, blk, r->use_odsync);
+			if (rc)
+				log_error("redo: writing the header of %s: %s", path, strerror(-rc));
+			free(blk);
+		}
+		if (!rc && (rc = fsync_dir(r->dir)) != 0)
 			log_error("redo: fsync of directory %s: %s", r->dir, strerror(-rc));
+		if (rc) {
 			close(fd);
 			unlink(path);
 			return rc;
@@ -558,12 +686,46 @@ static int seg_open(struct redo *r, uint64_t first, int create)
 
 static void writer_publish_stats(struct redo *r);
 
-/* Move the writer to the segment starting at first (creating it). */
-static int writer_next_segment(struct redo *r, uint64_t first)
+/* Write the current segment's header with a new mark and flags, into the
+ * copy not holding the last one (a torn write leaves that one). */
+static int writer_mark(struct redo *r, uint64_t mark, uint32_t flags)
 {
-	int fd = seg_open(r, first, 1);
+	if (!r->cur_v1)
+		return 0;
+	uint64_t seq = r->hseq + 1;
+	seghdr_put(r->hblk, (unsigned)(seq & 1), r->cur_first, seq, mark, flags);
+	int rc = seghdr_write(r->cur_fd, r->hblk, r->use_odsync);
+	r->mark_ns = clock_now_ns();
+	if (rc)
+		return rc;
+	r->hseq = seq;
+	r->hmark = mark;
+	r->hflags = flags;
+	ADD(&r->st_marks, 1);
+	return 0;
+}
+
+/* Is a mark due after a batch that made the log durable up to end? */
+static int mark_due(const struct redo *r, uint64_t end, uint64_t now)
+{
+	return r->cur_v1 && r->mark_ms && r->hmark < end &&
+	       now - r->mark_ns >= (uint64_t)r->mark_ms * 1000000u;
+}
+
+/* Move the writer to the segment starting at first (creating it); the
+ * current one ends with the SEGEND record ending at old_end, durable. */
+static int writer_next_segment(struct redo *r, uint64_t first, uint64_t old_end)
+{
+	int fd = seg_open(r, first, 1, old_end);
 	if (fd < 0)
 		return fd;
+	/* the new segment exists: say so in the old one, so that recovery
+	 * knows a missing newest segment from one never created */
+	int rc = writer_mark(r, old_end, r->hflags | SEG_F_NEXT);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
 	if (r->ctx_files >= REDO_CTX_FILES) {
 		/* The ring keeps old segments' files registered (and their blocks
 		 * allocated after truncation): start a fresh ring now and then. */
@@ -587,6 +749,11 @@ static int writer_next_segment(struct redo *r, uint64_t first)
 	r->cur_fd = fd;
 	r->cur_file = idx;
 	r->cur_first = first;
+	seghdr_init(r->hblk, first, old_end);
+	r->cur_v1 = 1;
+	r->hseq = 1;
+	r->hmark = old_end;
+	r->hflags = 0;
 	return 0;
 }
 
@@ -603,12 +770,17 @@ static int write_range(struct redo *r, uint64_t start, uint64_t end,
 		while (pos < end && n < 32) {
 			while (b < nb && pos >= bounds[b].new_first) {
 				if (r->cur_first < bounds[b].new_first) {
-					int rc = writer_next_segment(r, bounds[b].new_first);
+					int rc = writer_next_segment(r, bounds[b].new_first,
+								     bounds[b].old_end);
 					if (rc)
 						return rc;
 				}
+				/* the header block: written by seg_open */
+				pos = MAX(pos, bounds[b].new_first + SEG_HDR);
 				b++;
 			}
+			if (pos >= end)
+				break;
 			uint64_t stop = end;
 			if (b < nb && bounds[b].new_first < stop)
 				stop = bounds[b].new_first;
@@ -627,6 +799,8 @@ static int write_range(struct redo *r, uint64_t start, uint64_t end,
 			if (b < nb && pos >= bounds[b].new_first)
 				break; /* switch files only with nothing in flight */
 		}
+		if (!n)
+			break;   /* only a header block was left */
 		/* one system call per batch where the backend allows it */
 		int rc = io_submit_and_reap(r->ctx, cqes, ARRAY_SIZE(cqes), n);
 		if (rc < 0)
@@ -654,7 +828,7 @@ static int write_range(struct redo *r, uint64_t start, uint64_t end,
 	 * the next write starts there. */
 	for (; b < nb && pos >= bounds[b].new_first; b++) {
 		if (r->cur_first < bounds[b].new_first) {
-			int rc = writer_next_segment(r, bounds[b].new_first);
+			int rc = writer_next_segment(r, bounds[b].new_first, bounds[b].old_end);
 			if (rc)
 				return rc;
 		}
@@ -741,13 +915,41 @@ static void *writer_main(void *arg)
 		struct seg_bound bounds[REDO_MAX_BOUNDS];
 		pthread_mutex_lock(&r->mu);
 		uint64_t durable = r->durable;
+		int mark_now = 0;
 		while (!r->failed && !r->stop && r->tail == durable) {
 			r->writer_idle = 1;
-			pthread_cond_wait(&r->work_cv, &r->mu);
+			if (!r->cur_v1 || !r->mark_ms || r->hmark >= durable) {
+				pthread_cond_wait(&r->work_cv, &r->mu);
+				continue;
+			}
+			/* idle with the mark behind: write it when it is due */
+			uint64_t now = clock_now_ns(), due = r->mark_ns + r->mark_ms * 1000000ull;
+			if (now >= due) {
+				mark_now = 1;
+				break;
+			}
+			struct timespec ts;
+			clock_deadline_in(CLOCK_REALTIME, &ts,
+					  (unsigned)((due - now + 999999) / 1000000));
+			pthread_cond_timedwait(&r->work_cv, &r->mu, &ts);
 		}
 		r->writer_idle = 0;
+		if (mark_now) {
+			pthread_mutex_unlock(&r->mu);
+			rc = writer_mark(r, durable, r->hflags);
+			if (rc) {
+				writer_fail(r, rc, durable, durable);
+				break;
+			}
+			continue;
+		}
 		if (r->failed || r->tail == durable) { /* stopped with nothing left */
 			pthread_mutex_unlock(&r->mu);
+			/* a clean close: the mark covers the whole log */
+			if (!r->failed && r->mark_ms && r->hmark < durable &&
+			    (rc = writer_mark(r, durable, r->hflags)) != 0)
+				log_warn("redo: writing the last mark of the log in %s: %s", r->dir,
+					 strerror(-rc));
 			break;
 		}
 		uint64_t end = r->tail, recs = r->records_appended - recs_done;
@@ -770,6 +972,12 @@ static void *writer_main(void *arg)
 		ADD(&r->st_batches, 1);
 		ADD(&r->st_bytes, end - durable);
 		writer_done(r, start, end, recs, nb);
+		/* the watermark: at most one header write every mark_ms, after
+		 * the batch was acknowledged, so no commit waits for it */
+		if (mark_due(r, end, clock_now_ns()) && (rc = writer_mark(r, end, r->hflags)) != 0) {
+			writer_fail(r, rc, end, end);
+			break;
+		}
 		writer_publish_stats(r);
 		ADD(&r->st_cpu_ns, clock_thread_cpu_ns() - cpu0);
 	}
@@ -783,6 +991,51 @@ static size_t ring_size(uint32_t max_write)
 {
 	return ALIGN_UP((size_t)rec_size(REDO_MAX_PAYLOAD) + 2 * REDO_BLOCK, (size_t)1 << 20) +
 	       4 * (size_t)max_write;
+}
+
+/* Load the header of the segment the log continues in (fd, starting at
+ * first): format 1 (marks go on), format 0 (no marks), or none yet (a file
+ * whose header write never completed: written now). */
+static int open_header(struct redo *r, int fd, uint64_t first)
+{
+	struct seg_hdr h = { 0 };
+	struct stat stt;
+	ssize_t got = pread(fd, r->hblk, SEG_HDR, 0);
+	if (got < 0 || fstat(fd, &stt)) {
+		int rc = -errno;
+		log_error("redo: reading the header of segment %016" PRIx64 " in %s: %s", first,
+			  r->dir, strerror(errno));
+		return rc;
+	}
+	int v = seghdr_get(r->hblk, (size_t)got, first, &h);
+	if (v == SEG_V1) {
+		r->cur_v1 = 1;
+		r->hseq = h.seq;
+		r->hmark = h.mark;
+		r->hflags = h.flags;
+		return 0;
+	}
+	if (v == SEG_V0) {
+		r->cur_v1 = 0;
+		return 0;
+	}
+	if (stt.st_size != 0) {
+		log_error("redo: segment %016" PRIx64 " in %s has no valid header (run redo_replay "
+			  "first)", first, r->dir);
+		return -EIO;
+	}
+	seghdr_init(r->hblk, first, first);
+	int rc = seghdr_write(fd, r->hblk, r->use_odsync);
+	if (rc) {
+		log_error("redo: writing the header of segment %016" PRIx64 " in %s: %s", first,
+			  r->dir, strerror(-rc));
+		return rc;
+	}
+	r->cur_v1 = 1;
+	r->hseq = 1;
+	r->hmark = first;
+	r->hflags = 0;
+	return 0;
 }
 
 /* Find the segment holding next_lsn, open it and load its partial last block
@@ -805,12 +1058,16 @@ static int open_tail(struct redo *r, uint64_t next_lsn)
 	}
 	if (n == 0) {
 		uint64_t first = ALIGN_UP(next_lsn, (uint64_t)REDO_BLOCK);
-		int fd = seg_open(r, first, 1);
+		int fd = seg_open(r, first, 1, next_lsn);
 		if (fd < 0)
 			return fd;
 		r->cur_fd = fd;
 		r->cur_first = r->seg_first = first;
-		r->tail = r->durable = r->floor = first;
+		r->tail = r->durable = r->floor = first + SEG_HDR;
+		seghdr_init(r->hblk, first, next_lsn);
+		r->cur_v1 = 1;
+		r->hseq = 1;
+		r->hmark = next_lsn;
 		return 0;
 	}
 	uint64_t first = segs[n - 1];
@@ -819,11 +1076,16 @@ static int open_tail(struct redo *r, uint64_t next_lsn)
 			  first, r->dir);
 		return -EINVAL;
 	}
-	int fd = seg_open(r, first, 0);
+	int fd = seg_open(r, first, 0, 0);
 	if (fd < 0)
 		return fd;
 	r->cur_fd = fd;
 	r->cur_first = r->seg_first = first;
+	rc = open_header(r, fd, first);
+	if (rc)
+		return rc;
+	if (r->cur_v1)
+		next_lsn = MAX(next_lsn, first + SEG_HDR);
 	r->tail = r->durable = next_lsn;
 	r->floor = ALIGN_DOWN_BLOCK(next_lsn);
 	if (next_lsn % REDO_BLOCK) {
@@ -853,6 +1115,11 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 		return -ENOMEM;
 	snprintf(r->dir, sizeof(r->dir), "%s", o->dir);
 	r->segment_bytes = o->segment_bytes ? o->segment_bytes : REDO_DEF_SEGMENT;
+	/* tests: LOTUS_REDO_SEGMENT_BYTES=N rolls segments every N bytes, so
+	 * that checkpoints delete old segments within a short run */
+	const char *sb = getenv("LOTUS_REDO_SEGMENT_BYTES");
+	if (!o->segment_bytes && sb && strtoull(sb, NULL, 10))
+		r->segment_bytes = strtoull(sb, NULL, 10);
 	r->max_write = o->max_write ? ALIGN_UP(o->max_write, REDO_BLOCK) : REDO_DEF_WRITE;
 	r->segment_bytes = MAX(r->segment_bytes, (uint64_t)REDO_BLOCK);
 	r->use_odsync = o->use_odsync;
@@ -864,6 +1131,10 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 	if (r->delay_ms)
 		log_warn("redo: LOTUS_REDO_DELAY_MS: every log write waits %u ms (tests only)",
 			 r->delay_ms);
+	/* tests: LOTUS_REDO_MARK_MS=N writes the watermark at most every N ms
+	 * (0: never, so that a test can fake a torn tail after a clean stop) */
+	const char *mk = getenv("LOTUS_REDO_MARK_MS");
+	r->mark_ms = mk ? (unsigned)strtoul(mk, NULL, 10) : REDO_DEF_MARK_MS;
 	r->cur_fd = -1;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_mutex_init(&r->nmu, NULL);
@@ -872,6 +1143,11 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 	pthread_cond_init(&r->space_cv, NULL);
 	pthread_cond_init(&r->durable_cv, NULL);
 	int rc = 0;
+	if (posix_memalign((void **)&r->hblk, REDO_BLOCK, SEG_HDR)) {
+		r->hblk = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
 	r->ring_bytes = ring_size(r->max_write);
 	r->ring = mmap(NULL, r->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
@@ -932,6 +1208,7 @@ void redo_close(redo_t *r)
 	pthread_cond_destroy(&r->durable_cv);
 	free(r->heap);
 	free(r->segs);
+	free(r->hblk);
 	free(r);
 }
 
@@ -970,6 +1247,7 @@ void redo_stats(redo_t *r, struct redo_stats *out)
 	out->notified = LOAD(&r->st_notified);
 	out->segments_created = LOAD(&r->st_seg_created);
 	out->segments_deleted = LOAD(&r->st_seg_deleted);
+	out->marks = LOAD(&r->st_marks);
 	out->backend = r->backend_name ? r->backend_name : "none";
 }
 
@@ -980,6 +1258,8 @@ struct replay_seg {
 	int fd;
 	const unsigned char *map;
 	size_t size;
+	int format;           /* SEG_V1, SEG_V0, SEG_NEWER, SEG_BAD (seghdr_get) */
+	struct seg_hdr hdr;   /* SEG_V1: its newest good copy */
 };
 
 static int replay_map(const char *dir, uint64_t first, struct replay_seg *sg)
@@ -1012,7 +1292,55 @@ static int replay_map(const char *dir, uint64_t first, struct replay_seg *sg)
 		madvise(m, sg->size, MADV_SEQUENTIAL);
 		sg->map = m;
 	}
+	memset(&sg->hdr, 0, sizeof(sg->hdr));
+	sg->format = seghdr_get(sg->map, sg->size, first, &sg->hdr);
 	return 0;
+}
+
+/* Where the records of sg start. */
+static uint64_t replay_start(const struct replay_seg *sg)
+{
+	return sg->first + (sg->format == SEG_V1 ? SEG_HDR : 0);
+}
+
+/* Rewrite the header of sg (format 1) to say mark, without SEG_F_NEXT. */
+static int replay_lower_mark(const char *path, const struct replay_seg *sg, uint64_t mark)
+{
+	unsigned char blk[2 * SEG_SLOT];
+	memset(blk, 0, sizeof(blk));
+	seghdr_put(blk, 0, sg->first, sg->hdr.seq + 1, mark, sg->hdr.flags & ~SEG_F_NEXT);
+	seghdr_put(blk, 1, sg->first, sg->hdr.seq + 1, mark, sg->hdr.flags & ~SEG_F_NEXT);
+	if (pwrite(sg->fd, blk, sizeof(blk), 0) != (ssize_t)sizeof(blk) || fsync(sg->fd)) {
+		int err = errno ? -errno : -EIO;
+		log_error("redo: cannot rewrite the header of %s: %s", path, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/* The highest watermark in the headers of segs[idx..n): the log was durable
+ * at least up to it (0: none, format-0 segments only).  *at: its segment. */
+static uint64_t log_mark(const char *dir, const uint64_t *segs, size_t n, size_t idx,
+			 uint64_t *at)
+{
+	uint64_t mark = 0;
+	*at = 0;
+	for (size_t j = idx; j < n; j++) {
+		char path[4200];
+		unsigned char blk[2 * SEG_SLOT];
+		struct seg_hdr h = { 0 };
+		seg_path(path, sizeof(path), dir, segs[j]);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t got = pread(fd, blk, sizeof(blk), 0);
+		close(fd);
+		if (got > 0 && seghdr_get(blk, (size_t)got, segs[j], &h) == SEG_V1 && h.mark > mark) {
+			mark = h.mark;
+			*at = segs[j];
+		}
+	}
+	return mark;
 }
 
 static void replay_unmap(struct replay_seg *sg)
@@ -1057,20 +1385,33 @@ static int all_zero(const unsigned char *p, size_t n)
 static int replay_cut(const char *dir, struct replay_seg *sg, uint64_t pos, const uint64_t *segs,
 		      size_t n, size_t idx, uint64_t *cut_bytes)
 {
-	uint64_t off = pos - sg->first;
+	uint64_t off = pos - sg->first, keep = ALIGN_UP(off, (uint64_t)REDO_BLOCK);
 	char path[4200];
 	seg_path(path, sizeof(path), dir, sg->first);
 	size_t rest = sg->size > off ? sg->size - off : 0;
-	if (rest && !all_zero(sg->map + off, rest)) {
+	int dirty = rest && !all_zero(sg->map + off, rest);
+	if (dirty) {
 		log_warn("redo: torn or corrupt log tail in %s at LSN %" PRIu64 " (file offset %"
 			 PRIu64 "): cut %zu bytes; the log resumes at LSN %" PRIu64, path, pos, off,
 			 rest, pos);
 		*cut_bytes += rest;
-		if (ftruncate(sg->fd, (off_t)off) || fsync(sg->fd)) {
-			int err = -errno;
-			log_error("redo: cannot cut %s at %" PRIu64 ": %s", path, off, strerror(errno));
+	}
+	/* Cut at the end of the block holding pos, zero past pos: the file
+	 * keeps the shape the writer gives it (whole 4 KiB blocks). */
+	if (dirty || sg->size % REDO_BLOCK) {
+		static const unsigned char zero[REDO_BLOCK];
+		if ((keep > off && pwrite(sg->fd, zero, keep - off, (off_t)off) != (ssize_t)(keep - off)) ||
+		    ftruncate(sg->fd, (off_t)keep) || fsync(sg->fd)) {
+			int err = errno ? -errno : -EIO;
+			log_error("redo: cannot cut %s at %" PRIu64 ": %s", path, off, strerror(-err));
 			return err;
 		}
+	}
+	/* the header must not claim more than is left */
+	if (sg->format == SEG_V1 && (sg->hdr.mark > pos || (sg->hdr.flags & SEG_F_NEXT))) {
+		int rc = replay_lower_mark(path, sg, pos);
+		if (rc)
+			return rc;
 	}
 	for (size_t j = idx + 1; j < n; j++) {
 		char p2[4200], cut[4300];
@@ -1095,12 +1436,16 @@ static int replay_cut(const char *dir, struct replay_seg *sg, uint64_t pos, cons
 static int replay_make_segment(const char *dir, uint64_t first)
 {
 	char path[4200];
+	unsigned char blk[SEG_HDR];
 	seg_path(path, sizeof(path), dir, first);
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
+	seghdr_init(blk, first, first);
+	int rc = pwrite(fd, blk, sizeof(blk), 0) == (ssize_t)sizeof(blk) && !fsync(fd) ? 0
+		 : errno ? -errno : -EIO;
 	close(fd);
-	return fsync_dir(dir);
+	return rc ?: fsync_dir(dir);
 }
 
 /* The highest LSN of a valid record past the damage at pos of segment idx,
@@ -1162,7 +1507,10 @@ static const char *tail_damage(const struct replay_seg *sg, uint64_t pos, const 
 			       const uint64_t *segs, size_t n, size_t idx)
 {
 	uint64_t off = pos - sg->first, size = sg->size;
-	if (size % REDO_BLOCK == 0 && off + REDO_BLOCK <= size)
+	if (size % REDO_BLOCK)
+		return "its size is not a multiple of the 4 KiB write unit, which no crash of "
+		       "this writer leaves (the file was cut)";
+	if (off + REDO_BLOCK <= size)
 		return "the file holds written 4 KiB blocks past its last valid record";
 	for (size_t j = idx + 1; j < n; j++) {
 		char path[4200];
@@ -1214,7 +1562,7 @@ static const char *mode_name(enum redo_recovery mode)
  */
 static int replay_damage(const char *dir, struct replay_seg *sg, uint64_t *pos, uint64_t from_lsn,
 			 enum redo_recovery mode, const uint64_t *segs, size_t n, size_t idx,
-			 struct redo_replay_stats *s)
+			 uint64_t mark, uint64_t mark_seg, struct redo_replay_stats *s)
 {
 	char path[4200];
 	uint64_t nv, off = *pos - sg->first;
@@ -1235,6 +1583,28 @@ static int replay_damage(const char *dir, struct replay_seg *sg, uint64_t *pos, 
 				  PRIu64 "), before the checkpoint's LSN %" PRIu64 ": records are "
 				  "missing", dir, *pos, path, off, from_lsn);
 			return -EIO;
+		}
+		if (*pos < mark) {
+			/* the log was durable past here once: a cut, not a crash */
+			s->damaged_lsn = *pos;
+			s->damaged_to_lsn = mark;
+			if (mode == REDO_RECOVERY_STRICT) {
+				log_error("redo: the log in %s ends at LSN %" PRIu64 " (%s, file offset %"
+					  PRIu64 ", file size %zu), but the header of segment %016" PRIx64
+					  " records that the log was durable up to LSN %" PRIu64 ": the "
+					  "records of LSN %" PRIu64 "..%" PRIu64 ", acknowledged commits "
+					  "among them, are missing.  A crash cannot leave this (the file "
+					  "was cut or overwritten).  Refusing to start.  Restore the data "
+					  "directory, or accept the loss with --recovery-mode tolerate-tail",
+					  dir, *pos, path, off, sg->size, mark_seg, mark, *pos, mark);
+				return -EIO;
+			}
+			log_warn("redo: --recovery-mode %s: the log in %s ends at LSN %" PRIu64 " (%s, "
+				 "file offset %" PRIu64 ") but was durable up to LSN %" PRIu64 "; the "
+				 "records of LSN %" PRIu64 "..%" PRIu64 " are lost: the database "
+				 "recovers as of LSN %" PRIu64, mode_name(mode), dir, *pos, path, off,
+				 mark, *pos, mark, *pos);
+			return replay_cut(dir, sg, *pos, segs, n, idx, &s->cut_bytes) ?: 0;
 		}
 		const char *why = tail_damage(sg, *pos, dir, segs, n, idx);
 		if (why && mode == REDO_RECOVERY_STRICT) {
@@ -1296,28 +1666,69 @@ int redo_replay_mode(const char *dir, uint64_t from_lsn, enum redo_recovery mode
 		log_error("redo: cannot list %s: %s", dir, strerror(-rc));
 		goto out;
 	}
-	if (n == 0)
+	if (n == 0) {
+		/* a checkpoint keeps the segment holding its LSN: with one, an
+		 * empty log directory lost its records */
+		if (from_lsn > 0) {
+			log_error("redo: recovery needs the log from LSN %" PRIu64 " (the checkpoint's) "
+				  "but %s holds no log segment (redo-*.log): the records after the "
+				  "checkpoint are gone.  Refusing to start.  Restore the data directory",
+				  from_lsn, dir);
+			rc = -ENOENT;
+		}
 		goto out;
+	}
 	size_t idx = 0;
 	while (idx + 1 < n && segs[idx + 1] <= from_lsn)
 		idx++;
-	if (segs[idx] > from_lsn && from_lsn > 0) {
-		log_error("redo: recovery needs the log from LSN %" PRIu64 " but the oldest "
-			  "segment in %s starts at %" PRIu64, from_lsn, dir, segs[idx]);
+	if (segs[idx] > from_lsn) {
+		if (from_lsn == 0)
+			log_error("redo: the log in %s starts at LSN %" PRIu64 " (redo-%016" PRIx64
+				  ".log) but recovery needs it from LSN 0: there is no checkpoint "
+				  "(MANIFEST missing) to hold the records before LSN %" PRIu64 ", and "
+				  "recovering without them would serve a database with its tables "
+				  "and older commits missing.  Refusing to start.  Restore the "
+				  "MANIFEST and its pages-*.dat images, or the data directory", dir,
+				  segs[idx], segs[idx], segs[idx]);
+		else
+			log_error("redo: recovery needs the log from LSN %" PRIu64 " but the oldest "
+				  "segment in %s starts at %" PRIu64, from_lsn, dir, segs[idx]);
 		rc = -ENOENT;
 		goto out;
 	}
+	uint64_t mark_seg, mark = log_mark(dir, segs, n, idx, &mark_seg);
 	for (;;) {
 		rc = replay_map(dir, segs[idx], &sg);
 		if (rc)
 			goto out;
+		if (sg.format != SEG_V1 && sg.format != SEG_V0) {
+			char path[4200];
+			seg_path(path, sizeof(path), dir, sg.first);
+			if (sg.size == 0 && idx + 1 == n) {
+				/* created, then a crash before its header was written */
+				replay_unmap(&sg);
+				if ((rc = replay_make_segment(dir, segs[idx])) != 0)
+					goto out;
+				continue;
+			}
+			log_error(sg.format == SEG_NEWER
+				  ? "redo: %s was written by a newer lotus (segment format above %d): "
+				    "this one cannot read it.  Refusing to start"
+				  : "redo: %s has no valid segment header (format %d, both copies at "
+				    "file offsets 0 and 512 fail their checks) and does not start with "
+				    "a record: it is damaged.  Refusing to start.  Restore the data "
+				    "directory", path, SEG_VERSION);
+			rc = -EIO;
+			goto out;
+		}
 		s.segments++;
-		pos = sg.first;
+		pos = replay_start(&sg);
 		const struct redo_hdr *h;
 		for (;;) {
 			h = replay_record(&sg, pos);
 			if (!h) {
-				rc = replay_damage(dir, &sg, &pos, from_lsn, mode, segs, n, idx, &s);
+				rc = replay_damage(dir, &sg, &pos, from_lsn, mode, segs, n, idx, mark,
+						   mark_seg, &s);
 				if (rc == 1)
 					continue;
 				goto out;
@@ -1334,10 +1745,30 @@ int redo_replay_mode(const char *dir, uint64_t from_lsn, enum redo_recovery mode
 			}
 		}
 		uint64_t next = ALIGN_UP(pos, (uint64_t)REDO_BLOCK);
+		int had_next = sg.format == SEG_V1 && (sg.hdr.flags & SEG_F_NEXT);
 		replay_unmap(&sg);
 		if (idx + 1 < n && segs[idx + 1] == next) {
 			idx++;
 			continue;
+		}
+		if (had_next && idx + 1 == n) {
+			char path[4200];
+			seg_path(path, sizeof(path), dir, next);
+			s.damaged_lsn = s.damaged_to_lsn = pos;
+			if (mode == REDO_RECOVERY_STRICT) {
+				log_error("redo: the log in %s ends at LSN %" PRIu64 " with the end of "
+					  "segment %016" PRIx64 ", whose header records that the next "
+					  "segment %s was created; it is missing, and with it the records "
+					  "after LSN %" PRIu64 ", acknowledged commits among them.  A crash "
+					  "cannot leave this.  Refusing to start.  Restore the data "
+					  "directory, or accept the loss with --recovery-mode tolerate-tail",
+					  dir, pos, segs[idx], path, pos);
+				rc = -EIO;
+				goto out;
+			}
+			log_warn("redo: --recovery-mode %s: segment %s, after LSN %" PRIu64 ", is "
+				 "missing: the database recovers as of LSN %" PRIu64, mode_name(mode),
+				 path, pos, pos);
 		}
 		pos = next;
 		if (idx + 1 < n) {

@@ -2,7 +2,9 @@
  * redo.h - the memory server's redo log (docs/design.md, "Storage engine"; the
  * redo log writes of the hybrid I/O paper, "io_uring in Oracle Database", §3.6).
  *
- * The log is a byte stream cut into segment files (DIR/redo-<first-lsn>.log).
+ * The log is a byte stream cut into segment files (DIR/redo-<first-lsn>.log),
+ * each opening with a 4 KiB header whose watermark says how far the log was
+ * durable (written at most every 100 ms, off the commit path).
  * An LSN is a byte offset in that stream; a record's LSN is the offset just
  * past its end, so "lsn durable" means the record and everything before it
  * are on disk.  Every record carries its length, LSN, transaction id, type
@@ -82,6 +84,7 @@ struct redo_stats {
 	/* Added: writes counts group-commit batches (one per wake-up of the log
 	 * writer); ios counts the I/Os they were split into (max_write pieces). */
 	uint64_t ios;
+	uint64_t marks;   /* watermark writes into segment headers */
 };
 void redo_stats(redo_t *r, struct redo_stats *out);
 
@@ -99,6 +102,11 @@ void redo_stats(redo_t *r, struct redo_stats *out);
  *    there if the damage and every valid record after it lie in the same
  *    segment; POINT_IN_TIME always cuts there (the records after it are lost,
  *    loudly).  Damage below from_lsn that reaches into it always fails.
+ * A log that ends below the watermark of a segment header, past a segment
+ * whose header says a next one was created, or in a file whose size is no
+ * whole number of 4 KiB blocks was cut, not torn: refused by STRICT, cut
+ * (with the watermark lowered) by the other modes.  A log that starts past
+ * from_lsn (also past 0: no checkpoint) fails with -ENOENT in every mode.
  * *next_lsn is where appending resumes.  cb returns 0 to go on, or an error
  * to stop the replay.  redo_replay is redo_replay_mode(STRICT). */
 enum redo_recovery {

@@ -51,7 +51,9 @@ cp "$top/seg.orig" "$seg"
 import struct, sys
 p = sys.argv[1]
 d = bytearray(open(p, 'rb').read())
-pos = 0                      # walk the records: len u32, crc u32, lsn u64, ..., magic u32 at 28
+# past the segment header (format 1: a 4 KiB block starting "LRSG"), walk the
+# records: len u32, crc u32, lsn u64, ..., magic u32 at 28
+pos = 4096 if d[:4] == b'LRSG' else 0
 while pos + 32 <= len(d):
     ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
     size = (32 + ln + 7) & ~7
@@ -64,6 +66,7 @@ ln = 1000
 hdr = struct.pack('<IIQQB3xI', ln, 0, pos + ((32 + ln + 7) & ~7), 1, 16, 0x4f44524c)
 rec = hdr + bytes((i * 37 + 11) & 0xff or 1 for i in range(100)) + bytes(ln - 100)
 d[pos:pos + len(rec)] = rec
+d += bytes(-len(d) % 4096)   # the writer writes whole 4 KiB blocks
 open(p, 'wb').write(d)
 PY
 cluster_restart 1 || fail "a torn tail stopped the server: $(tail -n 3 "$top/ms1.err")"

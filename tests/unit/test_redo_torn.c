@@ -10,9 +10,14 @@
  * followed by valid records is not a tail: (4) a bad length field and (5) a
  * zeroed block in the middle are refused by default (nothing changed on
  * disk) and cut only under an explicit recovery mode.
+ * Cases 1-6 fake crashes after a clean close, so they run without the
+ * watermark (LOTUS_REDO_MARK_MS=0); (7) with it, a cut at a 4 KiB boundary
+ * below the mark is refused, and a file cut to a size no write leaves is
+ * refused even without it.
  */
 #include <errno.h>
 #include <sys/stat.h>
+#include "common/common.h"
 #include "store/redo.h"
 #include "test_redo_util.h"
 
@@ -107,6 +112,7 @@ static int seg_fd(const char *dir)
 
 int main(void)
 {
+	setenv("LOTUS_REDO_MARK_MS", "0", 1);
 	const char *dir = tdur_setup();
 	append_some(dir, 0, 500);
 	replay_expect(dir, 500, 0);
@@ -126,10 +132,15 @@ int main(void)
 	append_some(dir, lsns[498], 50);
 	replay_expect(dir, 549, 0);
 
-	/* 2. the file ends in the middle of the last three records (a write
-	 * that never completed): cut by default */
+	/* 2. the last three records end in sectors that were never written (a
+	 * write that never completed, in whole blocks): cut by default */
 	fd = seg_fd(dir);
-	CHECK(ftruncate(fd, (off_t)lsns[546] + 17) == 0);
+	{
+		off_t cut = (off_t)ALIGN_UP(lsns[546] + 17, 512), blkend = (off_t)ALIGN_UP(cut, 4096);
+		unsigned char z[4096] = { 0 };
+		CHECK(pwrite(fd, z, (size_t)(blkend - cut), cut) == blkend - cut);
+		CHECK(ftruncate(fd, blkend) == 0);
+	}
 	close(fd);
 	replay_expect(dir, 547, 1);
 	append_some(dir, lsns[546], 60);
@@ -190,6 +201,34 @@ int main(void)
 		j++;
 	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[j - 1], lsns[j - 1]);
 	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, j, 1);
+
+	/* 7. with the watermark (written at the latest by the clean close): a
+	 * cut at a block boundary, which a crash could leave, is refused because
+	 * the header says the log was durable past it; tolerate-tail cuts and
+	 * lowers the mark, so a later strict start is clean */
+	unsetenv("LOTUS_REDO_MARK_MS");
+	append_some(dir, lsns[j - 1], 300);
+	unsigned last = nrec - 1;
+	fd = seg_fd(dir);
+	off_t cut = (off_t)(lsns[last - 100] & ~4095ull);
+	CHECK(ftruncate(fd, cut) == 0);
+	close(fd);
+	unsigned m = 0;
+	while (lsns[m] <= (uint64_t)cut)
+		m++;
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[m - 1], lsns[last]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, m, 1);
+	replay_expect(dir, m, 0);
+	/* 8. a file cut to a size that is no multiple of 4 KiB, past the mark
+	 * (marks off again): no crash of this writer leaves it */
+	setenv("LOTUS_REDO_MARK_MS", "0", 1);
+	append_some(dir, lsns[m - 1], 100);
+	fd = seg_fd(dir);
+	CHECK(ftruncate(fd, (off_t)lsns[nrec - 1] - 7) == 0);
+	close(fd);
+	refuse_expect(dir, REDO_RECOVERY_STRICT, lsns[nrec - 2], lsns[nrec - 2]);
+	replay_mode_expect(dir, REDO_RECOVERY_TOLERATE_TAIL, nrec - 1, 1);
+	replay_expect(dir, nrec, 0);
 	tdur_cleanup();
 	printf("ok\n");
 	return 0;
