@@ -17,8 +17,9 @@
  *
  * Return codes: 0 (or a non-negative count/index) on success, -errno for a
  * system failure (-EINVAL: a bad argument, such as a NULL or empty key or
- * name), or one of the LOTUS_E* codes below.  lotus_strerror() names any of
- * them.
+ * name, or a NULL handle or out pointer: getters then return 0 or NULL and
+ * calls without a result do nothing), or one of the LOTUS_E* codes below.
+ * lotus_strerror() names any of them.
  *
  * Guarantees of a transaction:
  *   Serializable  strict two-phase locking at the memory servers: every key
