@@ -17,8 +17,9 @@
  *
  * Return codes: 0 (or a non-negative count/index) on success, -errno for a
  * system failure (-EINVAL: a bad argument, such as a NULL or empty key or
- * name), or one of the LOTUS_E* codes below.  lotus_strerror() names any of
- * them.
+ * name, or a NULL handle or out pointer: getters then return 0 or NULL and
+ * calls without a result do nothing), or one of the LOTUS_E* codes below.
+ * lotus_strerror() names any of them.
  *
  * Guarantees of a transaction:
  *   Serializable  strict two-phase locking at the memory servers: every key
@@ -43,10 +44,15 @@
  *   Deadlines     every wait for a memory server ends once timeout_ms
  *                 (lotus_options) has passed, with LOTUS_ETIMEOUT.  From execute: the
  *                 transaction failed (sticky); abort it, which does not wait
- *                 for the server that missed the deadline.  From commit: the
- *                 OUTCOME IS UNKNOWN; the writes may have landed on every,
- *                 some or no server (with a one-phase commit), so read the
- *                 keys back before deciding.  Late replies are dropped.
+ *                 for the server that missed the deadline.  From commit, see
+ *                 "Outcomes".  Late replies are dropped.
+ *   Outcomes      a failed commit says which: LOTUS_EINDOUBT means the
+ *                 OUTCOME IS UNKNOWN (the writes may have landed on every,
+ *                 some or no server), so read the keys back before deciding;
+ *                 any other error means nothing was applied, nor will be.
+ *                 A two-phase commit that loses a writer's vote asks the
+ *                 writers it still reaches what became of the transaction
+ *                 (for up to timeout_ms more) before it reports a doubt.
  *   Leases        every connection keeps a lease (lotus_options.lease_ms):
  *                 a memory server that hears nothing from this process for
  *                 a lease (killed, cut off, paused) releases its unprepared
@@ -107,7 +113,13 @@ extern "C" {
 				      expired (it was paused or cut off for
 				      lease_ms): the server released its
 				      transactions there and the connection is gone */
-#define LOTUS_ELAST        (-5018)
+#define LOTUS_EINDOUBT     (-5019) /* commit outcome in doubt: a memory server was lost
+				      or silent after the writes went out, and the
+				      servers still reached could not say within
+				      timeout_ms whether it committed.  It may have
+				      been applied (in whole, or with ONE_PHASE in
+				      part): read the keys back before retrying */
+#define LOTUS_ELAST        (-5019)
 
 const char *lotus_strerror(int err);
 /* 1 if err means "abort and retry the transaction" (conflicts, preemption, a
@@ -290,12 +302,20 @@ int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **ke
 		       size_t *klen, const void **value, size_t *vlen);
 
 /* Commit: execute what is still staged, apply the writes, release the locks.
- * 0: every write landed.  LOTUS_ETIMEOUT, LOTUS_EUNAVAIL or LOTUS_ELEASE (a
- * server lost during the commit round): the outcome is unknown, see
- * "Deadlines" (a transaction whose locks a server released for an expired
- * lease never lands; one that had PREPAREd everywhere is settled by the
- * servers).  Any other error: nothing landed and the transaction is aborted
- * (the sticky error of an earlier failure is returned as is). */
+ * 0: committed: every write landed, or (two-phase) every writer had voted
+ * yes before a server was lost, and the servers apply the rest (a lost one
+ * when it is back; its keys stay locked until then).
+ * LOTUS_EINDOUBT: the OUTCOME IS UNKNOWN: a server was lost or missed the
+ * deadline after the writes went out (a one-phase COMMIT, or a PREPARE whose
+ * vote was lost) and the writers still reached could not settle it within
+ * timeout_ms; the servers settle it later.  Read the keys back before
+ * retrying.
+ * Any other error: NOTHING WAS APPLIED, nor will be, and the transaction is
+ * aborted: LOTUS_EUNAVAIL, LOTUS_ETIMEOUT or LOTUS_ELEASE (a server was lost
+ * before a write could land: in execute, before its PREPARE, or the
+ * transaction was settled as aborted), a refusal (LOTUS_EREADONLY,
+ * LOTUS_EDURABLE, ...), a conflict (retryable), or the sticky error of an
+ * earlier failure. */
 int lotus_txn_commit(lotus_txn_t *t);
 /* Abort: release the locks.  Always leaves the txn ready to restart or free;
  * returns 0 or the error that ended the transaction.  LOTUS_ESTATE while an

@@ -695,7 +695,8 @@ static void on_abort(lotus_txn_t *t, int rc, void *arg);
  * reports "memory server lost" (exit 3) in every case. */
 static bool server_lost(int rc)
 {
-	return rc == LOTUS_EUNAVAIL || rc == LOTUS_ETIMEOUT || rc == LOTUS_ELEASE;
+	return rc == LOTUS_EUNAVAIL || rc == LOTUS_ETIMEOUT || rc == LOTUS_ELEASE ||
+	       rc == LOTUS_EINDOUBT;
 }
 
 static void th_fail(struct bank_thread *th, int rc, const char *fmt, ...)

@@ -324,7 +324,8 @@ static void on_abort(lotus_txn_t *t, int rc, void *arg)
  * (ETIMEOUT) or this process's lease with it expired (ELEASE): stop the run. */
 static int server_lost(int rc)
 {
-	return rc == LOTUS_EUNAVAIL || rc == LOTUS_ETIMEOUT || rc == LOTUS_ELEASE;
+	return rc == LOTUS_EUNAVAIL || rc == LOTUS_ETIMEOUT || rc == LOTUS_ELEASE ||
+	       rc == LOTUS_EINDOUBT;
 }
 
 static void slot_fail(struct slot *sl, int rc)

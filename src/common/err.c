@@ -22,6 +22,8 @@ static const char *const lotus_errs[] = {
 	[-(LOTUS_ELIMIT - LOTUS_EBASE)] = "memory server limit per connection hit (parked requests or bytes in flight)",
 	[-(LOTUS_ELEASE - LOTUS_EBASE)] = "lease with the memory server expired; its "
 					   "transactions there were released",
+	[-(LOTUS_EINDOUBT - LOTUS_EBASE)] = "commit outcome in doubt (a memory server was lost "
+					     "or silent): it may have been applied",
 };
 
 const char *lotus_strerror(int err)

@@ -6,6 +6,10 @@
  * and lotus_session_poll reach the engine the cluster was connected with,
  * and the synchronous forms wait for the asynchronous ones by polling.
  * Nothing here knows which engine runs.
+ *
+ * A NULL handle (or a NULL out pointer) is -EINVAL from every call that
+ * returns an error, 0 / NULL from the getters, and a no-op for the rest: an
+ * application's bug gets an error, not a crash inside the library.
  */
 #include <errno.h>
 #include <string.h>
@@ -40,6 +44,8 @@ const char *engine_kind_name(enum lotus_engine kind)
 
 int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 {
+	if (!o || !out)
+		return -EINVAL;
 	const struct engine *eng = engine_find(o->engine);
 	lotus_cluster_t *c;
 	if (!eng) {
@@ -73,6 +79,8 @@ void lotus_disconnect(lotus_cluster_t *c)
 int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)
 {
 	lotus_session_t *s;
+	if (!c || !out)
+		return -EINVAL;
 	int rc = session_open(c, 0, &s);
 	if (rc)
 		return rc;
@@ -95,27 +103,38 @@ void lotus_session_close(lotus_session_t *s)
 
 int lotus_session_poll(lotus_session_t *s, int timeout_ms)
 {
+	if (!s)
+		return -EINVAL;
 	return sess_engine(s)->poll(s, timeout_ms);
 }
 
 void lotus_session_txn_counters(const lotus_session_t *s, struct lotus_txn_counters *out)
 {
+	if (!out)
+		return;
 	memset(out, 0, sizeof(*out));
-	sess_engine(s)->counters(s, out);
+	if (s)
+		sess_engine(s)->counters(s, out);
 }
 
 int lotus_txn_begin(lotus_session_t *s, lotus_txn_t **out)
 {
+	if (!s || !out)
+		return -EINVAL;
 	return sess_engine(s)->begin(s, out);
 }
 
 int lotus_txn_restart(lotus_txn_t *t)
 {
+	if (!t)
+		return -EINVAL;
 	return t->eng->restart(t, false);
 }
 
 int lotus_txn_recycle(lotus_txn_t *t)
 {
+	if (!t)
+		return -EINVAL;
 	return t->eng->restart(t, true);
 }
 
@@ -125,8 +144,8 @@ void lotus_txn_free(lotus_txn_t *t)
 		t->eng->free(t);
 }
 
-uint64_t lotus_txn_id(const lotus_txn_t *t) { return t->id; }
-uint64_t lotus_txn_priority(const lotus_txn_t *t) { return t->prio; }
+uint64_t lotus_txn_id(const lotus_txn_t *t) { return t ? t->id : 0; }
+uint64_t lotus_txn_priority(const lotus_txn_t *t) { return t ? t->prio : 0; }
 
 /* ---- staging ----------------------------------------------------------------- */
 
@@ -135,6 +154,8 @@ static int stage(lotus_txn_t *t, enum engine_op_kind kind, lotus_table_t tb, con
 {
 	struct engine_op op = { .kind = kind, .table = tb, .key = key, .klen = klen,
 				.value = value, .vlen = vlen, .count = count };
+	if (!t)
+		return -EINVAL;
 	return t->eng->stage(t, &op);
 }
 
@@ -175,34 +196,49 @@ int lotus_txn_scan(lotus_txn_t *t, lotus_table_t tb, const void *start, size_t s
 
 int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen)
 {
+	if (!t)
+		return -EINVAL;
 	return t->eng->result(t, op, value, vlen);
 }
 
 int lotus_txn_scan_rows(const lotus_txn_t *t, int op)
 {
+	if (!t)
+		return -EINVAL;
 	return t->eng->scan_rows(t, op);
 }
 
 int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
 		       const void **value, size_t *vlen)
 {
-	return t->eng->scan_row(t, op, i, key, klen, value, vlen);
+	const void *k, *v;   /* what the caller did not ask for */
+	size_t kl, vl;
+	if (!t)
+		return -EINVAL;
+	return t->eng->scan_row(t, op, i, key ? key : &k, klen ? klen : &kl, value ? value : &v,
+				vlen ? vlen : &vl);
 }
 
 /* ---- steps ---------------------------------------------------------------------- */
 
 int lotus_txn_execute_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
+	if (!t)
+		return -EINVAL;
 	return t->eng->execute(t, cb, arg);
 }
 
 int lotus_txn_commit_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
+	if (!t)
+		return -EINVAL;
 	return t->eng->commit(t, cb, arg);
 }
 
 int lotus_txn_abort_async(lotus_txn_t *t, lotus_txn_cb cb, void *arg)
 {
+	if (!t)
+		return -EINVAL;
 	return t->eng->abort(t, cb, arg);
 }
 
@@ -230,12 +266,16 @@ static int sync_wait(lotus_txn_t *t, struct sync_wait *w, int rc)
 int lotus_txn_execute(lotus_txn_t *t)
 {
 	struct sync_wait w = { 0 };
+	if (!t)
+		return -EINVAL;
 	return sync_wait(t, &w, t->eng->execute(t, sync_done, &w));
 }
 
 int lotus_txn_commit(lotus_txn_t *t)
 {
 	struct sync_wait w = { 0 };
+	if (!t)
+		return -EINVAL;
 	int rc = sync_wait(t, &w, t->eng->commit(t, sync_done, &w));
 	if (rc && !t->eng->finished(t))
 		lotus_txn_abort(t);
@@ -245,5 +285,7 @@ int lotus_txn_commit(lotus_txn_t *t)
 int lotus_txn_abort(lotus_txn_t *t)
 {
 	struct sync_wait w = { 0 };
+	if (!t)
+		return -EINVAL;
 	return sync_wait(t, &w, t->eng->abort(t, sync_done, &w));
 }

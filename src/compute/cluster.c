@@ -42,6 +42,8 @@
 
 void lotus_options_init(struct lotus_options *o)
 {
+	if (!o)
+		return;
 	memset(o, 0, sizeof(*o));
 	o->batch = LOTUS_BATCH_INTRA;
 	o->cc = LOTUS_NO_WAIT;
@@ -71,12 +73,12 @@ int cluster_table_find(const lotus_cluster_t *c, const char *name)
 
 unsigned lotus_cluster_servers(const lotus_cluster_t *c)
 {
-	return c->nservers;
+	return c ? c->nservers : 0;
 }
 
 const char *lotus_cluster_transport(const lotus_cluster_t *c)
 {
-	return c->transport;
+	return c ? c->transport : NULL;
 }
 
 /* An executable regular file? */

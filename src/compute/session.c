@@ -598,7 +598,8 @@ int session_writeback(lotus_session_t *s, unsigned sv, uint16_t table, const voi
 
 void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters *out)
 {
-	*out = s->ctr;
+	if (out)
+		*out = s ? s->ctr : (struct lotus_net_counters){ 0 };
 }
 
 /* Counters of one memory server as JSON text (OP_STATS); the string is owned by
@@ -606,7 +607,7 @@ void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters 
 const char *lotus_server_stats(lotus_session_t *s, unsigned sv)
 {
 	struct wire_req r = { .op = OP_STATS };
-	if (sv >= s->cl->nservers || session_admin(s, sv, &r, NULL, NULL, 0) != 0)
+	if (!s || sv >= s->cl->nservers || session_admin(s, sv, &r, NULL, NULL, 0) != 0)
 		return NULL;
 	return s->g->admin_value;
 }
@@ -616,10 +617,10 @@ const char *lotus_server_stats(lotus_session_t *s, unsigned sv)
 static int table_register(lotus_session_t *s, const char *name, uint32_t max_value,
 			  uint16_t flags, lotus_table_t *out)
 {
+	if (!s || !name || !*name || !out)
+		return -EINVAL;
 	lotus_cluster_t *c = s->cl;
 	int rc = 0;
-	if (!name || !*name || !out)
-		return -EINVAL;
 	size_t nlen = strnlen(name, 65);
 	if (nlen > 64)
 		return LOTUS_ETOOBIG;
@@ -677,6 +678,8 @@ int lotus_table_open(lotus_session_t *s, const char *name, lotus_table_t *out)
 
 uint32_t lotus_table_max_value(lotus_session_t *s, lotus_table_t tb)
 {
+	if (!s)
+		return 0;
 	lotus_cluster_t *c = s->cl;
 	pthread_mutex_lock(&c->tables_mu);
 	uint32_t v = tb < c->ntables ? c->tables[tb].max_value : 0;

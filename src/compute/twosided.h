@@ -25,6 +25,10 @@
  *     |                                    \--scan continuation, waiting read
  *     |                                        (txn_view_followups): EXEC again
  *     +--commit--> [PREPARE -->] COMMIT --replies--> DONE
+ *     |                 \--a writer's vote lost--> RESOLVE (txn_resolve_*)
+ *     |                       --COMMITTED / all PREPARED--> COMMIT / DONE
+ *     |                       --ABORTED / UNKNOWN--> ABORT
+ *     |                       --no answer by the deadline--> DONE (in doubt)
  *     +--abort / FAILED--abort--> ABORT --replies--> DONE --restart--> IDLE
  *
  * PREPARE exists for WOUND_WAIT transactions with two or more participants:
@@ -49,6 +53,16 @@
  * go first (t->ro_first), and the writer's COMMIT only after they answered:
  * a crash that loses what the transaction read then cannot leave its writes
  * behind.  (With two or more writers the PREPARE round already waits.)
+ *
+ * The outcome a failed commit reports (txn.c, "the outcome of a commit"):
+ * nothing applied (the error itself) only when no write can have landed or
+ * ever land; LOTUS_EINDOUBT when one may have.  Each commit step records, by
+ * server, which requests got no answer (lost, past the deadline), which were
+ * refused and which were never sent, and the commit decides from that.  A
+ * two-phase commit that lost a writer's vote asks the writers it still
+ * reaches for the transaction's status (OP_TXN_STATUS, the question the
+ * servers' resolvers ask each other: termination.c) until they settle it or
+ * timeout_ms has passed (RESOLVE).
  */
 #ifndef LOTUS_TWOSIDED_H
 #define LOTUS_TWOSIDED_H
@@ -105,7 +119,8 @@ struct txn_op {
 	struct txn_op *grant_next;      /* CO: on the session's grant list */
 };
 
-enum txn_state { TXN_IDLE, TXN_EXEC, TXN_PREPARE, TXN_COMMIT, TXN_ABORT, TXN_FAILED, TXN_DONE };
+enum txn_state { TXN_IDLE, TXN_EXEC, TXN_PREPARE, TXN_COMMIT, TXN_RESOLVE, TXN_ABORT, TXN_FAILED,
+		 TXN_DONE };
 
 /* A two-sided transaction: pub (engine.h) is what the API sees. */
 struct ts_txn {
@@ -139,6 +154,19 @@ struct ts_txn {
 	lock_txn_t *local;           /* CO: this txn in the local lock table */
 	uint64_t unresponsive;       /* servers that missed a deadline of this attempt:
 					their late replies are dropped, ABORT is not awaited */
+	/* the outcome of a commit: what each server did with this step */
+	uint64_t noanswer;           /* its requests got no answer (lost, past the deadline) */
+	uint64_t refused;            /* it answered with an error */
+	uint64_t unsent;             /* commit round: its request was never sent */
+	uint64_t round_writes;       /* commit round: its request carried writes */
+	uint64_t acked;              /* ABORT round: it answered the ABORT */
+	int abort_after_yes;         /* this abort follows every writer's yes vote: it
+					holds only if a writer took it (acked) */
+	/* RESOLVE: asking the writers what became of the transaction */
+	int doubt;                   /* the error that lost a writer's vote */
+	int resolve_pause;           /* between two rounds of questions */
+	uint64_t resolve_until_ns;   /* the last round ends then: in doubt */
+	uint64_t said_commit, said_abort, said_prepared; /* this round's answers */
 	int ready;                   /* on the session's ready list */
 	ts_txn_t *ready_next;
 };

@@ -562,13 +562,212 @@ static void txn_exec_done(ts_txn_t *t, int err)
 	txn_finish(t, err);
 }
 
-/* Is the connection to one of the writers gone (its vote lost with it)? */
-static int txn_writer_lost(const ts_txn_t *t)
+/* ---- the outcome of a commit -------------------------------------------------
+ *
+ * A commit that fails says "nothing was applied" (its error: LOTUS_EUNAVAIL,
+ * LOTUS_ETIMEOUT, a refusal...) only when no write can have landed nor ever
+ * land, and LOTUS_EINDOUBT otherwise.  What decides is what each server did
+ * with the step's request (t->noanswer, refused, unsent, round_writes):
+ *
+ *   PREPARE (two or more writers; readers get their COMMIT in it):
+ *     every writer voted yes, every reader committed --> COMMIT (phase two)
+ *     a writer voted no, or never got its PREPARE   --> abort: not applied (that
+ *         writer never prepares it, so no resolver can commit it)
+ *     a writer's vote was lost with its connection,
+ *         no writer said no                          --> RESOLVE
+ *     a writer missed the deadline but is connected,
+ *     or only a reader failed                        --> abort everywhere, which
+ *         holds if a writer acknowledged it (its ABORTED outcome then keeps
+ *         every resolver from committing), else in doubt
+ *   COMMIT, phase two of a two-phase commit: every writer voted yes, so the
+ *     transaction is committed whatever this round meets (a lost writer's
+ *     resolver commits it there when it is back): 0
+ *   COMMIT, one phase: in doubt if a server that got writes did not answer, or
+ *     some writes landed while another server failed; else nothing was applied
+ *   RESOLVE: ask every writer still connected for the transaction's status
+ *     (OP_TXN_STATUS; a server that never prepared it answers UNKNOWN and
+ *     refuses it from then on, so UNKNOWN is final) and decide as the servers'
+ *     resolvers do (termination.c):
+ *       any COMMITTED                 --> committed: 0
+ *       any ABORTED or UNKNOWN        --> abort: not applied
+ *       every writer PREPARED         --> COMMIT (phase two)
+ *       else (a writer unreachable)   --> ask again after RESOLVE_PAUSE_NS, until
+ *                                         timeout_ms after the vote was lost:
+ *                                         then in doubt (the servers settle it)
+ * The survivors' answers change once their resolvers have reached the lost
+ * server again, which is how a writer restarted within timeout_ms turns a
+ * doubt into an answer.
+ */
+
+#define RESOLVE_ROUND_NS (1000000000ULL)  /* a round of questions waits this long */
+#define RESOLVE_PAUSE_NS (200000000ULL)   /* between rounds (the resolvers' pace) */
+
+/* A new step: no request out, nothing known about any server yet. */
+static void step_reset(ts_txn_t *t)
 {
+	t->err = 0;
+	t->outstanding = 0;
+	memset(t->due, 0, sizeof(t->due));
+	t->noanswer = t->refused = t->unsent = t->acked = 0;
+}
+
+/* The transaction ends without an abort round: committed (err 0) or in
+ * doubt.  What is left of it at the servers is theirs to settle. */
+static void txn_end_here(ts_txn_t *t, int err)
+{
+	if (err)
+		t->sticky = err;
+	txn_cache_settle(t, err);
+	txn_local_release(t);
+	t->state = TXN_DONE;
+	t->participants = 0;
+	txn_attempt_end(t, err == 0);
+	txn_finish(t, err);
+}
+
+/* Abort everywhere; the commit reports err (nothing was applied). */
+static void txn_abort_with(ts_txn_t *t, int err, int after_yes)
+{
+	t->sticky = t->abort_result = err;
+	t->abort_after_yes = after_yes;
+	txn_abort_start(t);
+}
+
+static void txn_resolve_round(ts_txn_t *t)
+{
+	uint64_t now = clock_now_ns();
+	step_reset(t);
+	t->resolve_pause = 0;
+	t->said_commit = t->said_abort = t->said_prepared = 0;
+	t->sl.deadline_ns = 0;
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
+		if (!(t->writers >> sv & 1) || !session_connected(t->s, sv))
+			continue;
+		struct wire_req r = { .op = OP_TXN_STATUS, .tag = t->sl.idx << 16 | TAG_TXN_OP };
+		if (txn_send(t, sv, &r, NULL, NULL) != 0)
+			t->noanswer |= 1ULL << sv;
+	}
+	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(t->s);
+	if (t->outstanding == 0) {   /* nobody left to ask */
+		txn_step_ready(t);
+		return;
+	}
+	t->sl.deadline_ns = MIN(now + RESOLVE_ROUND_NS, MAX(t->resolve_until_ns, now + 1));
+}
+
+/* A writer's vote was lost with err: find out what became of the
+ * transaction from the writers still connected. */
+static void txn_resolve_start(ts_txn_t *t, int err)
+{
+	t->doubt = err;
+	t->resolve_until_ns = clock_now_ns() + t->s->cl->timeout_ns;
+	t->state = TXN_RESOLVE;
+	txn_resolve_round(t);
+}
+
+/* Slot callback: a writer's answer to OP_TXN_STATUS. */
+static void txn_resolve_note(ts_txn_t *t, unsigned sv, const struct wire_rep *r)
+{
+	uint64_t bit = 1ULL << sv;
+	switch (r->status ? 0 : r->arg) {
+	case WIRE_TXN_COMMITTED:
+		t->said_commit |= bit;
+		break;
+	case WIRE_TXN_ABORTED:
+	case WIRE_TXN_UNKNOWN:     /* never prepared there, and now refused for good */
+		t->said_abort |= bit;
+		break;
+	case WIRE_TXN_PREPARED:
+		t->said_prepared |= bit;
+		break;
+	default:                   /* no answer it can stand by */
+		t->noanswer |= bit;
+		break;
+	}
+}
+
+/* Those of servers whose connection is up. */
+static uint64_t connected_of(const ts_txn_t *t, uint64_t servers)
+{
+	uint64_t up = 0;
 	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++)
-		if ((t->writers >> sv & 1) && !session_connected(t->s, sv))
-			return 1;
-	return 0;
+		if ((servers >> sv & 1) && session_connected(t->s, sv))
+			up |= 1ULL << sv;
+	return up;
+}
+
+static void txn_resolve_done(ts_txn_t *t)
+{
+	uint64_t now = clock_now_ns();
+	if (t->resolve_pause) {   /* the pause is over: ask again */
+		txn_resolve_round(t);
+		return;
+	}
+	if (t->said_commit) {
+		log_info("transaction %llx: committed (its writers said so after a lost vote)",
+			 (unsigned long long)t->pub.id);
+		txn_end_here(t, 0);
+		return;
+	}
+	if (t->said_abort) {
+		txn_abort_with(t, t->doubt, 0);
+		return;
+	}
+	if (t->said_prepared == t->writers) {   /* every vote was yes after all */
+		t->prepared = 1;
+		t->state = TXN_IDLE;
+		txn_commit_start(t);
+		return;
+	}
+	if (now < t->resolve_until_ns && connected_of(t, t->writers)) {
+		t->resolve_pause = 1;
+		t->sl.deadline_ns = MIN(now + RESOLVE_PAUSE_NS, t->resolve_until_ns);
+		return;
+	}
+	log_warn("transaction %llx: commit outcome in doubt (%s; the writers it still "
+		 "reaches could not tell within %llu ms); the memory servers settle it",
+		 (unsigned long long)t->pub.id, lotus_strerror(t->doubt),
+		 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
+	txn_end_here(t, LOTUS_EINDOUBT);
+}
+
+static void txn_prepare_done(ts_txn_t *t, int err)
+{
+	if (!err) {
+		t->prepared = 1; /* every participant is COMMITTING */
+		t->state = TXN_IDLE;
+		txn_commit_start(t);
+		return;
+	}
+	if (!t->writers) {   /* the WOUND_WAIT round: no write was sent */
+		txn_abort_with(t, err, 0);
+		return;
+	}
+	if ((t->refused | t->unsent) & t->writers)
+		txn_abort_with(t, err, 0);   /* a writer never prepares it */
+	else if (t->noanswer & t->writers & ~connected_of(t, t->writers))
+		txn_resolve_start(t, err);   /* a vote lost with its connection */
+	else
+		txn_abort_with(t, err, 1);   /* a reader failed, or a writer is late */
+}
+
+static void txn_commit_done(ts_txn_t *t, int err)
+{
+	if (err && t->prepared && t->writers) {
+		/* phase two: every writer voted yes, so it is committed; a writer
+		 * that missed the COMMIT learns it from the others */
+		log_debug("transaction %llx committed; a writer missed its COMMIT (%s)",
+			  (unsigned long long)t->pub.id, lotus_strerror(err));
+		err = 0;
+	}
+	if (err) {
+		uint64_t w = t->round_writes;
+		uint64_t landed = w & ~(t->noanswer | t->refused | t->unsent);
+		if ((t->noanswer & w) || landed)
+			err = LOTUS_EINDOUBT;
+	}
+	txn_end_here(t, err);
 }
 
 static void txn_step_done(ts_txn_t *t)
@@ -579,57 +778,36 @@ static void txn_step_done(ts_txn_t *t)
 		txn_exec_done(t, err);
 		return;
 	case TXN_PREPARE:
-		if (err && t->writers && txn_writer_lost(t)) {
-			/* a writer's vote is lost with its server: its PREPARE may be
-			 * durable, so an ABORT from here could contradict what the
-			 * servers' cooperative termination decides.  Leave the
-			 * decision to them; the outcome is unknown to the caller. */
-			t->sticky = err;
-			txn_cache_settle(t, err);
-			txn_local_release(t);
-			t->state = TXN_DONE;
-			t->participants = 0;
-			txn_attempt_end(t, 0);
-			txn_finish(t, err);
-			return;
-		}
-		if (err) {
-			t->sticky = err;
-			t->abort_result = err;
-			txn_abort_start(t);
-			return;
-		}
-		t->prepared = 1; /* every participant is COMMITTING */
-		t->state = TXN_IDLE;
-		txn_commit_start(t);
+		txn_prepare_done(t, err);
 		return;
 	case TXN_COMMIT:
 		if (t->ro_first) {   /* the dependent readers answered: now the writer */
 			t->ro_done |= t->ro_first;
 			t->ro_first = 0;
 			if (err) {       /* the writer has not committed: abort it */
-				t->sticky = t->abort_result = err;
-				txn_abort_start(t);
+				txn_abort_with(t, err, 0);
 				return;
 			}
 			t->state = TXN_IDLE;
 			txn_commit_start(t);
 			return;
 		}
-		txn_cache_settle(t, err);
-		txn_local_release(t);
-		t->state = TXN_DONE;
-		t->participants = 0;
-		txn_attempt_end(t, err == 0);
-		txn_finish(t, err);
+		txn_commit_done(t, err);
 		return;
-	case TXN_ABORT:
+	case TXN_RESOLVE:
+		txn_resolve_done(t);
+		return;
+	case TXN_ABORT: {
+		int res = t->abort_result;
+		if (t->abort_after_yes && !(t->acked & t->writers))
+			res = t->sticky = LOTUS_EINDOUBT;   /* no writer took the abort */
 		txn_local_release(t);
 		t->state = TXN_DONE;
 		t->participants = 0;
 		txn_attempt_end(t, 0);
-		txn_finish(t, t->abort_result);
+		txn_finish(t, res);
 		return;
+	}
 	default:
 		return;
 	}
@@ -668,6 +846,26 @@ void txn_op_result(ts_txn_t *t, struct txn_op *o, int status)
 		t->err = status;
 }
 
+/* Does a reply to op belong to a request of a step in state st?  A server
+ * that missed a round's deadline may still answer it during the next round
+ * (RESOLVE asks it again, phase two sends it the COMMIT): that late answer is
+ * dropped, not taken for the new round's. */
+static int step_takes_reply(enum txn_state st, uint8_t op)
+{
+	switch (st) {
+	case TXN_PREPARE:
+		return op == OP_PREPARE || op == OP_COMMIT;
+	case TXN_COMMIT:
+		return op == OP_COMMIT;
+	case TXN_RESOLVE:
+		return op == OP_TXN_STATUS;
+	case TXN_ABORT:
+		return op == OP_ABORT;
+	default:
+		return 1;
+	}
+}
+
 /* Slot callback (group lock held): a reply for this transaction's slot. */
 static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep *r,
 			const unsigned char *k, const unsigned char *v, size_t bytes)
@@ -680,6 +878,8 @@ static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep
 		return;
 	}
 	if (t->due[sv] == 0 || t->outstanding == 0)
+		return;
+	if (idx == TAG_TXN_OP && !step_takes_reply(t->state, r->op))
 		return;
 	engine_count_recv(&t->att, op_type(r->op), bytes);
 	t->due[sv]--;
@@ -702,8 +902,14 @@ static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep
 			if (tc && tc->ops->on_reply(tc, &ck, o->op, o->hint, r))
 				t->s->ctr.hint_stale++;
 		}
-	} else if (!status_is_benign(r->status) && !t->err) {
-		t->err = r->status;
+	} else if (t->state == TXN_RESOLVE) {
+		txn_resolve_note(t, sv, r);
+	} else if (!status_is_benign(r->status)) {
+		t->refused |= 1ULL << sv;
+		if (!t->err)
+			t->err = r->status;
+	} else if (r->status == 0) {
+		t->acked |= 1ULL << sv;
 	}
 	if (t->outstanding == 0)
 		txn_step_ready(t);
@@ -719,6 +925,7 @@ static void ts_on_lost(struct sess_slot *sl, unsigned sv, int reason)
 		return;
 	t->outstanding -= t->due[sv];
 	t->due[sv] = 0;
+	t->noanswer |= 1ULL << sv;
 	if (!t->err)
 		t->err = reason;
 	if (t->outstanding == 0)
@@ -734,6 +941,10 @@ static void ts_on_expire(struct sess_slot *sl)
 	ts_txn_t *t = container_of(sl, ts_txn_t, sl);
 	int late = 0;
 	t->sl.deadline_ns = 0;
+	if (t->state == TXN_RESOLVE && t->resolve_pause) {   /* time to ask again */
+		txn_step_ready(t);
+		return;
+	}
 	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
 		if (!t->due[sv])
 			continue;
@@ -742,6 +953,7 @@ static void ts_on_expire(struct sess_slot *sl)
 			 (unsigned long long)t->pub.id,
 			 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
 		t->unresponsive |= 1ULL << sv;
+		t->noanswer |= 1ULL << sv;
 		t->outstanding -= t->due[sv];
 		t->due[sv] = 0;
 	}
@@ -863,9 +1075,9 @@ static int txn_commit_start(ts_txn_t *t)
 			parts = t->ro_first;
 		}
 	}
-	t->err = 0;
-	t->outstanding = 0;
-	memset(t->due, 0, sizeof(t->due));
+	step_reset(t);
+	t->round_writes = durable2pc ? t->writers
+			  : prepare || t->writers ? 0 : txn_writers(t) & parts;
 	if (t->local && !t->prepared && !t->ro_done) {
 		rc = t->s->cl->cache->ops->begin_commit(t->s->cl->cache, t->local);
 		if (rc) {  /* wounded locally: abort everywhere */
@@ -879,10 +1091,14 @@ static int txn_commit_start(ts_txn_t *t)
 	}
 	t->state = prepare ? TXN_PREPARE : TXN_COMMIT;
 	wire_buf_init(&wb);
-	for (unsigned sv = 0; parts && rc == 0; sv++, parts >>= 1) {
-		if (parts & 1)
-			rc = commit_round_one(t, sv, &wb, durable2pc, prepare);
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS && rc == 0; sv++) {
+		if (!(parts >> sv & 1))
+			continue;
+		rc = commit_round_one(t, sv, &wb, durable2pc, prepare);
+		if (rc == 0)
+			parts &= ~(1ULL << sv);
 	}
+	t->unsent = parts;   /* on a failed send: the participants it never reached */
 	wire_buf_free(&wb);
 	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
 		session_flush(t->s);
@@ -905,6 +1121,7 @@ static int txn_commit_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 	t->prepared = 0;
 	t->writers = 0;
 	t->ro_first = t->ro_done = 0;
+	t->abort_after_yes = 0;
 	if (t->next_unsent < t->nops) {
 		t->commit_after_exec = 1;  /* execute the rest, then commit */
 		return txn_execute_locked(t, cb, arg);
@@ -925,9 +1142,7 @@ static int ts_commit(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 static int txn_abort_start(ts_txn_t *t)
 {
 	uint64_t parts = t->participants;
-	t->err = 0;
-	t->outstanding = 0;
-	memset(t->due, 0, sizeof(t->due));
+	step_reset(t);
 	t->state = TXN_ABORT;
 	txn_local_release(t);
 	for (unsigned sv = 0; parts; sv++, parts >>= 1) {
@@ -957,12 +1172,13 @@ static int txn_abort_start(ts_txn_t *t)
 static int txn_abort_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 {
 	if (t->state == TXN_EXEC || t->state == TXN_PREPARE || t->state == TXN_COMMIT ||
-	    t->state == TXN_ABORT)
+	    t->state == TXN_RESOLVE || t->state == TXN_ABORT)
 		return LOTUS_ESTATE; /* a step is in flight: wait for it */
 	t->cb = cb;
 	t->cb_arg = arg;
 	t->step_done = 0;
 	t->abort_result = 0;
+	t->abort_after_yes = 0;
 	if (t->state == TXN_DONE) {
 		t->state = TXN_ABORT;  /* nothing to release: complete from the poll */
 		txn_step_ready(t);

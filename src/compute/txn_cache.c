@@ -221,8 +221,10 @@ void txn_cache_destroy(struct txn_cache *tc)
 void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
 {
 	struct rcache_stats st;
+	if (!out)
+		return;
 	memset(out, 0, sizeof(*out));
-	if (!c->cache || !pol(c->cache)->cache)
+	if (!c || !c->cache || !pol(c->cache)->cache)
 		return;
 	struct policy *p = pol(c->cache);
 	rcache_stats(p->cache, &st);

@@ -33,7 +33,11 @@
  * present after all is treated as a conflict: the job is retried.
  *
  * Replies are only sent after the commit succeeded, so a client never sees
- * a result that was not committed.
+ * a result that was not committed.  A job that failed answers each of its
+ * commands (or its EXEC) with one error: "-ERR ...; nothing was applied" when
+ * lotus says nothing was (every failure but one), and "-UNKNOWN ..." when
+ * the commit's outcome is in doubt (LOTUS_EINDOUBT), which a client must not
+ * blindly retry.
  */
 #include <errno.h>
 #include <limits.h>
@@ -490,13 +494,18 @@ static void job_end(struct job *j)
 		j->t = NULL;
 	}
 	j->w->inflight--;
-	if (j->fail_rc == LOTUS_ELEASE || j->fail_rc == LOTUS_EUNAVAIL)
+	if (j->fail_rc == LOTUS_ELEASE || j->fail_rc == LOTUS_EUNAVAIL ||
+	    j->fail_rc == LOTUS_EINDOUBT)
 		j->w->renew = 1;   /* that connection is gone for the session */
 	if (j->fail_rc) {
-		char why[200];
+		char why[240];
 		if (j->fail_rc == LOTUS_EABORTED || j->fail_rc == LOTUS_EPREEMPTED)
 			snprintf(why, sizeof(why), "ERR transaction aborted by lock conflicts %u times "
 				 "(the retry limit, --retries); nothing was applied", j->attempts);
+		else if (j->fail_rc == LOTUS_EINDOUBT)   /* the commit may have landed */
+			snprintf(why, sizeof(why), "UNKNOWN lotus transaction outcome unknown (a "
+				 "memory server was lost or silent during the commit): it may "
+				 "have been applied; read the keys before retrying");
 		else
 			snprintf(why, sizeof(why), "ERR lotus transaction failed (%s); nothing was "
 				 "applied", lotus_strerror(j->fail_rc));

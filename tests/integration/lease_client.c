@@ -17,6 +17,15 @@
  *       X-locks `lotus bank`'s accounts 0..N-1 (read for update), prints
  *       "locked", waits for a line on stdin, then aborts: a live client
  *       whose locks others wait for.
+ *   lease_client count CONFIG CC N SECONDS
+ *       for SECONDS, transactions that add 1 to each of count-0..count-(N-1)
+ *       (read for update, write, commit), each commit classified as lotus.h
+ *       says: 0 acknowledged, LOTUS_EINDOUBT in doubt, anything else not
+ *       applied (conflicts are retried and not counted).  A lost server's
+ *       session is reopened.  Then reads the counters (retrying until the
+ *       servers have settled what was left) and prints one line
+ *       "acked A doubt D notapplied X final V0 V1 ..." (exit 0, 1 if the
+ *       counters could not be read).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "lotus.h"
+
+#ifndef LOTUS_EINDOUBT      /* built against an older lotus.h (the test's main run) */
+#define LOTUS_EINDOUBT (-5019)
+#endif
 
 static double now_ms(void)
 {
@@ -167,10 +180,135 @@ static int do_dump(lotus_session_t *s, lotus_table_t tb, unsigned n)
 	return rc ? 1 : 0;
 }
 
+static void count_key(unsigned i, char *buf, size_t len)
+{
+	snprintf(buf, len, "count-%u", i);
+}
+
+/* Read count-0..n-1 (missing: 0) in transaction t, executed. */
+static int count_read(lotus_txn_t *t, lotus_table_t tb, unsigned n, int for_update, long *v)
+{
+	char k[32];
+	for (unsigned i = 0; i < n; i++) {
+		count_key(i, k, sizeof(k));
+		int rc = for_update ? lotus_txn_read_for_update(t, tb, k, strlen(k))
+				    : lotus_txn_read(t, tb, k, strlen(k));
+		if (rc < 0)
+			return rc;
+	}
+	int rc = lotus_txn_execute(t);
+	for (unsigned i = 0; rc == 0 && i < n; i++) {
+		const void *p;
+		size_t len;
+		char buf[32];
+		int r = lotus_txn_result(t, (int)i, &p, &len);
+		v[i] = 0;
+		if (r == 0 && len < sizeof(buf)) {
+			memcpy(buf, p, len);
+			buf[len] = 0;
+			v[i] = atol(buf);
+		} else if (r != LOTUS_ENOTFOUND) {
+			rc = r;
+		}
+	}
+	return rc;
+}
+
+/* One increment: 0, or the commit's (or an earlier step's) error. */
+static int count_once(lotus_txn_t *t, lotus_table_t tb, unsigned n, int *committing)
+{
+	long v[64];
+	char k[32], val[32];
+	*committing = 0;
+	int rc = count_read(t, tb, n, 1, v);
+	for (unsigned i = 0; rc == 0 && i < n; i++) {
+		count_key(i, k, sizeof(k));
+		snprintf(val, sizeof(val), "%ld", v[i] + 1);
+		rc = lotus_txn_write(t, tb, k, strlen(k), val, strlen(val));
+		rc = rc < 0 ? rc : 0;
+	}
+	if (rc == 0) {
+		*committing = 1;
+		rc = lotus_txn_commit(t);
+	}
+	return rc;
+}
+
+static int do_count(lotus_cluster_t *cl, lotus_session_t **sp, lotus_table_t tb, unsigned n,
+		    double seconds)
+{
+	unsigned long acked = 0, doubt = 0, notapplied = 0;
+	double end = now_ms() + seconds * 1000;
+	lotus_txn_t *t = NULL;
+	long v[64];
+	int rc;
+	if (n > 64)
+		return 2;
+	for (unsigned iter = 0; iter < 200000 && now_ms() < end; iter++) {
+		int committing;
+		if (!*sp) {   /* a server was lost: a new session, once it is back */
+			if (lotus_session_open(cl, sp) != 0) {
+				*sp = NULL;
+				usleep(100 * 1000);
+				continue;
+			}
+		}
+		if (!t && lotus_txn_begin(*sp, &t) != 0)
+			return 2;
+		rc = count_once(t, tb, n, &committing);
+		if (rc == 0)
+			acked++;
+		else if (committing && rc == LOTUS_EINDOUBT)
+			doubt++;
+		else if (committing && !lotus_err_retryable(rc))
+			notapplied++;
+		lotus_txn_abort(t);
+		if (rc && !lotus_err_retryable(rc)) {   /* perhaps a lost server: start over */
+			lotus_txn_free(t);
+			t = NULL;
+			lotus_session_close(*sp);
+			*sp = NULL;
+			usleep(50 * 1000);
+		} else if (lotus_txn_recycle(t) != 0) {
+			lotus_txn_free(t);
+			t = NULL;
+		}
+	}
+	lotus_txn_free(t);
+	t = NULL;
+	/* the final values, once the servers have settled the prepared leftovers */
+	rc = -1;
+	for (double stop = now_ms() + 40000; rc && now_ms() < stop;) {
+		if (!*sp && lotus_session_open(cl, sp) != 0) {
+			*sp = NULL;
+			usleep(200 * 1000);
+			continue;
+		}
+		if (lotus_txn_begin(*sp, &t) != 0)
+			return 2;
+		rc = count_read(t, tb, n, 0, v);
+		if (rc == 0)
+			rc = lotus_txn_commit(t);
+		lotus_txn_abort(t);
+		lotus_txn_free(t);
+		t = NULL;
+		if (rc) {
+			lotus_session_close(*sp);
+			*sp = NULL;
+			usleep(200 * 1000);
+		}
+	}
+	printf("acked %lu doubt %lu notapplied %lu final", acked, doubt, notapplied);
+	for (unsigned i = 0; i < n; i++)
+		printf(" %ld", rc ? -1 : v[i]);
+	printf("\n");
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: lease_client hold|grab|dump CONFIG ...\n");
+		fprintf(stderr, "usage: lease_client hold|grab|dump|lockbank|count CONFIG ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -203,6 +341,8 @@ int main(int argc, char **argv)
 		ret = do_hold(s, tb, n, argv[5]);
 	else if (!strcmp(mode, "grab") && argc == 7)
 		ret = do_grab(s, tb, n, argv[5], atof(argv[6]));
+	else if (!strcmp(mode, "count") && argc == 6)
+		ret = do_count(cl, &s, tb, n, atof(argv[5]));
 	else {
 		fprintf(stderr, "lease_client: bad arguments for %s\n", mode);
 		ret = 2;
