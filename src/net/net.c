@@ -39,7 +39,10 @@
  * creates the other endpoint (net_accept).  UCX pairs the two by the order in
  * which each worker creates endpoints to the other (its connection sequence
  * numbers), which holds because one client worker connects to one server
- * at a time.  The client's first PING may arrive before the server's endpoint
+ * at a time.  Neither side hands UCX an address it has not checked
+ * (ucx_addr.h): the door refuses a client whose address does not fit the
+ * shape of the server's own, and net_connect refuses a server's that does not
+ * fit the shape of the client worker's.  The client's first PING may arrive before the server's endpoint
  * exists; UCX then reports it on an endpoint lotus does not know, which is
  * dropped, so net_connect pings again (after 1, 2, 4 .. 20 ms) until it
  * hears back.  A message on
@@ -1112,6 +1115,15 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 		log_debug("net: connect %s: %s", peer, lotus_strerror(rc));
 		return rc;
 	}
+	struct ucx_addr_shape shape = { .nuuid = 0 };
+	char why[160];
+	if (ucx_addr_learn(&shape, w->addr, w->addr_len, why, sizeof(why)) != 0 ||
+	    ucx_addr_check(&shape, raddr, rlen, why, sizeof(why)) != 0) {
+		log_error("memory server %s sent a worker address this client cannot use: %s "
+			  "(do both run the same UCX version and UCX_ options?)", peer, why);
+		free(raddr);
+		return LOTUS_EPROTO;
+	}
 	net_conn_t *c = net_conn_new(w, peer);
 	if (!c) {
 		free(raddr);
@@ -1222,6 +1234,37 @@ static void net_door_client(void *arg, unsigned t, void *addr, size_t len, const
 	net_mail_push(l->targets[t], m);
 }
 
+/* door thread: may an authenticated client's worker address be used? */
+static int net_door_check(void *arg, const void *addr, size_t len, char *why, size_t whylen)
+{
+	net_listener_t *l = arg;
+	return ucx_addr_check(&l->shape, addr, len, why, whylen);
+}
+
+/* The shape of the targets' own addresses, against which clients' are
+ * checked; a UCX whose addresses lotus cannot walk is refused here. */
+static int net_listen_shape(net_listener_t *l)
+{
+	unsigned maj, min, rel;
+	char why[160];
+	ucp_get_version(&maj, &min, &rel);
+	for (unsigned i = 0; i < l->ntargets; i++)
+		if (ucx_addr_learn(&l->shape, l->targets[i]->addr, l->targets[i]->addr_len, why,
+				   sizeof(why)) != 0) {
+			log_error("net: UCX %u.%u.%u packs worker addresses in a way lotus cannot "
+				  "check (%s); supported: UCX 1.13 without UCX_UNIFIED_MODE "
+				  "(docs/net.md)", maj, min, rel, why);
+			return LOTUS_EUNSUPPORTED;
+		}
+	if (maj != 1 || min != 13) {
+		static atomic_int warned;
+		if (!atomic_exchange(&warned, 1))
+			log_warn("net: UCX %u.%u.%u is untested: clients' worker addresses are "
+				 "checked by UCX 1.13's format (docs/net.md)", maj, min, rel);
+	}
+	return 0;
+}
+
 static int net_host_loopback(const char *host)
 {
 	struct in_addr a;
@@ -1270,12 +1313,20 @@ int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **
 		ta[i] = l->targets[i]->addr;
 		tl[i] = l->targets[i]->addr_len;
 	}
+	int rc = net_listen_shape(l);
+	if (rc) {
+		free(ta);
+		free(tl);
+		free(l->targets);
+		free(l);
+		return rc;
+	}
 	struct door_opts d = {
 		.host = host, .port = port, .key = &ctx->key, .max_clients = ctx->max_clients,
 		.nclients = &ctx->nclients, .ntargets = l->ntargets, .taddr = ta, .tlen = tl,
-		.on_client = net_door_client, .arg = l,
+		.on_client = net_door_client, .check_addr = net_door_check, .arg = l,
 	};
-	int rc = door_open(&d, &l->door);
+	rc = door_open(&d, &l->door);
 	free(ta);
 	free(tl);
 	if (rc) {
