@@ -148,7 +148,14 @@ static void net_ucx_default(ucp_config_t *cfg, const char *env, const char *key,
 }
 
 /* UCX writes its log to stdout unless UCX_LOG_FILE says otherwise; stdout is
- * for results (--json), so send UCX's messages to stderr instead. */
+ * for results (--json), so send UCX's messages to stderr instead.  A peer can
+ * make UCX complain once per connection (an address that fits the shape but
+ * reaches nothing), so at most NET_UCX_LOG_LINES lines a second are printed,
+ * and the count of the rest with the next one. */
+#define NET_UCX_LOG_LINES 20
+static pthread_mutex_t net_ucx_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct log_throttle net_ucx_log_lt;
+
 static ucs_log_func_rc_t net_ucx_log(const char *file, unsigned line, const char *function,
 				     ucs_log_level_t level,
 				     const ucs_log_component_config_t *comp, const char *message,
@@ -157,9 +164,18 @@ static ucs_log_func_rc_t net_ucx_log(const char *file, unsigned line, const char
 	(void)function;
 	if (level > comp->log_level && level != UCS_LOG_LEVEL_PRINT)
 		return UCS_LOG_FUNC_RC_STOP;
+	uint64_t missed = 0;
+	pthread_mutex_lock(&net_ucx_log_lock);
+	int pass = level == UCS_LOG_LEVEL_FATAL || level > UCS_LOG_LEVEL_WARN ||
+		   log_throttle_pass(&net_ucx_log_lt, NET_UCX_LOG_LINES, 1000000000ULL, &missed);
+	pthread_mutex_unlock(&net_ucx_log_lock);
+	if (!pass)
+		return UCS_LOG_FUNC_RC_STOP;
 	const char *base = strrchr(file, '/');
 	char buf[1024];
 	vsnprintf(buf, sizeof(buf), message, ap);
+	if (missed)
+		fprintf(stderr, "UCX (%llu more lines not printed)\n", (unsigned long long)missed);
 	fprintf(stderr, "UCX %s %s:%u %s\n", ucs_log_level_names[level], base ? base + 1 : file,
 		line, buf);
 	return UCS_LOG_FUNC_RC_STOP;
@@ -924,7 +940,12 @@ static void net_accept(net_worker_t *w, struct net_mail *m)
 	net_fd_unlock();
 	free(m->item);
 	if (st != UCS_OK) {
-		log_warn("net: accepting %s: %s", m->peer, ucs_status_string(st));
+		/* the client's address fit the shape but reaches nothing */
+		static __thread struct log_throttle lt;
+		uint64_t missed;
+		if (log_throttle_pass(&lt, 5, 1000000000ULL, &missed))
+			log_warn("net: accepting %s: %s%s", m->peer, ucs_status_string(st),
+				 missed ? " (and more not logged)" : "");
 		atomic_fetch_sub(&w->ctx->nclients, 1);
 		free(c);
 		return;

@@ -26,6 +26,10 @@
                                          address: random, and truncated or
                                          mutated copies of the one in HEXFILE;
                                          prints the counts of the answers
+  door_attack.py fakedoor PORTFILE N     a door (no secret) that prints its
+                                         port to PORTFILE and answers N
+                                         clients' AUTH with a garbage
+                                         WELCOME address
   door_attack.py manyflood PORT NSRC PER SECONDS
                                          PER connections from each of NSRC
                                          source addresses 127.0.1.1.., half
@@ -289,6 +293,35 @@ def badaddr(port, n, seconds, hexfile=None):
     return 0
 
 
+def fakedoor(portfile, n):
+    ls = socket.socket()
+    ls.bind(('127.0.0.1', 0))
+    ls.listen(8)
+    open(portfile + '.tmp', 'w').write('%d\n' % ls.getsockname()[1])
+    os.rename(portfile + '.tmp', portfile)
+    ls.settimeout(30)
+    garbage = [os.urandom(200), bytes([0x09]) + os.urandom(60), b'\x20' + os.urandom(40)]
+    for i in range(n):
+        try:
+            c, _ = ls.accept()
+        except socket.timeout:
+            break
+        c.settimeout(10)
+        try:
+            t, body = frame(c)
+            nc, ns = body[8:40], os.urandom(32)
+            ms = hmac.new(bytes(32), b'lotus door server\0' + nc + ns, hashlib.sha256).digest()
+            c.sendall(hdr(F_CHALLENGE, 64) + ns + ms)
+            frame(c)   # AUTH
+            a = garbage[i % len(garbage)]
+            c.sendall(hdr(F_WELCOME, len(a)) + a)
+            time.sleep(0.2)
+        except (OSError, EOFError):
+            pass
+        c.close()
+    return 0
+
+
 def manyflood(port, nsrc, per, seconds):
     import selectors
     sel = selectors.DefaultSelector()
@@ -340,7 +373,8 @@ def manyflood(port, nsrc, per, seconds):
 
 
 if __name__ == '__main__':
-    cmd, port = sys.argv[1], int(sys.argv[2])
+    cmd = sys.argv[1]
+    port = int(sys.argv[2]) if cmd != 'fakedoor' else 0
     if cmd == 'garbage':
         sys.exit(garbage(port))
     if cmd == 'silent':
@@ -356,6 +390,8 @@ if __name__ == '__main__':
     if cmd == 'badaddr':
         sys.exit(badaddr(port, int(sys.argv[3]), float(sys.argv[4]),
                          sys.argv[5] if len(sys.argv) > 5 else None))
+    if cmd == 'fakedoor':
+        sys.exit(fakedoor(sys.argv[2], int(sys.argv[3])))
     if cmd == 'manyflood':
         sys.exit(manyflood(port, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])))
     sys.exit(2)
