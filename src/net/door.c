@@ -275,6 +275,7 @@ struct door {
 	uint64_t win_start;            /* this log window's start */
 	unsigned win_lines;            /* lines logged in it */
 	uint64_t unlogged, unlogged_since;   /* failures not logged, since */
+	uint64_t evictions;            /* pending closed for room, since then */
 	pthread_mutex_t st_lock;
 	struct door_stats st;
 };
@@ -282,23 +283,28 @@ struct door {
 #define STAT_INC(d, f) do { pthread_mutex_lock(&(d)->st_lock); (d)->st.f++; \
 			    pthread_mutex_unlock(&(d)->st_lock); } while (0)
 
-static void door_unlogged(struct door *d, uint64_t now)
+static void door_unlogged(struct door *d, uint64_t now, int evicted)
 {
-	if (d->unlogged++ == 0)
+	if (d->unlogged + d->evictions == 0)
 		d->unlogged_since = now;
+	if (evicted)
+		d->evictions++;
+	else
+		d->unlogged++;
 }
 
 /* The count of failures not logged, once per window (or now, if force). */
 static void door_log_summary(struct door *d, int force)
 {
 	uint64_t now = clock_now_ns();
-	if (!d->unlogged || (!force && now - d->unlogged_since < DOOR_WINDOW_NS))
+	if (!(d->unlogged + d->evictions) || (!force && now - d->unlogged_since < DOOR_WINDOW_NS))
 		return;
-	log_warn("door: %llu more failed or refused handshakes not logged in the last %llu s "
-		 "(the door counters in the server's stats count them all)",
-		 (unsigned long long)d->unlogged,
-		 (unsigned long long)((now - d->unlogged_since) / 1000000000ULL + 1));
-	d->unlogged = 0;
+	log_warn("door: in the last %llu s, %llu more failed or refused handshakes not logged, "
+		 "%llu pending ones closed to make room for newer (the door counters in the "
+		 "server's stats count them all)",
+		 (unsigned long long)((now - d->unlogged_since) / 1000000000ULL + 1),
+		 (unsigned long long)d->unlogged, (unsigned long long)d->evictions);
+	d->unlogged = d->evictions = 0;
 }
 
 /* Log a failed handshake at most once a minute per peer address, and at most
@@ -310,7 +316,7 @@ static void door_log_fail(struct door *d, const struct dconn *c, const char *why
 	for (unsigned i = 0; i < DOOR_LOG_SLOTS; i++) {
 		if (d->logged[i].at && d->logged[i].ip == c->ip) {
 			if (now - d->logged[i].at < DOOR_LOG_NS) {
-				door_unlogged(d, now);
+				door_unlogged(d, now, 0);
 				return;
 			}
 			oldest = i;
@@ -324,7 +330,7 @@ static void door_log_fail(struct door *d, const struct dconn *c, const char *why
 		d->win_lines = 0;
 	}
 	if (d->win_lines >= DOOR_LOG_LINES) {
-		door_unlogged(d, now);
+		door_unlogged(d, now, 0);
 		return;
 	}
 	d->win_lines++;
@@ -572,8 +578,9 @@ static int door_accept(struct door *d)
 		if (!room) {
 			int v = door_victim(d, tmp.ip, own);
 			if (v >= 0) {
-				/* closed without a log line (evicted counts it) */
+				/* closed without a line of its own: counted */
 				STAT_INC(d, evicted);
+				door_unlogged(d, clock_now_ns(), 1);
 				dconn_free(d, d->conns[v]);
 				d->conns[v] = d->conns[--d->nconns];
 				room = 1;
