@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "common/clock.h"
 #include "common/log.h"
 
 static char log_tag[32] = "lotus";
@@ -52,4 +53,33 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	fprintf(stderr, "%s\n", line);
 	if (lvl == LOG_ERROR)
 		log_errors++;
+}
+
+int log_throttle_pass(struct log_throttle *t, unsigned lines, uint64_t window_ns,
+		      uint64_t *missed)
+{
+	uint64_t now = clock_now_ns();
+	*missed = 0;
+	if (!t->window_start || now - t->window_start >= window_ns) {
+		t->window_start = now;
+		t->printed = 0;
+	}
+	if (t->printed >= lines) {
+		t->missed++;
+		t->missed_at = t->window_start;
+		return 0;
+	}
+	t->printed++;
+	*missed = t->missed;
+	t->missed = 0;
+	return 1;
+}
+
+uint64_t log_throttle_flush(struct log_throttle *t, uint64_t window_ns)
+{
+	if (!t->missed || clock_now_ns() - t->missed_at < window_ns)
+		return 0;
+	uint64_t n = t->missed;
+	t->missed = 0;
+	return n;
 }

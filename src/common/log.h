@@ -17,4 +17,27 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/* A budget for a warning a peer can trigger at will (a malformed message, a
+ * failed handshake): at most `lines` lines per window of `window_ns`, the rest
+ * counted.  One thread per throttle (or the caller's lock); zero-initialise.
+ *
+ *   uint64_t n;
+ *   if (log_throttle_pass(&t, 10, 1000000000ULL, &n))
+ *           log_warn("...");           (and, if n, that n were not logged)
+ *
+ * log_throttle_pass returns 1 when this line may be printed; *missed is then
+ * the count not printed since the last line that was (0 most times).
+ * log_throttle_flush returns (and clears) the count not printed once the
+ * window they fell in is over, for a caller with a timer: 0 otherwise. */
+#include <stdint.h>
+struct log_throttle {
+	uint64_t window_start;
+	unsigned printed;       /* lines printed in this window */
+	uint64_t missed;        /* not printed since the last one that was */
+	uint64_t missed_at;     /* window in which the last one was missed */
+};
+int log_throttle_pass(struct log_throttle *t, unsigned lines, uint64_t window_ns,
+		      uint64_t *missed);
+uint64_t log_throttle_flush(struct log_throttle *t, uint64_t window_ns);
 #endif

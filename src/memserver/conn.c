@@ -140,6 +140,20 @@ static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *
 		wk->srv->hooks.durable_flush(wk, c);
 }
 
+/* A client can send malformed messages as fast as it likes: a few lines a
+ * second per worker thread, the rest counted in one line (bad_msgs in the
+ * stats has them all). */
+#define MS_BAD_LOG_LINES 5
+static __thread struct log_throttle ms_bad_log;
+
+void ms_conn_log_flush(struct ms_worker *wk)
+{
+	uint64_t n = log_throttle_flush(&ms_bad_log, 1000000000ULL);
+	if (n)
+		log_warn("worker %u: %llu more bad messages not logged in the last second",
+			 wk->idx, (unsigned long long)n);
+}
+
 static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 {
 	struct ms_worker *wk = arg;
@@ -149,9 +163,15 @@ static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 		return;
 	int rc = wire_msg_check(data, len);
 	if (rc != 0) {
+		uint64_t missed;
 		wk->bad_msgs++;
-		log_warn("worker %u: bad message from %s: %s", wk->idx, net_conn_peer(nc),
-			 lotus_strerror(rc));
+		if (log_throttle_pass(&ms_bad_log, MS_BAD_LOG_LINES, 1000000000ULL, &missed)) {
+			if (missed)
+				log_warn("worker %u: %llu more bad messages not logged", wk->idx,
+					 (unsigned long long)missed);
+			log_warn("worker %u: bad message from %s: %s", wk->idx, net_conn_peer(nc),
+				 lotus_strerror(rc));
+		}
 		ms_send_error(wk, c, len >= sizeof(*h) ? h->seq : 0, rc);
 		return;
 	}

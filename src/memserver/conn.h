@@ -21,5 +21,8 @@ int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *
 /* Owner thread, where c is known to be alive: close a broken c (release its
  * transactions and parked requests as for a lost client). */
 void ms_conn_settle(struct ms_worker *wk, struct ms_conn *c);
+/* Worker thread, now and then: log the count of bad messages whose lines
+ * were held back (once their second is over). */
+void ms_conn_log_flush(struct ms_worker *wk);
 
 #endif

@@ -919,11 +919,13 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		int k = snprintf(buf + n - 1, sizeof(buf) - (size_t)n + 1,
 			",\"door\":{\"clients\":%u,\"max_clients\":%u,\"accepted\":%llu,"
 			"\"welcomed\":%llu,\"auth_failed\":%llu,\"bad_frames\":%llu,"
-			"\"timed_out\":%llu,\"refused_full\":%llu,\"dropped\":%llu}}",
+			"\"timed_out\":%llu,\"refused_full\":%llu,\"dropped\":%llu,"
+			"\"bad_addr\":%llu,\"evicted\":%llu}}",
 			clients, srv->max_clients, (unsigned long long)ds.accepted,
 			(unsigned long long)ds.welcomed, (unsigned long long)ds.auth_failed,
 			(unsigned long long)ds.bad_frames, (unsigned long long)ds.timed_out,
-			(unsigned long long)ds.refused_full, (unsigned long long)ds.dropped);
+			(unsigned long long)ds.refused_full, (unsigned long long)ds.dropped,
+			(unsigned long long)ds.bad_addr, (unsigned long long)ds.evicted);
 		if (k > 0 && (size_t)k < sizeof(buf) - (size_t)n + 1) {
 			n += k - 1;
 		} else {   /* did not fit: leave the object as it was */

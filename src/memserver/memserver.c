@@ -64,8 +64,10 @@ static void *ms_worker_main(void *arg)
 	struct ms_worker *wk = arg;
 	if (pthread_getcpuclockid(pthread_self(), &wk->cpu_clock) == 0)
 		atomic_store(&wk->cpu_clock_ok, 1);
-	while (!atomic_load(&ms_stop_flag))
+	while (!atomic_load(&ms_stop_flag)) {
 		net_wait(wk->net, 200);
+		ms_conn_log_flush(wk);
+	}
 	return NULL;
 }
 

@@ -5,7 +5,7 @@
  * Server states of one accepted socket (struct dconn.state):
  *
  *   D_HELLO   reading HELLO           -> write CHALLENGE -> D_AUTH
- *   D_AUTH    reading AUTH            -> check MAC, max_clients
+ *   D_AUTH    reading AUTH            -> check MAC, the address, max_clients
  *                                        ok:   write WELCOME -> D_DONE
  *                                        else: write ERROR   -> D_FAIL
  *   D_DONE/D_FAIL  writing the last frame; then on_client (D_DONE) and close
@@ -13,7 +13,14 @@
  * Any read while writing, an early EOF, a bad frame, or the deadline closes
  * the socket.  Nothing the peer sends is used before its MAC is checked except
  * the nonce and the address bytes, which are only hashed and copied, within
- * bounds checked against the header.
+ * bounds checked against the header; after the MAC, check_addr vets the
+ * address before on_client may hand it on.
+ *
+ * The table of pending handshakes is full or the peer's address is at its
+ * share: door_accept closes the one that has got least far (door_victim) to
+ * make room, rather than the newcomer.  It accepts at most DOOR_ACCEPT_BATCH
+ * connections per poll round, so the handshakes already in the table get
+ * their turn between batches however fast connections arrive.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +45,7 @@
 #include "net/door.h"
 
 enum { F_HELLO = 1, F_CHALLENGE = 2, F_AUTH = 3, F_WELCOME = 4, F_ERROR = 5 };
-enum { E_AUTH = 1, E_FULL = 2 };
+enum { E_AUTH = 1, E_FULL = 2, E_ADDR = 3 };
 
 #define DOOR_MAGIC     "lotus-d1"
 #define DOOR_NONCE     32
@@ -48,6 +55,8 @@ enum { E_AUTH = 1, E_FULL = 2 };
 #define DOOR_MAX_ERR   256
 #define DOOR_LOG_SLOTS 64
 #define DOOR_LOG_NS    (60ULL * 1000000000ULL)
+#define DOOR_WINDOW_NS ((uint64_t)DOOR_LOG_WINDOW_S * 1000000000ULL)
+#define DOOR_ACCEPT_BATCH 32
 
 static const char label_server[] = "lotus door server";
 static const char label_client[] = "lotus door client";
@@ -236,7 +245,7 @@ enum dstate { D_HELLO, D_AUTH, D_DONE, D_FAIL };
 struct dconn {
 	int fd;
 	enum dstate state;
-	uint64_t deadline;
+	uint64_t born, deadline;
 	uint32_t ip;
 	unsigned target;
 	int slot;                      /* holds a max_clients slot */
@@ -263,6 +272,10 @@ struct door {
 	struct dconn *conns[DOOR_MAX_PENDING];
 	unsigned nconns;
 	struct { uint32_t ip; uint64_t at; } logged[DOOR_LOG_SLOTS];
+	uint64_t win_start;            /* this log window's start */
+	unsigned win_lines;            /* lines logged in it */
+	uint64_t unlogged, unlogged_since;   /* failures not logged, since */
+	uint64_t evictions;            /* pending closed for room, since then */
 	pthread_mutex_t st_lock;
 	struct door_stats st;
 };
@@ -270,21 +283,57 @@ struct door {
 #define STAT_INC(d, f) do { pthread_mutex_lock(&(d)->st_lock); (d)->st.f++; \
 			    pthread_mutex_unlock(&(d)->st_lock); } while (0)
 
-/* Log a failed handshake at most once a minute per peer address. */
+static void door_unlogged(struct door *d, uint64_t now, int evicted)
+{
+	if (d->unlogged + d->evictions == 0)
+		d->unlogged_since = now;
+	if (evicted)
+		d->evictions++;
+	else
+		d->unlogged++;
+}
+
+/* The count of failures not logged, once per window (or now, if force). */
+static void door_log_summary(struct door *d, int force)
+{
+	uint64_t now = clock_now_ns();
+	if (!(d->unlogged + d->evictions) || (!force && now - d->unlogged_since < DOOR_WINDOW_NS))
+		return;
+	log_warn("door: in the last %llu s, %llu more failed or refused handshakes not logged, "
+		 "%llu pending ones closed to make room for newer (the door counters in the "
+		 "server's stats count them all)",
+		 (unsigned long long)((now - d->unlogged_since) / 1000000000ULL + 1),
+		 (unsigned long long)d->unlogged, (unsigned long long)d->evictions);
+	d->unlogged = d->evictions = 0;
+}
+
+/* Log a failed handshake at most once a minute per peer address, and at most
+ * DOOR_LOG_LINES lines a window in all; the rest are counted. */
 static void door_log_fail(struct door *d, const struct dconn *c, const char *why)
 {
 	uint64_t now = clock_now_ns();
 	unsigned oldest = 0;
 	for (unsigned i = 0; i < DOOR_LOG_SLOTS; i++) {
 		if (d->logged[i].at && d->logged[i].ip == c->ip) {
-			if (now - d->logged[i].at < DOOR_LOG_NS)
+			if (now - d->logged[i].at < DOOR_LOG_NS) {
+				door_unlogged(d, now, 0);
 				return;
+			}
 			oldest = i;
 			break;
 		}
 		if (d->logged[i].at < d->logged[oldest].at)
 			oldest = i;
 	}
+	if (now - d->win_start >= DOOR_WINDOW_NS) {
+		d->win_start = now;
+		d->win_lines = 0;
+	}
+	if (d->win_lines >= DOOR_LOG_LINES) {
+		door_unlogged(d, now, 0);
+		return;
+	}
+	d->win_lines++;
 	d->logged[oldest].ip = c->ip;
 	d->logged[oldest].at = now;
 	log_warn("door: connection from %s closed: %s (further failures from this address "
@@ -352,6 +401,17 @@ static const char *dconn_frame(struct door *d, struct dconn *c)
 			return "out of memory";
 		return NULL;
 	}
+	char bad[160];
+	if (d->o.check_addr && d->o.check_addr(d->o.arg, addr, alen, bad, sizeof(bad)) != 0) {
+		/* never handed on: UCX would walk it unchecked */
+		STAT_INC(d, bad_addr);
+		char text[200];
+		snprintf(text, sizeof(text), "worker address refused: %s", bad);
+		door_log_fail(d, c, text);
+		if (dconn_error(c, E_ADDR, text))
+			return "out of memory";
+		return NULL;
+	}
 	unsigned max = d->o.max_clients;
 	unsigned now = atomic_fetch_add(d->o.nclients, 1);
 	c->slot = 1;
@@ -361,7 +421,7 @@ static const char *dconn_frame(struct door *d, struct dconn *c)
 		STAT_INC(d, refused_full);
 		char text[64];
 		snprintf(text, sizeof(text), "server full: max_clients %u", max);
-		log_warn("door: refused %s: %s", c->peer, text);
+		door_log_fail(d, c, text);
 		if (dconn_error(c, E_FULL, text))
 			return "out of memory";
 		return NULL;
@@ -470,14 +530,42 @@ fail:
 	return 0;
 }
 
-static void door_accept(struct door *d)
+/* How far a pending handshake has got: the lower, the sooner it makes room.
+ * 3: writing its last frame (about to finish), never closed for room. */
+static int dconn_rank(const struct dconn *c)
 {
-	for (;;) {
+	if (c->state == D_HELLO)
+		return c->in_have || c->in_need ? 1 : 0;
+	return c->state == D_AUTH ? 2 : 3;
+}
+
+/* The pending handshake to close for a newcomer: the least advanced, the
+ * oldest among equals; only among ip's own when own.  -1: none may go. */
+static int door_victim(struct door *d, uint32_t ip, int own)
+{
+	int best = -1, best_rank = 3;
+	for (unsigned i = 0; i < d->nconns; i++) {
+		const struct dconn *c = d->conns[i];
+		int r = dconn_rank(c);
+		if ((own && c->ip != ip) || r == 3)
+			continue;
+		if (best < 0 || r < best_rank || (r == best_rank && c->born < d->conns[best]->born)) {
+			best = (int)i;
+			best_rank = r;
+		}
+	}
+	return best;
+}
+
+/* 1: more connections may be waiting (the batch ran out), 0: drained. */
+static int door_accept(struct door *d)
+{
+	for (unsigned n = 0; n < DOOR_ACCEPT_BATCH; n++) {
 		int fd = accept4(d->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE)
 				log_warn("door: accept: %s", strerror(errno));
-			return;
+			return 0;
 		}
 		STAT_INC(d, accepted);
 		struct dconn tmp = { .fd = fd };
@@ -485,13 +573,24 @@ static void door_accept(struct door *d)
 		unsigned same = 0;
 		for (unsigned i = 0; i < d->nconns; i++)
 			same += d->conns[i]->ip == tmp.ip;
-		struct dconn *c = d->nconns < DOOR_MAX_PENDING && same < DOOR_MAX_PENDING_PER_IP
-					  ? calloc(1, sizeof(*c)) : NULL;
+		int own = same >= DOOR_MAX_PENDING_PER_IP;
+		int room = !own && d->nconns < DOOR_MAX_PENDING;
+		if (!room) {
+			int v = door_victim(d, tmp.ip, own);
+			if (v >= 0) {
+				/* closed without a line of its own: counted */
+				STAT_INC(d, evicted);
+				door_unlogged(d, clock_now_ns(), 1);
+				dconn_free(d, d->conns[v]);
+				d->conns[v] = d->conns[--d->nconns];
+				room = 1;
+			}
+		}
+		struct dconn *c = room ? calloc(1, sizeof(*c)) : NULL;
 		if (!c) {
 			STAT_INC(d, dropped);
-			door_log_fail(d, &tmp, same >= DOOR_MAX_PENDING_PER_IP
-					       ? "too many handshakes from this address at once"
-					       : "too many handshakes at once");
+			door_log_fail(d, &tmp, own ? "too many handshakes from this address at once"
+						   : "too many handshakes at once");
 			close(fd);
 			continue;
 		}
@@ -499,9 +598,11 @@ static void door_accept(struct door *d)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		*c = tmp;
 		c->state = D_HELLO;
-		c->deadline = clock_now_ns() + DOOR_TIMEOUT_MS * 1000000ULL;
+		c->born = clock_now_ns();
+		c->deadline = c->born + DOOR_TIMEOUT_MS * 1000000ULL;
 		d->conns[d->nconns++] = c;
 	}
+	return 1;
 }
 
 static void *door_main(void *arg)
@@ -526,6 +627,7 @@ static void *door_main(void *arg)
 		}
 		if (pfd[0].revents)
 			break;
+		door_log_summary(d, 0);
 		now = clock_now_ns();
 		unsigned keep = 0, nc = d->nconns;
 		for (unsigned i = 0; i < nc; i++) {
@@ -639,6 +741,7 @@ void door_close(struct door *d)
 		ssize_t w = write(d->efd, &one, sizeof(one));
 		(void)w;
 		pthread_join(d->thread, NULL);
+		door_log_summary(d, 1);
 	}
 	for (unsigned i = 0; i < d->nconns; i++)
 		dconn_free(d, d->conns[i]);
@@ -744,8 +847,10 @@ static int dial_frame(int fd, int want, const char *who, uint64_t deadline, long
 		if (text[i] < 0x20 || text[i] > 0x7e)
 			text[i] = '?';
 	log_error("memory server %s refused the connection: %s%s", who, text + 1,
-		  code == E_AUTH ? " (check the cluster secret: secret_file / --secret-file)" : "");
-	return code == E_FULL ? -EUSERS : -EACCES;
+		  code == E_AUTH ? " (check the cluster secret: secret_file / --secret-file)" :
+		  code == E_ADDR ? " (does this client run the UCX version and UCX_ options "
+				   "the server does?)" : "");
+	return code == E_FULL ? -EUSERS : code == E_ADDR ? LOTUS_EPROTO : -EACCES;
 }
 
 int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,

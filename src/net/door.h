@@ -25,9 +25,19 @@
  * length), then the payload.  Every type has a fixed or bounded length; a frame
  * of the wrong type for the state, a bad length, or any byte beyond the
  * handshake closes the connection.  A handshake not done within
- * DOOR_TIMEOUT_MS is closed.  Failures are logged once per peer address per
- * minute.  At most DOOR_MAX_PENDING handshakes run at once, and at most
- * DOOR_MAX_PENDING_PER_IP from one peer address; more are closed at accept.
+ * DOOR_TIMEOUT_MS is closed.  A (MAC-checked) address that check_addr refuses
+ * gets ERROR "worker address refused", before anything else sees it.
+ *
+ * At most DOOR_MAX_PENDING handshakes run at once, and at most
+ * DOOR_MAX_PENDING_PER_IP from one peer address.  A new connection beyond
+ * either cap does not push the door shut: it takes the place of the pending
+ * handshake that has got least far, oldest first (silent ones first, then
+ * ones that sent HELLO; from its own address when that address is at its
+ * cap).  A client that speaks at once is thus only closed after
+ * DOOR_MAX_PENDING later connections did so too, not by every idle one.
+ * Failures are logged once per peer address per minute, and at most
+ * DOOR_LOG_LINES lines per DOOR_LOG_WINDOW_S seconds whatever the number of
+ * addresses; the rest are counted in one line per window.
  *
  * Threads: door_open starts one thread that accepts and runs every handshake
  * (non-blocking sockets, one poll loop); on_client runs in that thread.
@@ -44,6 +54,8 @@
 #define DOOR_TIMEOUT_MS  2000
 #define DOOR_MAX_PENDING 128
 #define DOOR_MAX_PENDING_PER_IP 16   /* one address cannot fill the table */
+#define DOOR_LOG_LINES    20
+#define DOOR_LOG_WINDOW_S 10
 
 struct door_key {
 	int set;                       /* 0: no secret (K is zero) */
@@ -74,6 +86,10 @@ struct door_opts {
 	/* An authenticated client was welcomed on target t; addr (len bytes,
 	 * malloc'd) is its worker address and now belongs to the callee. */
 	void (*on_client)(void *arg, unsigned t, void *addr, size_t len, const char *peer);
+	/* May an authenticated client's address (len bytes) be used?  0, or
+	 * non-zero with why (one phrase) filled in: the client is refused.
+	 * NULL: every address may. */
+	int (*check_addr)(void *arg, const void *addr, size_t len, char *why, size_t whylen);
 	void *arg;
 };
 
@@ -85,6 +101,8 @@ struct door_stats {
 	uint64_t timed_out;       /* silent or slow handshakes closed */
 	uint64_t refused_full;    /* authenticated, but max_clients was reached */
 	uint64_t dropped;         /* closed at accept: too many handshakes at once */
+	uint64_t bad_addr;        /* authenticated, but the worker address was refused */
+	uint64_t evicted;         /* pending handshakes closed to make room for newer */
 };
 
 /* Bind host:port (port 0: any free one), listen, start the thread.
@@ -98,7 +116,7 @@ void door_close(struct door *d);
  * On success *peer_addr (malloc'd, *peer_len bytes) is the server worker's
  * address.  Errors: LOTUS_EUNAVAIL (unreachable, closed), LOTUS_ETIMEOUT,
  * -EACCES (authentication failed, logged), -EUSERS (server full, logged),
- * LOTUS_EPROTO (not a lotus door, logged). */
+ * LOTUS_EPROTO (not a lotus door, or our worker address refused; logged). */
 int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
 	      const void *addr, size_t len, void **peer_addr, size_t *peer_len);
 

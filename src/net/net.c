@@ -39,7 +39,10 @@
  * creates the other endpoint (net_accept).  UCX pairs the two by the order in
  * which each worker creates endpoints to the other (its connection sequence
  * numbers), which holds because one client worker connects to one server
- * at a time.  The client's first PING may arrive before the server's endpoint
+ * at a time.  Neither side hands UCX an address it has not checked
+ * (ucx_addr.h): the door refuses a client whose address does not fit the
+ * shape of the server's own, and net_connect refuses a server's that does not
+ * fit the shape of the client worker's.  The client's first PING may arrive before the server's endpoint
  * exists; UCX then reports it on an endpoint lotus does not know, which is
  * dropped, so net_connect pings again (after 1, 2, 4 .. 20 ms) until it
  * hears back.  A message on
@@ -145,7 +148,14 @@ static void net_ucx_default(ucp_config_t *cfg, const char *env, const char *key,
 }
 
 /* UCX writes its log to stdout unless UCX_LOG_FILE says otherwise; stdout is
- * for results (--json), so send UCX's messages to stderr instead. */
+ * for results (--json), so send UCX's messages to stderr instead.  A peer can
+ * make UCX complain once per connection (an address that fits the shape but
+ * reaches nothing), so at most NET_UCX_LOG_LINES lines a second are printed,
+ * and the count of the rest with the next one. */
+#define NET_UCX_LOG_LINES 20
+static pthread_mutex_t net_ucx_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct log_throttle net_ucx_log_lt;
+
 static ucs_log_func_rc_t net_ucx_log(const char *file, unsigned line, const char *function,
 				     ucs_log_level_t level,
 				     const ucs_log_component_config_t *comp, const char *message,
@@ -154,9 +164,18 @@ static ucs_log_func_rc_t net_ucx_log(const char *file, unsigned line, const char
 	(void)function;
 	if (level > comp->log_level && level != UCS_LOG_LEVEL_PRINT)
 		return UCS_LOG_FUNC_RC_STOP;
+	uint64_t missed = 0;
+	pthread_mutex_lock(&net_ucx_log_lock);
+	int pass = level == UCS_LOG_LEVEL_FATAL || level > UCS_LOG_LEVEL_WARN ||
+		   log_throttle_pass(&net_ucx_log_lt, NET_UCX_LOG_LINES, 1000000000ULL, &missed);
+	pthread_mutex_unlock(&net_ucx_log_lock);
+	if (!pass)
+		return UCS_LOG_FUNC_RC_STOP;
 	const char *base = strrchr(file, '/');
 	char buf[1024];
 	vsnprintf(buf, sizeof(buf), message, ap);
+	if (missed)
+		fprintf(stderr, "UCX (%llu more lines not printed)\n", (unsigned long long)missed);
 	fprintf(stderr, "UCX %s %s:%u %s\n", ucs_log_level_names[level], base ? base + 1 : file,
 		line, buf);
 	return UCS_LOG_FUNC_RC_STOP;
@@ -921,7 +940,12 @@ static void net_accept(net_worker_t *w, struct net_mail *m)
 	net_fd_unlock();
 	free(m->item);
 	if (st != UCS_OK) {
-		log_warn("net: accepting %s: %s", m->peer, ucs_status_string(st));
+		/* the client's address fit the shape but reaches nothing */
+		static __thread struct log_throttle lt;
+		uint64_t missed;
+		if (log_throttle_pass(&lt, 5, 1000000000ULL, &missed))
+			log_warn("net: accepting %s: %s%s", m->peer, ucs_status_string(st),
+				 missed ? " (and more not logged)" : "");
 		atomic_fetch_sub(&w->ctx->nclients, 1);
 		free(c);
 		return;
@@ -1112,6 +1136,15 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 		log_debug("net: connect %s: %s", peer, lotus_strerror(rc));
 		return rc;
 	}
+	struct ucx_addr_shape shape = { .nuuid = 0 };
+	char why[160];
+	if (ucx_addr_learn(&shape, w->addr, w->addr_len, why, sizeof(why)) != 0 ||
+	    ucx_addr_check(&shape, raddr, rlen, why, sizeof(why)) != 0) {
+		log_error("memory server %s sent a worker address this client cannot use: %s "
+			  "(do both run the same UCX version and UCX_ options?)", peer, why);
+		free(raddr);
+		return LOTUS_EPROTO;
+	}
 	net_conn_t *c = net_conn_new(w, peer);
 	if (!c) {
 		free(raddr);
@@ -1222,6 +1255,37 @@ static void net_door_client(void *arg, unsigned t, void *addr, size_t len, const
 	net_mail_push(l->targets[t], m);
 }
 
+/* door thread: may an authenticated client's worker address be used? */
+static int net_door_check(void *arg, const void *addr, size_t len, char *why, size_t whylen)
+{
+	net_listener_t *l = arg;
+	return ucx_addr_check(&l->shape, addr, len, why, whylen);
+}
+
+/* The shape of the targets' own addresses, against which clients' are
+ * checked; a UCX whose addresses lotus cannot walk is refused here. */
+static int net_listen_shape(net_listener_t *l)
+{
+	unsigned maj, min, rel;
+	char why[160];
+	ucp_get_version(&maj, &min, &rel);
+	for (unsigned i = 0; i < l->ntargets; i++)
+		if (ucx_addr_learn(&l->shape, l->targets[i]->addr, l->targets[i]->addr_len, why,
+				   sizeof(why)) != 0) {
+			log_error("net: UCX %u.%u.%u packs worker addresses in a way lotus cannot "
+				  "check (%s); supported: UCX 1.13 without UCX_UNIFIED_MODE "
+				  "(docs/net.md)", maj, min, rel, why);
+			return LOTUS_EUNSUPPORTED;
+		}
+	if (maj != 1 || min != 13) {
+		static atomic_int warned;
+		if (!atomic_exchange(&warned, 1))
+			log_warn("net: UCX %u.%u.%u is untested: clients' worker addresses are "
+				 "checked by UCX 1.13's format (docs/net.md)", maj, min, rel);
+	}
+	return 0;
+}
+
 static int net_host_loopback(const char *host)
 {
 	struct in_addr a;
@@ -1270,12 +1334,20 @@ int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **
 		ta[i] = l->targets[i]->addr;
 		tl[i] = l->targets[i]->addr_len;
 	}
+	int rc = net_listen_shape(l);
+	if (rc) {
+		free(ta);
+		free(tl);
+		free(l->targets);
+		free(l);
+		return rc;
+	}
 	struct door_opts d = {
 		.host = host, .port = port, .key = &ctx->key, .max_clients = ctx->max_clients,
 		.nclients = &ctx->nclients, .ntargets = l->ntargets, .taddr = ta, .tlen = tl,
-		.on_client = net_door_client, .arg = l,
+		.on_client = net_door_client, .check_addr = net_door_check, .arg = l,
 	};
-	int rc = door_open(&d, &l->door);
+	rc = door_open(&d, &l->door);
 	free(ta);
 	free(tl);
 	if (rc) {

@@ -13,6 +13,7 @@
 #include <ucp/api/ucp.h>
 #include "net/door.h"
 #include "net/net.h"
+#include "net/ucx_addr.h"
 
 #define NET_AM_ID        0x1c     /* the one AM id lotus uses */
 #define NET_HASH_BUCKETS 256      /* ep -> conn lookup, per worker */
@@ -113,6 +114,7 @@ struct net_listener {
 	net_worker_t **targets;
 	unsigned ntargets;
 	uint16_t port;
+	struct ucx_addr_shape shape;             /* of the targets' addresses */
 };
 
 struct net_worker {

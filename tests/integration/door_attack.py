@@ -14,6 +14,27 @@
                                          keep N silent connections open from
                                          source address SRC for SECONDS,
                                          reopening each one the server closes
+  door_attack.py capture PORT OUT        a relay to the door at PORT that
+                                         prints its own port, relays one
+                                         handshake and writes the worker
+                                         address in the client's AUTH (hex)
+                                         to OUT
+  door_attack.py badaddr PORT N SECONDS [HEXFILE]
+                                         up to N handshakes (for at most
+                                         SECONDS) with the zero key (no
+                                         secret) and a garbage worker
+                                         address: random, and truncated or
+                                         mutated copies of the one in HEXFILE;
+                                         prints the counts of the answers
+  door_attack.py fakedoor PORTFILE N     a door (no secret) that prints its
+                                         port to PORTFILE and answers N
+                                         clients' AUTH with a garbage
+                                         WELCOME address
+  door_attack.py manyflood PORT NSRC PER SECONDS
+                                         PER connections from each of NSRC
+                                         source addresses 127.0.1.1.., half
+                                         silent, half stalling after HELLO,
+                                         reopened as the server closes them
 """
 import hashlib, hmac, os, socket, struct, sys, time
 
@@ -174,8 +195,186 @@ def flood(port, n, seconds, src):
     return 0
 
 
+def capture(port, out):
+    import selectors
+    ls = socket.socket()
+    ls.bind(('127.0.0.1', 0))
+    ls.listen(4)
+    print(ls.getsockname()[1], flush=True)
+    ls.settimeout(60)
+    c, _ = ls.accept()
+    u = conn(port)
+    up = b''   # client -> server bytes, for the AUTH frame
+    sel = selectors.DefaultSelector()
+    sel.register(c, selectors.EVENT_READ, u)
+    sel.register(u, selectors.EVENT_READ, c)
+    done = False
+    while not done:
+        for key, _ in sel.select(timeout=30):
+            try:
+                data = key.fileobj.recv(65536)
+            except OSError:
+                data = b''
+            if not data:
+                done = True
+                break
+            key.data.sendall(data)
+            if key.fileobj is c:
+                up += data
+    # HELLO (8 + 40), then AUTH: header, MAC (32), address
+    a = up[48:]
+    t, n = struct.unpack('<B3xI', a[:8])
+    if t != F_AUTH or len(a) < 8 + n:
+        print('capture: no AUTH frame seen', file=sys.stderr)
+        return 1
+    open(out, 'w').write(a[8 + 32:8 + n].hex())
+    return 0
+
+
+def auth_with(port, addr, key=bytes(32)):
+    """One handshake with worker address addr: 'refused: TEXT', 'welcome',
+    or 'closed'."""
+    s = conn(port)
+    try:
+        nc, ns, ms = hello(s)
+        mac = hmac.new(key, b'lotus door client\0' + nc + ns + addr, hashlib.sha256).digest()
+        s.sendall(hdr(F_AUTH, 32 + len(addr)) + mac + addr)
+        t, body = frame(s)
+        if t == F_ERROR:
+            return 'refused: ' + body[1:].decode('ascii', 'replace')
+        return 'welcome' if t == F_WELCOME else 'frame %d' % t
+    except (OSError, EOFError, AssertionError):
+        return 'closed'
+    finally:
+        s.close()
+
+
+def badaddr(port, n, seconds, hexfile=None):
+    import random
+    rnd = random.Random(int.from_bytes(os.urandom(4), 'little'))
+    real = bytes.fromhex(open(hexfile).read().strip()) if hexfile else b''
+    tries = []
+    tries.append(os.urandom(200))                      # the issue's first shot
+    tries.append(bytes([0x09]) + os.urandom(99))       # an unknown version
+    tries.append(b'\x01')                               # version 2, nothing else
+    if real:
+        tries.append(real[:1])
+        tries.append(real[:len(real) // 2])
+        tries.append(real[:-1])
+        tries.append(real + b'\0')
+        for v in range(2, 16):                         # other version nibbles
+            tries.append(bytes([(real[0] & 0xf0) | v]) + real[1:])
+    while len(tries) < n:
+        k = rnd.randrange(4) if real else 0
+        if k == 0:
+            tries.append(os.urandom(rnd.randrange(1, 400)))
+        elif k == 1:
+            tries.append(real[:rnd.randrange(1, len(real))])
+        else:
+            b = bytearray(real)
+            for _ in range(rnd.randrange(1, 4)):
+                b[rnd.randrange(len(b))] = rnd.randrange(256)
+            if k == 3:
+                b = b[:rnd.randrange(1, len(b) + 1)]
+            tries.append(bytes(b))
+    counts = {}
+    end = time.time() + seconds
+    done = 0
+    for a in tries[:n]:
+        if time.time() > end:
+            break
+        r = auth_with(port, a)
+        r = r if not r.startswith('refused: ') else 'refused: ' + r[9:].split(':')[0]
+        counts[r] = counts.get(r, 0) + 1
+        done += 1
+        if r == 'closed':
+            break   # the server may be gone: let the caller look
+    print('badaddr: %d tries: %s' % (done, ', '.join('%s %d' % kv for kv in sorted(counts.items()))))
+    return 0
+
+
+def fakedoor(portfile, n):
+    ls = socket.socket()
+    ls.bind(('127.0.0.1', 0))
+    ls.listen(8)
+    open(portfile + '.tmp', 'w').write('%d\n' % ls.getsockname()[1])
+    os.rename(portfile + '.tmp', portfile)
+    ls.settimeout(30)
+    garbage = [os.urandom(200), bytes([0x09]) + os.urandom(60), b'\x20' + os.urandom(40)]
+    for i in range(n):
+        try:
+            c, _ = ls.accept()
+        except socket.timeout:
+            break
+        c.settimeout(10)
+        try:
+            t, body = frame(c)
+            nc, ns = body[8:40], os.urandom(32)
+            ms = hmac.new(bytes(32), b'lotus door server\0' + nc + ns, hashlib.sha256).digest()
+            c.sendall(hdr(F_CHALLENGE, 64) + ns + ms)
+            frame(c)   # AUTH
+            a = garbage[i % len(garbage)]
+            c.sendall(hdr(F_WELCOME, len(a)) + a)
+            time.sleep(0.2)
+        except (OSError, EOFError):
+            pass
+        c.close()
+    return 0
+
+
+def manyflood(port, nsrc, per, seconds):
+    import selectors
+    sel = selectors.DefaultSelector()
+    opened = 0
+
+    def one(src, stall):
+        nonlocal opened
+        s = socket.socket()
+        try:
+            s.bind((src, 0))
+            s.setblocking(False)
+            s.connect(('127.0.0.1', port))
+        except BlockingIOError:
+            pass
+        except OSError:
+            s.close()
+            return
+        sel.register(s, selectors.EVENT_READ | (selectors.EVENT_WRITE if stall else 0),
+                     (src, stall))
+        opened += 1
+
+    srcs = ['127.0.%d.%d' % (1 + i // 250, 1 + i % 250) for i in range(nsrc)]
+    for i in range(per):
+        for src in srcs:
+            one(src, i % 2 == 1)
+    end = time.time() + seconds
+    while time.time() < end:
+        for key, ev in sel.select(timeout=0.1):
+            s = key.fileobj
+            src, stall = key.data
+            if ev & selectors.EVENT_WRITE:
+                # connected: say HELLO, then never AUTH
+                try:
+                    s.send(hdr(F_HELLO, 40) + b'lotus-d1' + os.urandom(32))
+                except OSError:
+                    pass
+                sel.modify(s, selectors.EVENT_READ, (src, stall))
+                continue
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b''
+            if not data:
+                sel.unregister(s)
+                s.close()
+                one(src, stall)
+    print('manyflood: %d connections opened from %d addresses' % (opened, nsrc))
+    return 0
+
+
 if __name__ == '__main__':
-    cmd, port = sys.argv[1], int(sys.argv[2])
+    cmd = sys.argv[1]
+    port = int(sys.argv[2]) if cmd != 'fakedoor' else 0
     if cmd == 'garbage':
         sys.exit(garbage(port))
     if cmd == 'silent':
@@ -186,4 +385,13 @@ if __name__ == '__main__':
         sys.exit(reflect(port))
     if cmd == 'flood':
         sys.exit(flood(port, int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]))
+    if cmd == 'capture':
+        sys.exit(capture(port, sys.argv[3]))
+    if cmd == 'badaddr':
+        sys.exit(badaddr(port, int(sys.argv[3]), float(sys.argv[4]),
+                         sys.argv[5] if len(sys.argv) > 5 else None))
+    if cmd == 'fakedoor':
+        sys.exit(fakedoor(sys.argv[2], int(sys.argv[3])))
+    if cmd == 'manyflood':
+        sys.exit(manyflood(port, int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])))
     sys.exit(2)
