@@ -5,8 +5,8 @@
  * there - and, from that answer on, refused there for good).
  *
  * --random N asks about N random ids instead, pipelined (256 per round trip):
- * a load test of the outcome table; every answer is "unknown", and every one
- * makes the server log a refusal.
+ * a load test of the outcome table; every answer is "unknown".  An id that
+ * holds no locks on the server is answered from memory and logs nothing.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -56,7 +56,7 @@ int cmd_txn_status(int argc, char **argv)
 		{ "config", OPT_STR, &config, "FILE", "cluster config file (required)" },
 		{ "server", OPT_U64, &server, "N", "the memory server to ask (default 0)", .min = 0, .max = 63 },
 		{ "txn", OPT_STR, &txn, "ID", "the transaction id, in hex (as the servers log it)" },
-		{ "random", OPT_U64, &random_n, "N", "instead, ask about N random ids (a load test; each makes the server log a refusal)", .min = 1, .max = 100000000 },
+		{ "random", OPT_U64, &random_n, "N", "instead, ask about N random ids (a load test of the status path)", .min = 1, .max = 100000000 },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this client's compute id (default 4000)", .min = 0, .max = 4095 },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON object" },
 		{ "secret-file", OPT_STR, &secret, "FILE", "the cluster secret file (default: the config's secret_file)" },

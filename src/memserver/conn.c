@@ -182,6 +182,7 @@ static void ms_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 		break;
 	case WIRE_HELLO:
 		c->compute_id = h->sender;
+		c->hello_seen = 1;
 		break;
 	default:
 		wk->bad_msgs++;

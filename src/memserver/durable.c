@@ -892,7 +892,25 @@ static struct ms_prep_ent *prep_take(struct ms_server *srv, uint64_t txn_id)
 	return e;
 }
 
-int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc)
+/* prep_mu held: txn_id's entry, left in the table (NULL if not prepared). */
+static struct ms_prep_ent *prep_find(struct ms_server *srv, uint64_t txn_id)
+{
+	struct ms_prep_ent *e = srv->prep[ms_prep_bucket(txn_id)];
+	while (e && e->txn_id != txn_id)
+		e = e->next;
+	return e;
+}
+
+/* The decision itself.  client: the word of the txn's own client (its COMMIT
+ * or ABORT; handlers.c), not the resolver's.  A client's ABORT of a txn whose
+ * PREPARED this server has told another server (promised), or which recovery
+ * found undecided, is not carried out: an asker that heard PREPARED from every
+ * participant commits, so this server may no longer abort on the client's
+ * word.  It stays prepared and locked, goes to the resolver at once, and the
+ * ABORT is answered LOTUS_ESTATE (1 with *rc set).  A COMMIT is always
+ * carried out: a client sends it only once every writer voted yes. */
+static int prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int client,
+			   int *rc)
 {
 	struct ms_redo_decide d = { .commit = (uint8_t)(commit != 0) };
 	uint64_t lsn, nw = 0;
@@ -900,8 +918,19 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 		return 0;
 	unsigned t = ckpt_change_begin(srv->ckpt);
 	pthread_mutex_lock(&srv->prep_mu);
-	struct ms_prep_ent *e = prep_take(srv, txn_id);
+	struct ms_prep_ent *e = prep_find(srv, txn_id);
 	*rc = 0;
+	if (e && client && !commit && (e->promised || e->recovered)) {
+		e->since_ns = 0;   /* the resolver asks the others now */
+		pthread_mutex_unlock(&srv->prep_mu);
+		ckpt_change_end(srv->ckpt, t);
+		log_info("the client's ABORT of prepared txn %" PRIx64 " is left to the resolver: "
+			 "this server already answered PREPARED for it", txn_id);
+		*rc = LOTUS_ESTATE;
+		return 1;
+	}
+	if (e)
+		e = prep_take(srv, txn_id);
 	if (e && commit)
 		crash_point("before_commit");  /* tests: all prepared, nothing applied */
 	if (e) {
@@ -933,6 +962,27 @@ int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *
 	free(e->payload);
 	free(e);
 	return 1;
+}
+
+int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc)
+{
+	return prepared_decide(srv, txn_id, commit, 0, rc);
+}
+
+static int ms_prepared_decide_client(struct ms_server *srv, uint64_t txn_id, int commit, int *rc)
+{
+	return prepared_decide(srv, txn_id, commit, 1, rc);
+}
+
+/* What was decided here about txn_id, once it is no longer prepared: for a
+ * client's COMMIT that comes after the resolver took its txn, so that it is
+ * told the decision, not the COMMIT it asked for. */
+static enum ms_outcome ms_prepared_outcome(struct ms_server *srv, uint64_t txn_id)
+{
+	pthread_mutex_lock(&srv->prep_mu);
+	enum ms_outcome o = prep_find(srv, txn_id) ? MS_OUT_NONE : ms_outcome_find(srv, txn_id);
+	pthread_mutex_unlock(&srv->prep_mu);
+	return o;
 }
 
 static int ms_writeback_logged(struct ms_worker *wk, const struct wire_write *w, uint64_t txn_id,
@@ -1113,7 +1163,8 @@ void ms_durable_register(struct ms_server *srv)
 	srv->hooks.writeback_logged = ms_writeback_logged;
 	srv->hooks.table_create_logged = ms_table_create_logged;
 	srv->hooks.prepare_logged = ms_prepare_logged;
-	srv->hooks.prepared_decide = ms_prepared_decide;
+	srv->hooks.prepared_decide = ms_prepared_decide_client;
+	srv->hooks.prepared_outcome = ms_prepared_outcome;
 	srv->hooks.reply_durable = ms_reply_durable;
 	srv->hooks.read_dep = ms_read_dep;
 	srv->hooks.durable_stats_json = ms_durable_stats_json;

@@ -153,6 +153,37 @@ static void rep_status(struct ms_worker *wk, struct wire_buf *b, const struct wi
 	ms_rep_add(wk, b, &rep, NULL);
 }
 
+/* Who may end a transaction.  A txn id carries its compute server's id in
+ * its top 16 bits (compute/session.c), and a client names its compute id in
+ * the WIRE_HELLO that opens each connection; `lotus serve` reconnects under
+ * the same id, so the id, not the connection, is the owner.  Only the owner
+ * may PREPARE, COMMIT or ABORT a transaction here: any other client that
+ * holds the secret could otherwise end a txn whose id it learnt or guessed,
+ * behind its owner's back - a live one, or a prepared one whose other
+ * participants then commit without this server's writes.  The resolver never
+ * sends these ops: it decides the prepared txns of its own server in-process
+ * (termination.c) and asks the others only OP_TXN_STATUS.  The compute id is
+ * the client's word (the handshake proves the secret, not the id): this keeps
+ * clients from ending each other's transactions, not a secret holder who lies
+ * about who it is. */
+static int txn_owner_ok(const struct ms_conn *c, uint64_t txn_id)
+{
+	return c->hello_seen && (txn_id >> 48) == (c->compute_id & 0xffff);
+}
+
+/* A PREPARE, COMMIT or ABORT of another client's txn: nothing is done, the
+ * txn goes on; the sender gets -EPERM. */
+static int txn_foreign(struct ms_worker *wk, const struct ms_conn *c, const struct wire_req *r)
+{
+	if (txn_owner_ok(c, r->txn_id))
+		return 0;
+	log_debug("worker %u: %s of txn %llx refused: compute %u does not own it", wk->idx,
+		  wire_op_name(r->op), (unsigned long long)r->txn_id,
+		  c->hello_seen ? c->compute_id : 0);
+	rep_status(wk, &wk->rep, r, -EPERM, 0);
+	return 1;
+}
+
 /* Find the record named by (table, key), trying the client's hint first.
  * 0 with *rec pinned (store_rec_put(st, *loc) when done with it),
  * LOTUS_ENOTFOUND, or the error of reading its page in (-EIO,
@@ -726,18 +757,34 @@ static int commit_reserve(struct ms_server *srv, lock_txn_t *txn, const struct w
 	return rc;
 }
 
+/* Phase two of a 2PC (a COMMIT without writes) whose txn is no longer
+ * prepared here: the resolver took it first (its client was slow), and the
+ * client must hear what it decided - LOTUS_EABORTED if that was abort, never
+ * a 0 for a txn whose writes were dropped.  0 otherwise (committed, or a
+ * read-only commit that was never prepared). */
+static int commit_decided(struct ms_server *srv, const struct wire_req *r)
+{
+	if (srv->hooks.prepared_outcome(srv, r->txn_id) != MS_OUT_ABORT)
+		return 0;
+	log_info("the COMMIT of txn %llx came after the resolver aborted it",
+		 (unsigned long long)r->txn_id);
+	return LOTUS_EABORTED;
+}
+
 static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	struct ms_server *srv = wk->srv;
 	store_resv_t *rv = NULL;
+	if (txn_foreign(wk, c, r))
+		return;
 	lock_txn_t *txn = lock_txn_find(srv->locks, r->txn_id);
 	if (!txn) {
-		rep_status(wk, &wk->rep, r, r->arg ? LOTUS_ESTATE : 0, 0);
+		rep_status(wk, &wk->rep, r, r->arg ? LOTUS_ESTATE : commit_decided(srv, r), 0);
 		return;
 	}
-	int rc = 0;
-	if (lock_txn_status(txn) != TXN_COMMITTING)
+	int rc = 0, was_committing = lock_txn_status(txn) == TXN_COMMITTING;
+	if (!was_committing)
 		rc = lock_txn_begin_commit(srv->locks, txn);
 	if (r->flags & WIRE_REQ_F_COMMITTING) {
 		/* the WOUND_WAIT round: the txn is now immune to wounds; keep its locks */
@@ -755,6 +802,8 @@ static void h_commit(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
+	if (rc == 0 && r->arg == 0 && was_committing)
+		rc = commit_decided(srv, r);   /* the resolver was first */
 	if (rc == 0)
 		rc = commit_check(srv, txn, r, val);
 	if (rc == 0)   /* all or nothing: every slot the writes need, first */
@@ -786,6 +835,8 @@ static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, 
 		      const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	struct ms_server *srv = wk->srv;
+	if (txn_foreign(wk, c, r))
+		return;
 	lock_txn_t *txn = lock_txn_find(srv->locks, r->txn_id);
 	uint64_t lsn = 0;
 	if (!txn) {
@@ -816,10 +867,19 @@ static void h_prepare(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, 
 static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		    const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
+	if (txn_foreign(wk, c, r))
+		return;
 	lock_txn_t *txn = lock_txn_find(wk->srv->locks, r->txn_id);
 	int rc = 0;
-	/* a prepared txn: log the abort (durable servers), drop its writes */
-	wk->srv->hooks.prepared_decide(wk->srv, r->txn_id, 0, &rc);
+	/* a prepared txn: log the abort (durable servers), drop its writes -
+	 * unless this server answered PREPARED for it already: then it stays
+	 * prepared, with its locks, for the resolver (LOTUS_ESTATE) */
+	if (wk->srv->hooks.prepared_decide(wk->srv, r->txn_id, 0, &rc) && rc == LOTUS_ESTATE) {
+		if (txn)
+			lock_txn_put(wk->srv->locks, txn);
+		rep_status(wk, &wk->rep, r, rc, 0);
+		return;
+	}
 	if (txn)
 		lock_txn_release(wk->srv->locks, txn);
 	rep_status(wk, &wk->rep, r, 0, 0);

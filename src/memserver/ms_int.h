@@ -92,7 +92,8 @@ struct ms_pending;
 struct ms_conn {
 	struct ms_worker *wk;
 	net_conn_t *nc;
-	uint32_t compute_id;
+	uint32_t compute_id;       /* from the client's WIRE_HELLO (hello_seen) */
+	int hello_seen;            /* 0: it named no compute id yet, owns no txn */
 	int closed;
 	int broken;                /* a reply was lost: close at the next settle */
 	int refs;                  /* the conn itself + each parked request */
@@ -169,6 +170,9 @@ struct ms_recovery {
 	uint64_t elapsed_ns;
 };
 
+/* What this server remembers about a txn (outcomes.c, prep_mu held). */
+enum ms_outcome { MS_OUT_NONE = 0, MS_OUT_COMMIT, MS_OUT_ABORT, MS_OUT_REFUSED };
+
 /* How a lower layer calls an upper one.  Field X is the upper layer's
  * ms_X(); the comment names the layer that sets it (its ms_*_register()) and
  * the callers.  Every field is set before any worker runs. */
@@ -222,6 +226,11 @@ struct ms_hooks {
 	int (*prepare_logged)(struct ms_server *srv, const struct wire_req *r,
 			      const unsigned char *val, store_resv_t **rp, uint64_t *lsn);
 	int (*prepared_decide)(struct ms_server *srv, uint64_t txn_id, int commit, int *rc);
+	/* ... on behalf of the txn's client: an ABORT of a txn this server
+	 * answered PREPARED for (or recovered) is left to the resolver: 1 with
+	 * *rc = LOTUS_ESTATE, locks kept.  prepared_outcome: what was decided
+	 * here about txn_id (MS_OUT_NONE if still prepared or never). */
+	enum ms_outcome (*prepared_outcome)(struct ms_server *srv, uint64_t txn_id);
 	/* Reply to r with (status, arg) once the log is durable up to lsn (lsn 0
 	 * or already durable: at once, in wk->rep). */
 	void (*reply_durable)(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
@@ -290,13 +299,12 @@ struct ms_prep_ent {
 	uint64_t since_ns;          /* when it was prepared (or recovered) */
 	uint64_t parts;             /* bitmask of the writing participants */
 	int recovered;              /* found undecided by recovery */
+	int promised;               /* answered PREPARED to a status query: the
+				       client may no longer abort it (durable.c) */
 	uint32_t len;
 	unsigned char *payload;     /* the REDO_PREPARE payload */
 	store_resv_t *resv;         /* the slots its writes need */
 	struct ms_prep_ent *next;
 };
-
-/* What this server remembers about a txn (outcomes.c, prep_mu held). */
-enum ms_outcome { MS_OUT_NONE = 0, MS_OUT_COMMIT, MS_OUT_ABORT, MS_OUT_REFUSED };
 
 #endif

@@ -17,10 +17,22 @@
  *   every other one PREPARED          -> commit (every vote was yes, durably)
  *   a participant unreachable         -> ask again later, locks kept
  *
- * A server asked about a transaction it never prepared logs REDO_REFUSE, waits
- * until that is durable, answers UNKNOWN, and from then on refuses to prepare
- * it (ms_prepare_logged); so "UNKNOWN" is final and the client cannot have
- * seen every participant vote yes.
+ * A server asked about a transaction it never prepared answers UNKNOWN, and
+ * that answer must be final: the client cannot have seen every participant
+ * vote yes.  If the txn is live here (it holds locks, so its PREPARE may still
+ * come), the server logs REDO_REFUSE, waits until that is durable, and from
+ * then on refuses to prepare it (ms_prepare_logged).  If it holds nothing
+ * here, no PREPARE of it can succeed anyway (h_prepare needs its locks, and
+ * its client locks nothing after sending PREPAREs), so nothing is logged or
+ * remembered: a flood of queries about unknown ids costs no log.
+ *
+ * A PREPARED answer is a promise (struct ms_prep_ent.promised): the asker may
+ * commit on it, so it goes out only once the PREPARE is durable, and from then
+ * on the client's ABORT no longer aborts the txn here: it is left to the
+ * resolver, which asks at once (durable.c, prepared_decide).  A PREPARE whose
+ * client is still connected is otherwise left to that client for
+ * RESOLVE_LIVE_AFTER_NS; a client's COMMIT that comes after the resolver
+ * decided is answered with the decision (handlers.c, commit_decided).
  *
  * The outcomes it answers from are remembered in outcomes.c.
  *
@@ -47,8 +59,25 @@
 #include "memserver/durable.h"
 #include "memserver/termination.h"
 
-#define RESOLVE_AFTER_NS (1000000000ULL) /* a live PREPARE is stuck after this */
+/* A PREPARE whose client is still connected is its client's to decide; the
+ * resolver takes it only after this (a client that gave it up while staying
+ * connected: one of its writers was lost during the PREPARE round), or at
+ * once when asked about it or told to abort it after answering PREPARED. */
+#define RESOLVE_LIVE_AFTER_NS (5000000000ULL)
 #define RESOLVE_BATCH 256
+
+/* Is txn_id live here: does it hold locks (an entry in the lock table)?
+ * Only such a txn can still be prepared here: h_prepare refuses a txn
+ * without one, and a client sends its PREPAREs only after every operation
+ * of the txn was answered, so none that would create one can come after a
+ * participant holds the txn prepared and asks about it. */
+static int txn_live_here(struct ms_server *srv, uint64_t txn_id)
+{
+	lock_txn_t *txn = lock_txn_find(srv->locks, txn_id);
+	if (txn)
+		lock_txn_put(srv->locks, txn);
+	return txn != NULL;
+}
 
 static int ms_txn_status(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn)
 {
@@ -56,8 +85,15 @@ static int ms_txn_status(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn)
 	*lsn = 0;
 	pthread_mutex_lock(&srv->prep_mu);
 	for (struct ms_prep_ent *e = srv->prep[ms_prep_bucket(txn_id)]; e; e = e->next)
-		if (e->txn_id == txn_id)   /* prepared here and undecided */
+		if (e->txn_id == txn_id) {   /* prepared here and undecided */
 			answer = WIRE_TXN_PREPARED;
+			/* the asker may commit on this answer: it holds only once the
+			 * vote is durable, and this server's client may no longer
+			 * abort it; the resolver here asks the others now */
+			*lsn = srv->log ? e->lsn : 0;
+			e->promised = 1;
+			e->since_ns = 0;
+		}
 	if (answer == WIRE_TXN_UNKNOWN) {
 		switch (ms_outcome_find(srv, txn_id)) {
 		case MS_OUT_COMMIT:
@@ -68,7 +104,10 @@ static int ms_txn_status(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn)
 			break;
 		case MS_OUT_REFUSED:
 			break;
-		default:   /* never prepared: refuse it for good (durably, with a log) */
+		default:
+			if (!txn_live_here(srv, txn_id))
+				break;   /* can never be prepared here: nothing to refuse */
+			/* live here, not prepared: refuse it for good (durably) */
 			if (!srv->log ||
 			    redo_append(srv->log, REDO_REFUSE, txn_id, "", 0, lsn) == 0)
 				ms_outcome_note(srv, txn_id, MS_OUT_REFUSED);
@@ -130,6 +169,9 @@ static void resolve_apply(struct ms_server *srv, uint64_t txn_id, int commit)
 		 rc ? lotus_strerror(rc) : "");
 }
 
+/* The prepared txns to decide now.  Not one whose own PREPARE is not durable
+ * yet: a commit decided on it (every other writer prepared) would be answered
+ * COMMITTED to the others, and a crash would then lose this server's half. */
 static unsigned resolve_collect(struct ms_server *srv, struct resolve_item *items)
 {
 	uint64_t now = clock_now_ns();
@@ -137,7 +179,9 @@ static unsigned resolve_collect(struct ms_server *srv, struct resolve_item *item
 	pthread_mutex_lock(&srv->prep_mu);
 	for (unsigned b = 0; b < MS_PREP_BUCKETS && n < RESOLVE_BATCH; b++)
 		for (struct ms_prep_ent *e = srv->prep[b]; e && n < RESOLVE_BATCH; e = e->next)
-			if (e->recovered || now - e->since_ns > RESOLVE_AFTER_NS)
+			if ((!srv->log || redo_durable_lsn(srv->log) >= e->lsn) &&
+			    (e->recovered || e->since_ns == 0 ||
+			     now - e->since_ns > RESOLVE_LIVE_AFTER_NS))
 				items[n++] = (struct resolve_item){ e->txn_id, e->parts };
 	pthread_mutex_unlock(&srv->prep_mu);
 	return n;

@@ -122,6 +122,15 @@ struct kclass {
 	void *slabs;                   /* slab list, linked through the first word */
 };
 
+/* Nodes kept for reserved inserts (index_reserve): each list is linked
+ * through its blocks' first word; a block is handed out zeroed. */
+struct spares {
+	pthread_mutex_t mu;
+	void *leaf, *inner, *lext, *slab;
+	unsigned nleaf, ninner, nlext, nslab;
+	unsigned reserved;             /* inserts reserved and not yet released */
+};
+
 struct index {
 	struct node *root;
 	index_key_fn key_fn;
@@ -130,6 +139,7 @@ struct index {
 	size_t bytes;                  /* nodes and extensions */
 	size_t key_bytes;              /* slabs of key copies */
 	struct kclass kc[COPY_WORDS];
+	struct spares sp;
 };
 
 /* A search key as zero-padded big-endian words (w[0] is its prefix). */
@@ -194,6 +204,49 @@ static void skey_init(struct skey *k, const void *b, unsigned len)
 	k->pfx = k->w[0];
 }
 
+/* ---- reserved nodes ----
+ *
+ * A commit's writes are logged before they are applied, so applying them must
+ * not fail.  Their records' slots are reserved beforehand (store.c); the index
+ * nodes their inserts may need are too: index_reserve(n) keeps enough spare
+ * blocks for n more inserts in the worst case - a new leaf and its extension,
+ * a split of every inner node on the path plus a new root, and a slab for a
+ * key copy - allocated up front, where failing refuses the commit before
+ * anything is logged.  Every allocation below tries calloc first and takes a
+ * spare only when calloc fails, so spares are rarely used and an insert under
+ * reservation never fails for memory.  (An insert that reserved nothing may
+ * take a spare too; the server reserves for every insert it applies after
+ * logging, and recovery runs before any reservation exists.) */
+
+/* Pop a zeroed block of size sz from list *head (sp.mu held), or NULL. */
+static void *spare_pop(void **head, unsigned *n, size_t sz)
+{
+	void *b = *head;
+	if (b) {
+		*head = *(void **)b;
+		(*n)--;
+		memset(b, 0, sz);
+	}
+	return b;
+}
+
+static void *node_alloc(index_t *ix, size_t sz, int kind)
+{
+	void *b = calloc(1, sz);
+	if (b)
+		return b;
+	struct spares *sp = &ix->sp;
+	pthread_mutex_lock(&sp->mu);
+	switch (kind) {
+	case 0: b = spare_pop(&sp->leaf, &sp->nleaf, sz); break;
+	case 1: b = spare_pop(&sp->inner, &sp->ninner, sz); break;
+	case 2: b = spare_pop(&sp->lext, &sp->nlext, sz); break;
+	default: b = spare_pop(&sp->slab, &sp->nslab, sz); break;
+	}
+	pthread_mutex_unlock(&sp->mu);
+	return b;
+}
+
 /* ---- own keys: copies in size-class slabs ---- */
 
 static unsigned copy_words(unsigned len)
@@ -213,7 +266,7 @@ static uint64_t *copy_alloc(index_t *ix, unsigned c)
 	} else {
 		if (!kc->bump || kc->bump + c > kc->end) {
 			/* calloc: the pad is read (never used) by torn reads */
-			uint64_t *s = calloc(1, SLAB_BYTES);
+			uint64_t *s = node_alloc(ix, SLAB_BYTES, 3);
 			if (!s)
 				goto out;
 			s[0] = (uint64_t)(uintptr_t)kc->slabs;
@@ -368,7 +421,7 @@ static inline void write_unlock(struct node *n)
 
 static struct leaf *leaf_new(index_t *ix)
 {
-	struct leaf *l = calloc(1, sizeof(*l));
+	struct leaf *l = node_alloc(ix, sizeof(*l), 0);
 	if (l) {
 		l->h.is_leaf = 1;
 		__atomic_fetch_add(&ix->bytes, sizeof(*l), __ATOMIC_RELAXED);
@@ -378,7 +431,7 @@ static struct leaf *leaf_new(index_t *ix)
 
 static struct lext *lext_new(index_t *ix)
 {
-	struct lext *x = calloc(1, sizeof(*x));
+	struct lext *x = node_alloc(ix, sizeof(*x), 2);
 	if (x)
 		__atomic_fetch_add(&ix->bytes, sizeof(*x), __ATOMIC_RELAXED);
 	return x;
@@ -398,7 +451,7 @@ static struct lext *leaf_ext(index_t *ix, struct leaf *l)
 
 static struct inner *inner_new(index_t *ix)
 {
-	struct inner *in = calloc(1, sizeof(*in));
+	struct inner *in = node_alloc(ix, sizeof(*in), 1);
 	if (in)
 		__atomic_fetch_add(&ix->bytes, sizeof(*in), __ATOMIC_RELAXED);
 	return in;
@@ -698,6 +751,7 @@ static int create(index_key_fn key_fn, void *ctx, bool owned, index_t **out)
 	ix->owned = owned;
 	for (unsigned c = 0; c < COPY_WORDS; c++)
 		pthread_mutex_init(&ix->kc[c].mu, NULL);
+	pthread_mutex_init(&ix->sp.mu, NULL);
 	struct leaf *root = leaf_new(ix);
 	if (!root) {
 		free(ix);
@@ -732,10 +786,97 @@ static void node_free(struct node *n)
 	free(n);
 }
 
+static void spares_free(void *head)
+{
+	for (void *b = head, *next; b; b = next) {
+		next = *(void **)b;
+		free(b);
+	}
+}
+
+/* sp.mu held: the inner levels above the leaves (a racy walk down the left
+ * edge: nodes are never freed, and a stale answer is corrected by the +1
+ * margin of the caller or the next reservation). */
+static unsigned tree_height(index_t *ix)
+{
+	unsigned h = 0;
+	struct node *n = LOAD_ACQ(&ix->root);
+	while (n && !n->is_leaf && h < 64) {
+		n = LOAD_ACQ(&((struct inner *)n)->child[0]);
+		h++;
+	}
+	return h;
+}
+
+/* sp.mu held: top the spares up to what reserved inserts may need. */
+static int spares_fill(index_t *ix, unsigned reserved)
+{
+	struct spares *sp = &ix->sp;
+	unsigned h = tree_height(ix) + 2;   /* every inner split, a new root, margin */
+	unsigned wl = reserved, wi = reserved * h, wx = ix->owned ? 2 * reserved : 0;
+	unsigned ws = !ix->owned ? 0 : MIN(reserved, reserved * COPY_WORDS /
+						 (SLAB_BYTES / 8 - COPY_WORDS - 1) + COPY_WORDS);
+	struct { void **head; unsigned *n, want; size_t sz; } l[] = {
+		{ &sp->leaf, &sp->nleaf, wl, sizeof(struct leaf) },
+		{ &sp->inner, &sp->ninner, wi, sizeof(struct inner) },
+		{ &sp->lext, &sp->nlext, wx, sizeof(struct lext) },
+		{ &sp->slab, &sp->nslab, ws, SLAB_BYTES },
+	};
+	for (unsigned i = 0; i < 4; i++)
+		while (*l[i].n < l[i].want) {
+			void *b = calloc(1, l[i].sz);
+			if (!b)
+				return -ENOMEM;
+			*(void **)b = *l[i].head;
+			*l[i].head = b;
+			(*l[i].n)++;
+		}
+	return 0;
+}
+
+int index_reserve(index_t *ix, unsigned n)
+{
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&ix->sp.mu);
+	int rc = spares_fill(ix, ix->sp.reserved + n);
+	if (rc == 0)
+		ix->sp.reserved += n;
+	pthread_mutex_unlock(&ix->sp.mu);
+	return rc;
+}
+
+void index_unreserve(index_t *ix, unsigned n)
+{
+	struct spares *sp = &ix->sp;
+	void *drop = NULL;
+	if (!n)
+		return;
+	pthread_mutex_lock(&sp->mu);
+	sp->reserved -= MIN(n, sp->reserved);
+	/* keep what the next commits are likely to need; give back the rest of
+	 * a big one (inner nodes are 8.6 KiB each) */
+	unsigned keep = 4 * MAX(64u, sp->reserved * (tree_height(ix) + 2));
+	while (sp->ninner > keep) {
+		void *b = sp->inner;
+		sp->inner = *(void **)b;
+		sp->ninner--;
+		*(void **)b = drop;
+		drop = b;
+	}
+	pthread_mutex_unlock(&sp->mu);
+	spares_free(drop);
+}
+
 void index_destroy(index_t *ix)
 {
 	if (!ix)
 		return;
+	spares_free(ix->sp.leaf);
+	spares_free(ix->sp.inner);
+	spares_free(ix->sp.lext);
+	spares_free(ix->sp.slab);
+	pthread_mutex_destroy(&ix->sp.mu);
 	node_free(ix->root);
 	for (unsigned c = 0; c < COPY_WORDS; c++) {
 		for (void *s = ix->kc[c].slabs, *next; s; s = next) {

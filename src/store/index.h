@@ -46,6 +46,13 @@ int index_create_owned(index_t **out);
 /* No other thread may be using the index. */
 void index_destroy(index_t *ix);
 
+/* Reserve the nodes n more inserts may need in the worst case (spare blocks,
+ * allocated now), so that they cannot fail for memory: 0 or -ENOMEM
+ * (nothing reserved).  unreserve gives a reservation back once its inserts
+ * are done (or will not happen).  Any thread. */
+int index_reserve(index_t *ix, unsigned n);
+void index_unreserve(index_t *ix, unsigned n);
+
 int index_get(index_t *ix, const void *key, unsigned klen, uint64_t *val);
 /* LOTUS_EEXISTS (and *old, if non-NULL, gets the present value) if present. */
 int index_insert(index_t *ix, const void *key, unsigned klen, uint64_t val, uint64_t *old);

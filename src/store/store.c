@@ -1266,6 +1266,7 @@ int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen)
 struct resv_group {
 	uint16_t table;
 	unsigned n, cap;
+	unsigned ix_n;                /* inserts reserved in the table's index */
 	store_loc_t *loc;
 };
 
@@ -1330,7 +1331,20 @@ int store_reserve(store_t *st, store_resv_t **rp, uint16_t table, unsigned n)
 	if (!t)
 		return LOTUS_ENOTABLE;
 	unsigned before = store_reserved(*rp, table);
-	int rc = 0;
+	/* the index nodes their inserts may need, too: applying cannot fail */
+	int rc = index_reserve(t->ix, n);
+	if (rc == 0) {
+		struct resv_group *g = (*rp || (*rp = calloc(1, sizeof(**rp))))
+				       ? resv_group(*rp, table, 1) : NULL;
+		if (g)
+			g->ix_n += n;
+		else {
+			index_unreserve(t->ix, n);
+			rc = -ENOMEM;
+		}
+	}
+	if (rc)
+		return rc;
 	for (unsigned i = 0; i < n && rc == 0; i++) {
 		store_loc_t l = slot_alloc(st, t);
 		if (!l)
@@ -1342,6 +1356,10 @@ int store_reserve(store_t *st, store_resv_t **rp, uint16_t table, unsigned n)
 		struct resv_group *g = resv_group(*rp, table, 0);
 		while (g && g->n > before)
 			slot_link(st, t, g->loc[--g->n]);
+		if (g) {
+			g->ix_n -= n;
+			index_unreserve(t->ix, n);
+		}
 	}
 	return rc;
 }
@@ -1355,6 +1373,8 @@ void store_resv_release(store_t *st, store_resv_t *r)
 		struct table *t = table_get(st, g->table);
 		while (t && g->n)
 			slot_link(st, t, g->loc[--g->n]);
+		if (t)
+			index_unreserve(t->ix, g->ix_n);
 		free(g->loc);
 	}
 	for (unsigned i = 0; i < r->npinned; i++)

@@ -127,6 +127,15 @@ int main(void)
 	uint16_t tid = cl->tables[tb].ids[0];
 	CHECK_RC(net_worker_create(cl->net, &h, NULL, &w));
 	CHECK_RC(net_connect(w, cl->servers[0].host, cl->servers[0].port, 5000, &conn));
+	{   /* name our compute id (0, the owner of the txn ids below), as clients do */
+		struct wire_buf hb;
+		size_t hlen;
+		wire_buf_init(&hb);
+		CHECK_RC(wire_buf_begin(&hb, WIRE_HELLO, 0, 0));
+		wire_buf_end(&hb);
+		unsigned char *hp = wire_buf_detach(&hb, &hlen);
+		CHECK_RC(net_send(conn, hp, hlen));
+	}
 
 	struct { const char *what; unsigned locked; uint16_t table; uint32_t len; int want; } c[] = {
 		{ "value larger than the table's maximum", 6, 0, 16, LOTUS_ETOOBIG },
