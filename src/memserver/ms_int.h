@@ -250,6 +250,7 @@ struct ms_server {
 	const char *data_dir;
 	int recovery_mode;         /* enum redo_recovery, for ms_recover */
 	int dir_lock_fd;           /* flock(LOCK_EX) on DATA_DIR/LOCK; -1: none */
+	uint64_t cluster_id;       /* announced at the door (identity.c; 0: none) */
 	redo_t *log;
 	ckpt_t *ckpt;
 	pthread_mutex_t tables_mu; /* table creation: id order == log order */
