@@ -539,6 +539,25 @@ static int ms_recover(struct ms_server *srv)
 	return rc;
 }
 
+/* mkdir -p (as initdb): 0, or -1 with errno. */
+static int mkdir_parents(const char *dir)
+{
+	char p[4096];
+	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	return mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
+}
+
 int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 {
 	srv->durability = o->durability;
@@ -555,7 +574,7 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 			  o->data_dir);
 		return LOTUS_ECONFIG;
 	}
-	if (o->init && mkdir(o->data_dir, 0755) && errno != EEXIST) {
+	if (o->init && mkdir_parents(o->data_dir) != 0) {
 		int rc = -errno;
 		log_error("cannot create the data directory %s: %s", o->data_dir, strerror(errno));
 		return rc;

@@ -208,10 +208,10 @@ int identity_settle(const char *dir, unsigned server_id, uint64_t want, int init
 		}
 		if (want && id.cluster_id != want) {
 			log_error("the data directory %s belongs to cluster %016" PRIx64 ", not to "
-				  "this server's cluster %016" PRIx64 " (another cluster's data, or "
-				  "its [cluster] cluster_id / secret / server list changed: set "
-				  "cluster_id = %016" PRIx64 " to keep it)", dir, id.cluster_id,
-				  want, id.cluster_id);
+				  "this server's cluster %016" PRIx64 ": another cluster's data, or "
+				  "the cluster's cluster_id, secret or server list changed (to keep "
+				  "the data, set cluster_id = %016" PRIx64 " in [cluster], or "
+				  "--cluster-id)", dir, id.cluster_id, want, id.cluster_id);
 			return LOTUS_ECONFIG;
 		}
 		*out = id;
