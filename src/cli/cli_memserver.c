@@ -172,7 +172,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "insecure", OPT_FLAG, &insecure, NULL, "listen off loopback without a secret (anyone who reaches the port can read and write everything)" },
 		{ "max-clients", OPT_U64, &max_clients, "N", "most connections served at once (default: the config's max_clients, else 0: no limit)", .min = 0, .max = 1000000 },
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
-		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start" },
+		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start (a new database needs --init; relative to the working directory, while a config's data_dir is relative to the config file)" },
 		{ "init", OPT_FLAG, &init, NULL, "create a new database if the data directory is missing or empty (without it such a directory is refused); on this server's own database a no-op, so scripts may always give it" },
 		{ "cluster-id", OPT_STR, &cluster_id, "ID", "without --config: the cluster this server belongs to, 16 hex digits or a name (with --config: cluster_id in [cluster]); default: the data directory's, or a new random one at --init" },
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },

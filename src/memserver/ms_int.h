@@ -16,6 +16,8 @@
  *   handlers.c     request handlers, applying writes    handlers.h
  *   conn.c         connections, messages, lost clients  conn.h
  *   ms_int.h       shared structs and struct ms_hooks
+ *   identity.c     the data directory's IDENTITY file   identity.h
+ *                  (a leaf: it knows no server struct)
  *
  * Upward calls go through srv->hooks (struct ms_hooks below): each upper
  * layer fills its fields in its ms_*_register(), which memserver.c calls at
