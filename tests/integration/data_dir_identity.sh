@@ -106,6 +106,24 @@ sed -i 's/cluster_id = west/cluster_id = east/' "$top/named.ini"
 out=$(timeout 30 "$L" ycsb --config "$top/named.ini" --records 100 --seconds 0.2 --threads 1 --quiet 2>&1 >/dev/null) \
   || fail "a client of cluster east did not connect to its server: $out"
 echo "ok: cluster_id in the client's config checked"
+# a client of handshake version 1 (before cluster ids) gets a clear refusal
+v1=$(/usr/bin/python3 - "$p0" <<'PY'
+import os, socket, struct, sys
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5)
+s.sendall(struct.pack('<B3xI', 1, 40) + b'lotus-d1' + os.urandom(32))
+h = b''
+while len(h) < 8:
+    x = s.recv(8 - len(h))
+    if not x:
+        break
+    h += x
+t, n = struct.unpack('<B3xI', h) if len(h) == 8 else (0, 0)
+body = s.recv(n) if 0 < n < 4096 else b''
+print(t, body[1:].decode('ascii', 'replace'))
+PY
+)
+case $v1 in "5 this server speaks handshake version 2"*) ;; *) fail "a version-1 HELLO got: $v1" ;; esac
+echo "ok: a version-1 client is told: ${v1#5 }"
 
 # 5. data_dir in a config is relative to the config file, not the cwd
 mkdir -p "$top/conf" "$top/cwd"
