@@ -263,6 +263,9 @@ int cmd_memserver(int argc, char **argv)
 		return 2;
 	if (memserver_tiering(opts, memory, capacity, pwriters, &o))
 		return 2;
+	if (init && !o.data_dir)
+		log_warn("--init: no effect without a data directory (the server keeps "
+			 "everything in memory)");
 	/* Before any bind: off loopback, the port must not be open to anyone. */
 	struct in_addr la;
 	int loopback = strcmp(host, "localhost") == 0 ||
