@@ -7,7 +7,8 @@
 #     is killed, its directory emptied, and its restart is refused; restored,
 #     --verify finds every transfer.  --init on a matching identity is a no-op.
 #  3. A swapped directory is refused, with --init or without: server 0's
-#     directory given to server 1, and another cluster's server-1 directory.
+#     directory given to server 1, and another cluster's server-1 directory;
+#     so is one whose IDENTITY is damaged.
 #  4. A client refuses a server of another cluster in the handshake.
 #  5. A config's relative data_dir is relative to the config file.
 #  6. --local: a missing ms<i> beside the others is refused.
@@ -20,27 +21,32 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 pids=()
 trap 'cluster_stop; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$top"' EXIT
 
-# refused WHAT WANT ARGS...: a memserver that must exit non-zero with a line
-# matching WANT, within a second (the bounding timeout is only a backstop)
+# refused WHAT WANT ARGS...: a memserver that must exit non-zero with one line
+# matching WANT.  With TIMED=1 it must also exit within a second (of three
+# tries, one must: a busy machine may stall any one start).
 refused() {
-  local what=$1 want=$2 t0 t1 out rc
+  local what=$1 want=$2 t0 t1 out rc try ms
   shift 2
-  t0=$(date +%s%N)
-  out=$(timeout 10 "$L" memserver --listen 127.0.0.1:0 --threads 1 --memory 32M "$@" 2>&1 >/dev/null)
-  rc=$?
-  t1=$(date +%s%N)
-  [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$what: exited $rc, want a refusal: $out"
-  printf '%s\n' "$out" | grep -q -- "$want" || fail "$what: no line saying '$want': $out"
-  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "$what: want one line, got: $out"
-  [ $(( (t1 - t0) / 1000000 )) -lt 1000 ] || fail "$what: took $(( (t1 - t0) / 1000000 )) ms"
-  echo "ok: $what: exit $rc in $(( (t1 - t0) / 1000000 )) ms: $out"
+  for try in 1 2 3; do
+    t0=$(date +%s%N)
+    out=$(timeout 10 "$L" memserver --listen 127.0.0.1:0 --threads 1 --memory 32M "$@" 2>&1 >/dev/null)
+    rc=$?
+    t1=$(date +%s%N)
+    ms=$(( (t1 - t0) / 1000000 ))
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$what: exited $rc, want a refusal: $out"
+    printf '%s\n' "$out" | grep -q -- "$want" || fail "$what: no line saying '$want': $out"
+    [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "$what: want one line, got: $out"
+    [ "${TIMED:-0}" = 1 ] && [ $ms -ge 1000 ] || break
+  done
+  [ "${TIMED:-0}" = 0 ] || [ $ms -lt 1000 ] || fail "$what: took $ms ms (3 tries)"
+  echo "ok: $what: exit $rc in $ms ms: $out"
 }
 
 # 1. empty or missing, without --init
-refused "missing data dir" "does not exist: give --init" --data-dir "$top/nothing"
+TIMED=1 refused "missing data dir" "does not exist: give --init" --data-dir "$top/nothing"
 [ -e "$top/nothing" ] && fail "a refused start created $top/nothing"
 mkdir "$top/empty"
-refused "empty data dir" "holds no database: give --init" --data-dir "$top/empty"
+TIMED=1 refused "empty data dir" "holds no database: give --init" --data-dir "$top/empty"
 
 # 2. the issue's scenario
 mkdir -p "$top/a"
@@ -79,6 +85,13 @@ refused "another cluster's directory" "belongs to cluster .*, not to this server
   --config "$CLUSTER_INI" --id 1 --data-dir "$top/b/ms1"
 refused "another cluster's directory with --init" "belongs to cluster" \
   --config "$CLUSTER_INI" --id 1 --data-dir "$top/b/ms1" --init
+# a damaged identity file is refused, never rewritten
+cp -a "$top/a/data/ms0" "$top/damaged"
+sed -i 's/server_id 0/server_id 9/' "$top/damaged/IDENTITY"
+cp "$top/damaged/IDENTITY" "$top/damaged.id"
+refused "a damaged IDENTITY" "IDENTITY is damaged (its check does not match" \
+  --config "$CLUSTER_INI" --id 0 --data-dir "$top/damaged" --init
+cmp -s "$top/damaged/IDENTITY" "$top/damaged.id" || fail "the damaged IDENTITY was rewritten"
 
 # 4. the handshake: two in-memory servers of two clusters, one client config
 start_bare() {  # start_bare NAME CLUSTER: its port in $port
