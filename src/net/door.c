@@ -498,7 +498,8 @@ static int dconn_io(struct door *d, struct dconn *c, short revents)
 			} else if (c->state == D_AUTH) {
 				/* a client that cannot verify our MAC hangs up here */
 				STAT_INC(d, auth_failed);
-				why = "the peer left after the challenge (wrong or missing secret?)";
+				why = "the peer left after the challenge (wrong or missing secret, or a "
+				      "client of another cluster?)";
 			} else {
 				why = "closed by the peer";
 			}
@@ -821,9 +822,9 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 	char who[300];
+	uint64_t want = *cluster_id;
 	*peer_addr = NULL;
 	*peer_len = 0;
-	*cluster_id = 0;
 	if (door_crypto())
 		return -EIO;
 	if (len == 0 || len > DOOR_MAX_ADDR)
@@ -872,6 +873,12 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 		rc = -EACCES;
 		goto out;
 	}
+	/* Another cluster's server: leave before AUTH, so it never admits us. */
+	*cluster_id = get_u64(ch + DOOR_NONCE);
+	if (want && *cluster_id && *cluster_id != want) {
+		rc = LOTUS_ECONFIG;
+		goto out;
+	}
 	uint8_t *auth = malloc(DOOR_HDR + DOOR_MAC + len);
 	if (!auth) {
 		rc = -ENOMEM;
@@ -895,7 +902,6 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 	}
 	*peer_addr = pa;
 	*peer_len = (size_t)flen;
-	*cluster_id = get_u64(ch + DOOR_NONCE);
 out:
 	close(fd);
 	return rc;

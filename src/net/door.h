@@ -110,11 +110,14 @@ void door_stats(struct door *d, struct door_stats *out);
 void door_close(struct door *d);
 
 /* Client side: handshake with the door at host:port within timeout_ms.
- * On success *peer_addr (malloc'd, *peer_len bytes) is the server worker's
- * address and *cluster_id the server's cluster id (0: none).  Errors:
- * LOTUS_EUNAVAIL (unreachable, closed), LOTUS_ETIMEOUT, -EACCES
+ * *cluster_id: in, the cluster the caller means (0: any); out, once the
+ * server proved the secret, the server's cluster id (0: none).  On success
+ * *peer_addr (malloc'd, *peer_len bytes) is the server worker's address.
+ * Errors: LOTUS_EUNAVAIL (unreachable, closed), LOTUS_ETIMEOUT, -EACCES
  * (authentication failed, logged), -EUSERS (server full, logged),
- * LOTUS_EPROTO (not a lotus door, or another handshake version; logged). */
+ * LOTUS_EPROTO (not a lotus door, or another handshake version; logged),
+ * LOTUS_ECONFIG (a server of another cluster than the one meant: the
+ * handshake stopped before AUTH, so the server admitted nothing; not logged). */
 int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
 	      const void *addr, size_t len, void **peer_addr, size_t *peer_len,
 	      uint64_t *cluster_id);

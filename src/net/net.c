@@ -1095,7 +1095,9 @@ static void net_ucx_wait(net_worker_t *w, int ms)
 }
 
 /* Is the server at peer, announcing cluster cid, one of ours (net_opts.
- * cluster_id)?  The first announced id is learnt when none was given. */
+ * cluster_id)?  The first announced id is learnt when none was given.
+ * door_dial stopped already if it knew ours (LOTUS_ECONFIG); this check
+ * also covers a dial that raced with the learning of another. */
 static int net_cluster_check(net_ctx_t *ctx, const char *peer, uint64_t cid)
 {
 	uint64_t want = 0;
@@ -1122,10 +1124,10 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
 	void *raddr = NULL;
 	size_t rlen = 0;
-	uint64_t cid;
+	uint64_t cid = atomic_load(&w->ctx->cluster_id);
 	int rc = door_dial(host, port, timeout_ms < 0 ? 3600 * 1000 : timeout_ms, &w->ctx->key,
 			   w->addr, w->addr_len, &raddr, &rlen, &cid);
-	if (rc == 0)
+	if (rc == 0 || rc == LOTUS_ECONFIG)
 		rc = net_cluster_check(w->ctx, peer, cid);
 	if (rc) {
 		free(raddr);
