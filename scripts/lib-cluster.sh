@@ -11,6 +11,12 @@
 # CLUSTER_DATA=DIR gives server i --data-dir DIR/ms<i>; CLUSTER_DURABILITY
 # (sync or async) goes into the config's [cluster] section.  With CLUSTER_DATA
 # the servers are restarted once with --config after the ports are known.
+# Identity: cluster_start starts every server with --init (a new database, or
+# a no-op on its own) and --cluster-id CLUSTER_ID, which also goes into the
+# config's cluster_id; cluster_restart starts it without --init, so a missing
+# or emptied directory is refused.  The id is the one kept in
+# $CLUSTER_DATA/cluster-id (written at the first start), else $CLUSTER_ID,
+# else a random one.
 # Every server is started with --peers DIR/cluster.ini (written, atomically,
 # once the ports are known), so it can ask the others about undecided
 # prepared transactions, durable or in memory.
@@ -19,6 +25,7 @@ CLUSTER_PORTS=()
 CLUSTER_ARGS=()
 CLUSTER_DIR=
 CLUSTER_INI=
+_CLUSTER_ID=
 
 # _cluster_spawn ID LISTEN [extra...]: start server ID in the background.
 _cluster_spawn() {
@@ -26,6 +33,10 @@ _cluster_spawn() {
   shift 2
   local data=()
   [ -z "${CLUSTER_DATA:-}" ] || data=(--data-dir "$CLUSTER_DATA/ms$id")
+  if [ "$listen" = 127.0.0.1:0 ] && [ -n "$_CLUSTER_ID" ]; then
+    data+=(--cluster-id "$_CLUSTER_ID")
+    [ -z "${CLUSTER_DATA:-}" ] || data+=(--init)
+  fi
   [ -z "${CLUSTER_LEASE_MS:-}" ] || data+=(--lease-ms "$CLUSTER_LEASE_MS")
   "$L" memserver --listen "$listen" --id "$id" --transport "${TRANSPORT:-tcp}" \
       --ready-json "${data[@]}" "$@" "${CLUSTER_ARGS[@]}" \
@@ -49,6 +60,19 @@ _cluster_ready() {
   fi
 }
 
+# _cluster_id: set _CLUSTER_ID (see the top comment).
+_cluster_id() {
+  local f=${CLUSTER_DATA:+$CLUSTER_DATA/cluster-id}
+  _CLUSTER_ID=   # a binary older than identity files runs without
+  "$L" memserver --help 2>&1 | grep -q -- --cluster-id || return 0
+  if [ -n "$f" ] && [ -s "$f" ]; then
+    _CLUSTER_ID=$(cat "$f")
+  else
+    _CLUSTER_ID=${CLUSTER_ID:-$(od -An -N8 -tx8 /dev/urandom | tr -d ' \n')}
+    [ -z "$f" ] || echo "$_CLUSTER_ID" >"$f"
+  fi
+}
+
 cluster_start() {
   local dir=$1 n=$2 id
   shift 2
@@ -56,6 +80,7 @@ cluster_start() {
   CLUSTER_ARGS=("$@")
   CLUSTER_PORTS=()
   [ -z "${CLUSTER_DATA:-}" ] || mkdir -p "$CLUSTER_DATA"
+  _cluster_id
   local peers=()   # a binary older than --peers runs without it
   ! "$L" memserver --help 2>&1 | grep -q -- --peers || peers=(--peers "$dir/cluster.ini")
   for ((id = 0; id < n; id++)); do
@@ -69,6 +94,7 @@ cluster_start() {
   CLUSTER_INI=$dir/cluster.ini
   {
     printf '[cluster]\ntransport = %s\n' "${TRANSPORT:-tcp}"
+    [ -z "$_CLUSTER_ID" ] || printf 'cluster_id = %s\n' "$_CLUSTER_ID"
     [ -z "${CLUSTER_CC:-}" ] || printf 'cc = %s\n' "$CLUSTER_CC"
     [ -z "${CLUSTER_LEASE_MS:-}" ] || printf 'lease_ms = %s\n' "$CLUSTER_LEASE_MS"
     [ -z "${CLUSTER_DURABILITY:-}" ] || printf 'durability = %s\n' "$CLUSTER_DURABILITY"

@@ -113,7 +113,7 @@ int cmd_bank(int argc, char **argv)
 		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 256M)" },
 		{ "server-capacity", OPT_SIZE, &scap, "SIZE", "data per local memory server, above --server-memory: cold pages are evicted to its data directory (needs --data-dir; default: all in memory)" },
 		{ "server-page-writers", OPT_U64, &spw, "N", "page-writer threads per local memory server (with --server-capacity; default min(2, cores))", .min = 1, .max = 64 },
-		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start" },
+		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start (a new cluster when no DIR/ms<i> exists yet; one missing beside the others is refused)" },
 		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
 		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },

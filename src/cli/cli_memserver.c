@@ -8,6 +8,13 @@
  * directory without a durability setting (or with the config's default none)
  * means sync; --durability none runs in memory and ignores the directory.
  *
+ * Identity (memserver/identity.h): a durable server creates a database only
+ * with --init, and refuses a data directory of another server or cluster.
+ * Its cluster id: with --config, the config's (door_config_cluster_id:
+ * cluster_id, else from the secret, else from the server list); without,
+ * --cluster-id, else none: --init makes a random one and a restart adopts
+ * the directory's.
+ *
  * Tiering: --capacity above --memory (needs the data directory) makes the
  * buffer pool a cache of a larger page space; --page-writers threads evict.
  */
@@ -25,6 +32,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "memserver/memserver.h"
+#include "net/door.h"
 #include "net/wire.h"
 
 static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
@@ -143,7 +151,8 @@ int cmd_memserver(int argc, char **argv)
 	uint64_t max_clients = 0;
 	bool insecure = false;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY, capacity = 0, pwriters = 0;
-	const char *data_dir = NULL;
+	const char *data_dir = NULL, *cluster_id = NULL;
+	bool init = false;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
 	uint64_t max_parked = MS_DEFAULT_MAX_PARKED, max_conn_bytes = MS_DEFAULT_MAX_CONN_BYTES;
 	int transport = 0, durability = 0, si = -1, recovery_mode = 0;
@@ -163,7 +172,9 @@ int cmd_memserver(int argc, char **argv)
 		{ "insecure", OPT_FLAG, &insecure, NULL, "listen off loopback without a secret (anyone who reaches the port can read and write everything)" },
 		{ "max-clients", OPT_U64, &max_clients, "N", "most connections served at once (default: the config's max_clients, else 0: no limit)", .min = 0, .max = 1000000 },
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
-		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start" },
+		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start (a new database needs --init; relative to the working directory, while a config's data_dir is relative to the config file)" },
+		{ "init", OPT_FLAG, &init, NULL, "create a new database if the data directory is missing or empty (without it such a directory is refused); on this server's own database a no-op, so scripts may always give it" },
+		{ "cluster-id", OPT_STR, &cluster_id, "ID", "without --config: the cluster this server belongs to, 16 hex digits or a name (with --config: cluster_id in [cluster]); default: the data directory's, or a new random one at --init" },
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
 		{ "checkpoint-log", OPT_SIZE, &ckpt_log, "SIZE", "log growth that triggers a checkpoint (default 256M)" },
 		{ "checkpoint-interval", OPT_U64, &ckpt_ms, "MS", "also checkpoint at least this often (default 0: no timer)", .min = 0, .max = 86400000 },
@@ -207,6 +218,15 @@ int cmd_memserver(int argc, char **argv)
 		return cli_fail("memserver", "give --listen HOST:PORT or --config FILE");
 	if (config && peers)
 		return cli_fail("memserver", "--peers is for servers without --config (the config names the peers)");
+	if (config && cluster_id)
+		return cli_fail("memserver", "--cluster-id is for servers without --config (set "
+				"cluster_id in the config's [cluster] section)");
+	if (cluster_id && config_parse_cluster_id(cluster_id, &o.cluster_id))
+		return cli_fail("memserver", "--cluster-id '%s': expected 16 hex digits (not all "
+				"zero) or a name of 1..64 characters A-Z a-z 0-9 . _ -", cluster_id);
+	if (config && door_config_cluster_id(&cfg, secret, &o.cluster_id))
+		return 2;
+	o.init = init;
 	/* The store needs two pages; less would fail later as "Invalid argument". */
 	if (memory < 2 * STORE_DEFAULT_PAGE)
 		return cli_fail("memserver", "%s %llu bytes is too small: a memory server needs at "
@@ -243,6 +263,9 @@ int cmd_memserver(int argc, char **argv)
 		return 2;
 	if (memserver_tiering(opts, memory, capacity, pwriters, &o))
 		return 2;
+	if (init && !o.data_dir)
+		log_warn("--init: no effect without a data directory (the server keeps "
+			 "everything in memory)");
 	/* Before any bind: off loopback, the port must not be open to anyone. */
 	struct in_addr la;
 	int loopback = strcmp(host, "localhost") == 0 ||

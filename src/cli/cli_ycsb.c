@@ -71,7 +71,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "server-capacity", OPT_SIZE, &scap, "SIZE", "data per local memory server, above --server-memory: cold pages are evicted to its data directory (needs --data-dir; default: all in memory)" },
 		{ "server-page-writers", OPT_U64, &spw, "N", "page-writer threads per local memory server (with --server-capacity; default min(2, cores))", .min = 1, .max = 64 },
 		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
-		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i>" },
+		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i> (a new cluster when no DIR/ms<i> exists yet; one missing beside the others is refused)" },
 		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
 		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default: "

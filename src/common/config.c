@@ -190,6 +190,45 @@ static int set_max_clients(struct lotus_config *c, const char *v, const char **w
 	return 0;
 }
 
+int config_parse_cluster_id(const char *s, uint64_t *out)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 64 || strspn(s, "0123456789abcdefABCDEFghijklmnopqrstuvwxyz"
+				       "GHIJKLMNOPQRSTUVWXYZ._-") != n)
+		return -EINVAL;
+	uint64_t v;
+	if (n == 16 && strspn(s, "0123456789abcdefABCDEF") == 16) {
+		v = strtoull(s, NULL, 16);
+		if (v == 0)
+			return -EINVAL;
+	} else {
+		static const char tag[] = "lotus cluster name\n";
+		v = fnv1a64(tag, sizeof(tag) - 1) ^ fnv1a64(s, n);
+		v = v ? v : 1;
+	}
+	*out = v;
+	return 0;
+}
+
+uint64_t config_servers_cluster_id(const struct lotus_config *c)
+{
+	char line[300];
+	uint64_t v = fnv1a64("lotus servers v1\n", 17);
+	for (unsigned i = 0; i < c->nservers; i++) {
+		int n = snprintf(line, sizeof(line), "%u %s:%u\n", c->servers[i].id,
+				 c->servers[i].host, c->servers[i].port);
+		v = v * 1099511628211ULL ^ fnv1a64(line, (size_t)n);
+	}
+	return v ? v : 1;
+}
+
+static int set_cluster_id(struct lotus_config *c, const char *v, const char **why)
+{
+	*why = "expected 16 hex digits (not all zero) or a name of 1..64 characters "
+	       "A-Z a-z 0-9 . _ -";
+	return config_parse_cluster_id(v, &c->cluster_id);
+}
+
 static int set_listen(struct lotus_server_config *s, const char *v, const char **why)
 {
 	char host[sizeof(s->host)];
@@ -271,6 +310,7 @@ static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "lease_ms", set_lease_ms },
 	{ "secret_file", set_secret_file },
 	{ "max_clients", set_max_clients },
+	{ "cluster_id", set_cluster_id },
 };
 
 static const struct { const char *name; server_set_fn set; } server_keys[] = {
@@ -486,6 +526,21 @@ static int check_servers(struct parse *ps, struct lotus_config *c)
 	return 0;
 }
 
+/* p (a field of PATH_MAX bytes) relative to the directory of the config
+ * file at path, unless absolute or empty.  0, or LOTUS_ECONFIG (logged). */
+static int resolve_path(const char *path, const char *key, char *p)
+{
+	const char *slash = strrchr(path, '/');
+	char full[sizeof(((struct lotus_config *)0)->secret_file)] = "";  /* zeroed: configs compare whole */
+	if (!p[0] || p[0] == '/' || !slash)
+		return 0;
+	int n = snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - path), path, p);
+	if (n < 0 || (size_t)n >= sizeof(full))
+		return fail(path, 0, "%s: path too long", key);
+	memcpy(p, full, sizeof(full));
+	return 0;
+}
+
 int config_load(const char *path, struct lotus_config *out)
 {
 	struct parse ps = { .path = path, .sect = SECT_NONE };
@@ -512,17 +567,11 @@ int config_load(const char *path, struct lotus_config *out)
 		goto out;
 	}
 	rc = check_servers(&ps, out);
-	/* A relative secret_file is relative to the config file's directory. */
-	const char *slash = strrchr(path, '/');
-	if (rc == 0 && out->secret_file[0] && out->secret_file[0] != '/' && slash) {
-		char full[sizeof(out->secret_file)] = "";   /* zeroed: configs compare whole */
-		int n = snprintf(full, sizeof(full), "%.*s/%s", (int)(slash - path), path,
-				 out->secret_file);
-		if (n < 0 || (size_t)n >= sizeof(full))
-			rc = fail(path, 0, "secret_file: path too long");
-		else
-			memcpy(out->secret_file, full, sizeof(full));
-	}
+	/* Relative paths in the file are relative to the file's directory. */
+	if (rc == 0)
+		rc = resolve_path(path, "secret_file", out->secret_file);
+	for (unsigned i = 0; rc == 0 && i < out->nservers; i++)
+		rc = resolve_path(path, "data_dir", out->servers[i].data_dir);
 out:
 	free(buf);
 	fclose(f);
@@ -561,6 +610,8 @@ int config_write(FILE *f, const struct lotus_config *c)
 		fprintf(f, "secret_file = %s\n", c->secret_file);
 	if (c->max_clients)
 		fprintf(f, "max_clients = %u\n", c->max_clients);
+	if (c->cluster_id)
+		fprintf(f, "cluster_id = %016llx\n", (unsigned long long)c->cluster_id);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		const struct lotus_server_config *s = &c->servers[i];
 		config_format_size(s->memory, mem, sizeof(mem));

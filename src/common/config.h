@@ -14,12 +14,16 @@
  *   secret_file = cluster.key      ; the shared secret every connection proves
  *                                  ; (relative: to this file's directory)
  *   max_clients = 0                ; connections per memory server; 0: no limit
+ *   cluster_id = prod-east         ; the cluster's identity: 16 hex digits, or a
+ *                                  ; name (hashed); default: derived from the
+ *                                  ; secret, else from the server list
  *
  *   [memserver 0]                  ; ids are 0..N-1, each exactly once
  *   listen = 10.0.0.1:7000         ; required
  *   threads = 8                    ; 0 (default): follow the core count
  *   memory = 16G                   ; default 1G; K/M/G/T are powers of 1024
- *   data_dir = /var/lib/lotus/ms0  ; default: none (no log, no checkpoint)
+ *   data_dir = /var/lib/lotus/ms0  ; default: none (no log, no checkpoint);
+ *                                  ; relative: to this file's directory
  *   capacity = 64G                 ; data it may hold; default: = memory (no
  *                                  ; tiering); more than memory needs data_dir
  *   page_writers = 2               ; page-writer threads (tiering only);
@@ -67,6 +71,7 @@ struct lotus_config {
 	unsigned lease_ms;       /* every connection's lease; 0: default (3000) */
 	char secret_file[4096];  /* "" if none */
 	unsigned max_clients;    /* per memory server; 0: no limit */
+	uint64_t cluster_id;     /* [cluster] cluster_id; 0: not given */
 	unsigned nservers;
 	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
 };
@@ -86,6 +91,14 @@ int config_load(const char *path, struct lotus_config *out);
  */
 int config_set(struct lotus_config *c, int server, const char *key, const char *value,
 	       const char **why);
+
+/* A cluster id as cluster_id = / --cluster-id spell it: 16 hex digits are
+ * the id itself, any other name of 1..64 characters [A-Za-z0-9._-] is
+ * hashed to one.  0, or -EINVAL (*out untouched).  Never yields 0. */
+int config_parse_cluster_id(const char *s, uint64_t *out);
+/* The cluster id derived from the server list (ids, hosts and ports): the
+ * rule of last resort, for a config with neither cluster_id nor a secret. */
+uint64_t config_servers_cluster_id(const struct lotus_config *c);
 
 /* Index of server id in c->servers, or -ENOENT. */
 int config_find_server(const struct lotus_config *c, unsigned id);

@@ -19,9 +19,18 @@
  * others about a prepared transaction (termination, durable or in memory).
  * The file lives as long as the last process holding it: nothing is left on
  * disk, even when the client is killed.
+ *
+ * Identity (docs/durability.md): a local cluster with a data directory is
+ * new when no server's directory (DIR/ms<i>) exists yet.  Then the parent
+ * makes a random cluster id and starts every server with --init and
+ * --cluster-id; otherwise with neither, so each server recovers its own
+ * directory and refuses a missing or empty one.  Each ready line names the
+ * server's cluster; servers of two clusters (a directory copied from
+ * elsewhere) fail the start.  The peers file carries the id.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -115,7 +124,7 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
-	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16], cap[32], pw[16];
+	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16], cap[32], pw[16], cid[20];
 	const char *argv[32];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -135,10 +144,16 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
 		argv[n++] = fixed[i];
 	if (c->opts.data_dir) {
-		mkdir(c->opts.data_dir, 0755);  /* the server creates its own ms<i> */
 		snprintf(dir, sizeof(dir), "%s/ms%u", c->opts.data_dir, id);
 		argv[n++] = "--data-dir";
 		argv[n++] = dir;
+	}
+	if (c->local_init)   /* a new cluster: the server creates its own ms<i> */
+		argv[n++] = "--init";
+	if (c->cluster_id) {
+		snprintf(cid, sizeof(cid), "%016" PRIx64, c->cluster_id);
+		argv[n++] = "--cluster-id";
+		argv[n++] = cid;
 	}
 	if (c->opts.durability) {
 		argv[n++] = "--durability";
@@ -190,7 +205,7 @@ static int ready_exited(pid_t pid, int *status, int wait_ms)
 	}
 }
 
-static int read_ready_port(int fd, pid_t pid, uint16_t *port, int *status)
+static int read_ready_port(int fd, pid_t pid, uint16_t *port, uint64_t *cluster, int *status)
 {
 	char line[4096];
 	size_t n = 0;
@@ -217,7 +232,9 @@ static int read_ready_port(int fd, pid_t pid, uint16_t *port, int *status)
 			*nl = 0;
 			const char *p = strstr(line, "\"port\":");
 			if (strstr(line, "\"ready\":true") && p) {
+				const char *cp = strstr(line, "\"cluster\":\"");
 				*port = (uint16_t)atoi(p + 7);
+				*cluster = cp ? strtoull(cp + 11, NULL, 16) : 0;
 				return 0;
 			}
 			n -= (size_t)(nl + 1 - line);
@@ -241,6 +258,39 @@ static void peers_prepare(lotus_cluster_t *c)
 	snprintf(c->peers_path, sizeof(c->peers_path), "/proc/self/fd/%d", fd);
 }
 
+/* DIR/ms<i>, made absolute when DIR is relative (to the working directory). */
+static void local_abs_dir(const char *base, unsigned i, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+	int n;
+	if (base[0] != '/' && getcwd(cwd, sizeof(cwd)))
+		n = snprintf(out, len, "%s/%s/ms%u", cwd, base, i);
+	else
+		n = snprintf(out, len, "%s/ms%u", base, i);
+	if (n < 0 || (size_t)n >= len)
+		out[0] = 0;   /* too long for a config: the file names no directory */
+}
+
+/* New or existing cluster (see the top comment): sets local_init and, for a
+ * new one (or one without a data directory), a random cluster id. */
+static void local_identity(lotus_cluster_t *c)
+{
+	unsigned have = 0;
+	if (c->opts.data_dir) {
+		mkdir(c->opts.data_dir, 0755);
+		for (unsigned i = 0; i < c->nservers; i++) {
+			char dir[PATH_MAX];
+			struct stat st;
+			snprintf(dir, sizeof(dir), "%s/ms%u", c->opts.data_dir, i);
+			have += stat(dir, &st) == 0;
+		}
+	}
+	c->local_init = c->opts.data_dir && have == 0;
+	if (!c->opts.data_dir || have == 0)
+		while (c->cluster_id == 0)
+			door_random(&c->cluster_id, sizeof(c->cluster_id));
+}
+
 /* Every server is listening: name them all in the peers file, then seal it. */
 static int peers_write(lotus_cluster_t *c)
 {
@@ -260,6 +310,7 @@ static int peers_write(lotus_cluster_t *c)
 		cfg->durability = LOTUS_DUR_SYNC;
 	cfg->lease_ms = c->lease_ms;
 	cfg->nservers = c->nservers;
+	cfg->cluster_id = c->cluster_id;
 	snprintf(cfg->secret_file, sizeof(cfg->secret_file), "%s", c->secret_path);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		struct lotus_server_config *s = &cfg->servers[i];
@@ -268,8 +319,8 @@ static int peers_write(lotus_cluster_t *c)
 		s->port = c->servers[i].port;
 		s->threads = c->opts.server_threads;
 		s->memory = c->opts.server_memory ? c->opts.server_memory : 1ULL << 30;
-		if (c->opts.data_dir)
-			snprintf(s->data_dir, sizeof(s->data_dir), "%s/ms%u", c->opts.data_dir, i);
+		if (c->opts.data_dir)   /* absolute: a file's relative paths are its own */
+			local_abs_dir(c->opts.data_dir, i, s->data_dir, sizeof(s->data_dir));
 	}
 	FILE *f = open_memstream(&buf, &len);
 	if (!f || config_write(f, cfg) != 0)
@@ -329,8 +380,17 @@ static int cluster_start_local(lotus_cluster_t *c)
 		c->servers[i].pid = pid;
 		snprintf(c->servers[i].host, sizeof(c->servers[i].host), "127.0.0.1");
 		int status;
-		int rc = read_ready_port(pfd[0], pid, &c->servers[i].port, &status);
+		uint64_t cid = 0;
+		int rc = read_ready_port(pfd[0], pid, &c->servers[i].port, &cid, &status);
 		close(pfd[0]);
+		if (rc == 0 && cid && !c->cluster_id)
+			c->cluster_id = cid;   /* an existing cluster: server 0's */
+		if (rc == 0 && cid && cid != c->cluster_id) {
+			log_error("local memory server %u belongs to cluster %016" PRIx64 ", the "
+				  "others to %016" PRIx64 ": %s/ms%u holds another cluster's data", i,
+				  cid, c->cluster_id, c->opts.data_dir ? c->opts.data_dir : ".", i);
+			return LOTUS_ECONFIG;
+		}
 		if (rc) {
 			char how[64] = "";
 			if (status != -1) {   /* reaped: its pid is no longer ours to signal */
@@ -392,6 +452,10 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 	 * divides the keys by; an explicit compute_count above 1 wins. */
 	if (c->opts.compute_count <= 1)
 		c->opts.compute_count = cfg.compute_servers;
+	/* The cluster every server must announce: the config's cluster_id, else
+	 * the first server's (servers started without this config announce
+	 * their directory's id, not one derived from the file). */
+	c->cluster_id = cfg.cluster_id;
 	if (c->opts.partitioning == LOTUS_PART_CO && c->opts.compute_id >= c->opts.compute_count) {
 		log_error("compute id %u is not below the compute count %u (compute_servers in %s)",
 			  c->opts.compute_id, c->opts.compute_count, path);
@@ -467,6 +531,8 @@ int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 	c->two_phase = c->durable || c->opts.commit != LOTUS_COMMIT_ONE_PHASE;
 	if (rc == 0 && !o->config_path && !o->secret_file)
 		rc = secret_make_local(c);
+	if (rc == 0 && !o->config_path)
+		local_identity(c);
 	if (rc == 0) {
 		/* UCX's network transports only on the interfaces that reach the servers */
 		const char *hosts[LOTUS_MAX_SERVERS];
@@ -474,7 +540,8 @@ int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 			hosts[i] = o->config_path ? c->servers[i].host : "127.0.0.1";
 		struct net_opts no = { .transport = c->transport, .lease_ms = c->lease_ms,
 				       .secret_file = c->secret_path[0] ? c->secret_path : NULL,
-				       .hosts = hosts, .nhosts = c->nservers };
+				       .hosts = hosts, .nhosts = c->nservers,
+				       .cluster_id = c->cluster_id };
 		rc = net_ctx_create(&no, &c->net);
 	}
 	if (rc == 0 && !o->config_path)

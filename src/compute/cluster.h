@@ -71,6 +71,10 @@ struct lotus_cluster {
 	char peers_path[32];            /* "/proc/self/fd/N" in the children */
 	char secret_path[4096];         /* the cluster secret ("" if none) */
 	int secret_fd;                  /* local: the memfd holding a random one */
+	uint64_t cluster_id;            /* the cluster every server must announce
+					   (0: the first one's); local: made at
+					   creation, or learnt from ready lines */
+	int local_init;                 /* local: a new cluster, servers get --init */
 	/* session.c */
 	pthread_mutex_t groups_mu;
 	struct sgroup *groups[256];      /* --batch inter: sessions idx/group_size */

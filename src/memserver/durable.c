@@ -67,6 +67,7 @@
 #include "memserver/handlers.h"
 #include "memserver/outcomes.h"
 #include "memserver/durable.h"
+#include "memserver/identity.h"
 #include "store/tierback.h"
 
 static uint64_t ms_prepare_parts(const unsigned char *payload, uint32_t len);
@@ -538,6 +539,25 @@ static int ms_recover(struct ms_server *srv)
 	return rc;
 }
 
+/* mkdir -p (as initdb): 0, or -1 with errno. */
+static int mkdir_parents(const char *dir)
+{
+	char p[4096];
+	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	return mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
+}
+
 int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 {
 	srv->durability = o->durability;
@@ -545,12 +565,25 @@ int ms_durable_open(struct ms_server *srv, const struct memserver_opts *o)
 	srv->rec.keep_lsn = UINT64_MAX;
 	srv->recovery_mode = o->recovery_mode;
 	srv->dir_lock_fd = -1;
-	if (mkdir(o->data_dir, 0755) && errno != EEXIST) {
+	/* Only --init creates a database (identity.c): a missing directory is
+	 * more often a wrong path than a new server. */
+	struct stat st;
+	if (!o->init && stat(o->data_dir, &st) != 0 && errno == ENOENT) {
+		log_error("the data directory %s does not exist: give --init to create a new "
+			  "database there, or point --data-dir / data_dir at this server's data",
+			  o->data_dir);
+		return LOTUS_ECONFIG;
+	}
+	if (o->init && mkdir_parents(o->data_dir) != 0) {
 		int rc = -errno;
 		log_error("cannot create the data directory %s: %s", o->data_dir, strerror(errno));
 		return rc;
 	}
+	struct ms_identity id;
 	int rc = dir_lock(srv, o->data_dir);
+	if (rc == 0 && (rc = identity_settle(o->data_dir, srv->id, o->cluster_id, o->init,
+					     &id)) == 0)
+		srv->cluster_id = id.cluster_id;
 	if (rc == 0 && (rc = durable_start(srv, o)) != 0) {
 		close(srv->dir_lock_fd);
 		srv->dir_lock_fd = -1;

@@ -18,6 +18,7 @@
  * closes the log.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,7 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		rc = ms_durable_open(srv, o);
 	if (rc == 0)  /* the resolver of prepared transactions (termination.c) */
 		ms_term_start(srv);
+	no.cluster_id = srv->cluster_id ? srv->cluster_id : o->cluster_id;
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
 	if (rc == 0)
@@ -186,8 +188,11 @@ static void ms_print_ready(struct ms_server *srv, const struct memserver_opts *o
 				 config_durability_name(srv->durability));
 		ms_recovery_json(srv, rec + n, sizeof(rec) - (size_t)n);
 	}
-	printf("{\"ready\":true,\"id\":%u,\"port\":%u%s}\n", o->id,
-	       net_listener_port(srv->listener), rec);
+	char cid[40] = "";
+	if (srv->cluster_id)
+		snprintf(cid, sizeof(cid), ",\"cluster\":\"%016" PRIx64 "\"", srv->cluster_id);
+	printf("{\"ready\":true,\"id\":%u,\"port\":%u%s%s}\n", o->id,
+	       net_listener_port(srv->listener), cid, rec);
 	fflush(stdout);
 }
 
@@ -235,7 +240,8 @@ int memserver_run(const struct memserver_opts *o)
 
 	rc = ms_start(&srv, o);
 	if (rc) {
-		log_error("memory server %u: start failed: %s", o->id, lotus_strerror(rc));
+		if (rc != LOTUS_ECONFIG)   /* that one was explained in one line already */
+			log_error("memory server %u: start failed: %s", o->id, lotus_strerror(rc));
 		goto out;
 	}
 	for (unsigned i = 0; i < srv.nworkers; i++, started++)

@@ -24,6 +24,13 @@ struct memserver_opts {
 	 * and a final checkpoint on a clean stop. */
 	int durability;          /* enum lotus_durability (common/config.h) */
 	const char *data_dir;
+	/* Identity (identity.h): init (--init) lets an empty or missing data_dir
+	 * become a new database; cluster_id is the cluster this server belongs
+	 * to (0: not known; a durable server then adopts its directory's).  The
+	 * server announces it at the door, and clients refuse a server of
+	 * another cluster. */
+	int init;
+	uint64_t cluster_id;
 	uint64_t checkpoint_log; /* log growth that triggers a checkpoint (0: 256 MiB) */
 	unsigned checkpoint_interval_ms; /* and at least this often (0: no timer) */
 	/* The cluster config (NULL: none).  A server asks the servers it lists

@@ -16,6 +16,8 @@
  *   handlers.c     request handlers, applying writes    handlers.h
  *   conn.c         connections, messages, lost clients  conn.h
  *   ms_int.h       shared structs and struct ms_hooks
+ *   identity.c     the data directory's IDENTITY file   identity.h
+ *                  (a leaf: it knows no server struct)
  *
  * Upward calls go through srv->hooks (struct ms_hooks below): each upper
  * layer fills its fields in its ms_*_register(), which memserver.c calls at
@@ -259,6 +261,7 @@ struct ms_server {
 	const char *data_dir;
 	int recovery_mode;         /* enum redo_recovery, for ms_recover */
 	int dir_lock_fd;           /* flock(LOCK_EX) on DATA_DIR/LOCK; -1: none */
+	uint64_t cluster_id;       /* announced at the door (identity.c; 0: none) */
 	redo_t *log;
 	ckpt_t *ckpt;
 	pthread_mutex_t tables_mu; /* table creation: id order == log order */

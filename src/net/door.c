@@ -41,13 +41,18 @@
 #include <sodium.h>
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "net/door.h"
 
 enum { F_HELLO = 1, F_CHALLENGE = 2, F_AUTH = 3, F_WELCOME = 4, F_ERROR = 5 };
-enum { E_AUTH = 1, E_FULL = 2, E_ADDR = 3 };
+enum { E_AUTH = 1, E_FULL = 2, E_ADDR = 3, E_VERSION = 4 };
 
-#define DOOR_MAGIC     "lotus-d1"
+/* The handshake version is the magic's last digit.  2 added the cluster id
+ * to CHALLENGE; a version-1 client gets an ERROR naming both versions. */
+#define DOOR_MAGIC     "lotus-d2"
+#define DOOR_MAGIC_V1  "lotus-d1"
+#define DOOR_CID       8
 #define DOOR_NONCE     32
 #define DOOR_MAC       32
 #define DOOR_HDR       8
@@ -77,10 +82,58 @@ static int door_crypto(void)
 	return sodium_ok ? 0 : -EIO;
 }
 
+static void put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
 void door_random(void *buf, size_t n)
 {
 	door_crypto();
 	randombytes_buf(buf, n);
+}
+
+uint64_t door_cluster_id_of_key(const struct door_key *key)
+{
+	static const char msg[] = "lotus cluster id v1";
+	uint8_t h[16];
+	if (!key || !key->set || door_crypto())
+		return 0;
+	crypto_generichash(h, sizeof(h), (const uint8_t *)msg, sizeof(msg) - 1, key->k,
+			   DOOR_KEY_BYTES);
+	uint64_t v = get_u64(h);
+	return v ? v : 1;
+}
+
+int door_config_cluster_id(const struct lotus_config *cfg, const char *secret_file,
+			   uint64_t *out)
+{
+	struct door_key key;
+	if (!secret_file || !*secret_file)
+		secret_file = cfg->secret_file[0] ? cfg->secret_file : NULL;
+	if (cfg->cluster_id) {
+		*out = cfg->cluster_id;
+		return 0;
+	}
+	if (!secret_file) {
+		*out = config_servers_cluster_id(cfg);
+		return 0;
+	}
+	int rc = door_key_load(secret_file, &key);
+	if (rc)
+		return rc;
+	*out = door_cluster_id_of_key(&key);
+	sodium_memzero(&key, sizeof(key));
+	return 0;
 }
 
 /* ---- the secret ----------------------------------------------------------------- */
@@ -216,7 +269,7 @@ static long frame_len(const uint8_t *h, int want)
 	uint32_t len = h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24;
 	switch (want) {
 	case F_HELLO:     return len == 8 + DOOR_NONCE ? (long)len : -1;
-	case F_CHALLENGE: return len == DOOR_NONCE + DOOR_MAC ? (long)len : -1;
+	case F_CHALLENGE: return len == DOOR_NONCE + DOOR_CID + DOOR_MAC ? (long)len : -1;
 	case F_AUTH:      return len > DOOR_MAC && len <= DOOR_MAX_FRAME ? (long)len : -1;
 	case F_WELCOME:   return len > 0 && len <= DOOR_MAX_ADDR ? (long)len : -1;
 	case F_ERROR:     return len >= 1 && len <= DOOR_MAX_ERR ? (long)len : -1;
@@ -378,13 +431,25 @@ static int dconn_error(struct dconn *c, int code, const char *text)
 static const char *dconn_frame(struct door *d, struct dconn *c)
 {
 	if (c->state == D_HELLO) {
+		if (memcmp(c->in, DOOR_MAGIC_V1, 8) == 0) {
+			STAT_INC(d, bad_frames);
+			door_log_fail(d, c, "a client of handshake version 1 (an older lotus)");
+			if (dconn_error(c, E_VERSION, "this server speaks handshake version 2, the "
+					"client version 1: upgrade the client"))
+				return "out of memory";
+			return NULL;
+		}
 		if (memcmp(c->in, DOOR_MAGIC, 8) != 0)
 			return "not a lotus handshake (bad magic)";
 		memcpy(c->nc, c->in + 8, DOOR_NONCE);
 		door_random(c->ns, DOOR_NONCE);
-		uint8_t mac[DOOR_MAC];
-		door_mac(d->o.key, label_server, c->nc, c->ns, NULL, 0, mac);
-		if (dconn_queue(c, F_CHALLENGE, c->ns, DOOR_NONCE, mac, DOOR_MAC))
+		/* Ns, the cluster id, and the MAC over both */
+		uint8_t ch[DOOR_NONCE + DOOR_CID + DOOR_MAC];
+		memcpy(ch, c->ns, DOOR_NONCE);
+		put_u64(ch + DOOR_NONCE, d->o.cluster_id);
+		door_mac(d->o.key, label_server, c->nc, c->ns, ch + DOOR_NONCE, DOOR_CID,
+			 ch + DOOR_NONCE + DOOR_CID);
+		if (dconn_queue(c, F_CHALLENGE, ch, sizeof(ch), NULL, 0))
 			return "out of memory";
 		c->state = D_AUTH;
 		return NULL;
@@ -493,7 +558,8 @@ static int dconn_io(struct door *d, struct dconn *c, short revents)
 			} else if (c->state == D_AUTH) {
 				/* a client that cannot verify our MAC hangs up here */
 				STAT_INC(d, auth_failed);
-				why = "the peer left after the challenge (wrong or missing secret?)";
+				why = "the peer left after the challenge (wrong or missing secret, or a "
+				      "client of another cluster?)";
 			} else {
 				why = "closed by the peer";
 			}
@@ -825,7 +891,9 @@ static int dial_frame(int fd, int want, const char *who, uint64_t deadline, long
 	int rc = dial_read(fd, h, sizeof(h), deadline);
 	if (rc) {
 		if (rc == LOTUS_EUNAVAIL)
-			log_error("memory server %s closed the connection during the handshake", who);
+			log_error("memory server %s closed the connection during the handshake%s",
+				  who, want == F_CHALLENGE ? " (a memory server of a lotus older than "
+				  "this client's handshake version 2 closes it so)" : "");
 		return rc;
 	}
 	*len = frame_len(h, want);
@@ -850,14 +918,16 @@ static int dial_frame(int fd, int want, const char *who, uint64_t deadline, long
 		  code == E_AUTH ? " (check the cluster secret: secret_file / --secret-file)" :
 		  code == E_ADDR ? " (does this client run the UCX version and UCX_ options "
 				   "the server does?)" : "");
-	return code == E_FULL ? -EUSERS : code == E_ADDR ? LOTUS_EPROTO : -EACCES;
+	return code == E_FULL ? -EUSERS : code == E_ADDR || code == E_VERSION ? LOTUS_EPROTO : -EACCES;
 }
 
 int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
-	      const void *addr, size_t len, void **peer_addr, size_t *peer_len)
+	      const void *addr, size_t len, void **peer_addr, size_t *peer_len,
+	      uint64_t *cluster_id)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 	char who[300];
+	uint64_t want = *cluster_id;
 	*peer_addr = NULL;
 	*peer_len = 0;
 	if (door_crypto())
@@ -889,7 +959,8 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 			goto out;
 		}
 	}
-	uint8_t hello[DOOR_HDR + 8 + DOOR_NONCE], nc[DOOR_NONCE], ch[DOOR_NONCE + DOOR_MAC];
+	uint8_t hello[DOOR_HDR + 8 + DOOR_NONCE], nc[DOOR_NONCE];
+	uint8_t ch[DOOR_NONCE + DOOR_CID + DOOR_MAC];
 	door_random(nc, DOOR_NONCE);
 	put_hdr(hello, F_HELLO, 8 + DOOR_NONCE);
 	memcpy(hello + DOOR_HDR, DOOR_MAGIC, 8);
@@ -900,11 +971,17 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 	    (rc = dial_read(fd, ch, sizeof(ch), deadline)))
 		goto out;
 	uint8_t mac[DOOR_MAC];
-	door_mac(key, label_server, nc, ch, NULL, 0, mac);
-	if (crypto_verify_32(mac, ch + DOOR_NONCE) != 0) {
+	door_mac(key, label_server, nc, ch, ch + DOOR_NONCE, DOOR_CID, mac);
+	if (crypto_verify_32(mac, ch + DOOR_NONCE + DOOR_CID) != 0) {
 		log_error("memory server %s failed to prove the cluster secret: the secret files "
 			  "differ, or only one side has one (secret_file / --secret-file)", who);
 		rc = -EACCES;
+		goto out;
+	}
+	/* Another cluster's server: leave before AUTH, so it never admits us. */
+	*cluster_id = get_u64(ch + DOOR_NONCE);
+	if (want && *cluster_id && *cluster_id != want) {
+		rc = LOTUS_ECONFIG;
 		goto out;
 	}
 	uint8_t *auth = malloc(DOOR_HDR + DOOR_MAC + len);

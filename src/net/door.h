@@ -8,8 +8,8 @@
  * endpoints by those addresses.  The socket is closed after the swap.
  *
  *   client                                   server (door thread)
- *   HELLO     magic "lotus-d1", Nc   ----->
- *                                   <-----  CHALLENGE  Ns, Ms = H(K, "server" Nc Ns)
+ *   HELLO     magic "lotus-d2", Nc   ----->
+ *                                   <-----  CHALLENGE  Ns, C, Ms = H(K, "server" Nc Ns C)
  *   (check Ms: the server knows K)
  *   AUTH      Mc = H(K, "client" Nc Ns A), A ->
  *                                            (check Mc; max_clients)
@@ -19,7 +19,11 @@
  * no secret on either side K is all zero, so two unsecured ends still meet, and
  * a secured end never meets an unsecured one.  The labels bind the direction:
  * a client's MAC reflected as a server's does not verify.  A is the client's
- * worker address, B the address of the server worker chosen for it.
+ * worker address, B the address of the server worker chosen for it.  C is the
+ * server's cluster id (8 bytes, little-endian; 0: it has none), which the
+ * client checks against the cluster it means (net_connect).  The magic's last
+ * digit is the handshake version: a server answers a version-1 HELLO with an
+ * ERROR that names both versions.
  *
  * Frames: 8-byte header (type, 3 zero bytes, little-endian u32 payload
  * length), then the payload.  Every type has a fixed or bounded length; a frame
@@ -65,6 +69,16 @@ struct door_key {
 /* Read the secret file: readable, regular (or a memfd), non-empty, at most
  * 64 KiB.  0, or -errno / LOTUS_ECONFIG with one error line logged. */
 int door_key_load(const char *path, struct door_key *out);
+/* The cluster id derived from the secret: a keyed hash (BLAKE2b keyed with
+ * K), so it tells nothing of K.  Never 0; 0 if key is unset. */
+uint64_t door_cluster_id_of_key(const struct door_key *key);
+struct lotus_config;
+/* The cluster id a config names: [cluster] cluster_id; else derived from the
+ * secret (secret_file: the file to read instead of the config's, or NULL);
+ * else from the server list (config_servers_cluster_id).  0, or an error of
+ * door_key_load (logged). */
+int door_config_cluster_id(const struct lotus_config *cfg, const char *secret_file,
+			   uint64_t *out);
 /* n random bytes (libsodium). */
 void door_random(void *buf, size_t n);
 /* A fresh random secret in a sealed memfd (close-on-exec: clear the flag in
@@ -79,6 +93,7 @@ struct door_opts {
 	uint16_t port;
 	const struct door_key *key;
 	unsigned max_clients;          /* 0: no limit */
+	uint64_t cluster_id;           /* sent in CHALLENGE (0: none) */
 	atomic_uint *nclients;         /* live connections; net decrements on close */
 	unsigned ntargets;
 	const void *const *taddr;      /* worker address of each target */
@@ -113,11 +128,17 @@ void door_stats(struct door *d, struct door_stats *out);
 void door_close(struct door *d);
 
 /* Client side: handshake with the door at host:port within timeout_ms.
- * On success *peer_addr (malloc'd, *peer_len bytes) is the server worker's
- * address.  Errors: LOTUS_EUNAVAIL (unreachable, closed), LOTUS_ETIMEOUT,
- * -EACCES (authentication failed, logged), -EUSERS (server full, logged),
- * LOTUS_EPROTO (not a lotus door, or our worker address refused; logged). */
+ * *cluster_id: in, the cluster the caller means (0: any); out, once the
+ * server proved the secret, the server's cluster id (0: none).  On success
+ * *peer_addr (malloc'd, *peer_len bytes) is the server worker's address.
+ * Errors: LOTUS_EUNAVAIL (unreachable, closed), LOTUS_ETIMEOUT, -EACCES
+ * (authentication failed, logged), -EUSERS (server full, logged),
+ * LOTUS_EPROTO (not a lotus door, another handshake version, or our worker
+ * address refused; logged), LOTUS_ECONFIG (a server of another cluster than
+ * the one meant: the handshake stopped before AUTH, so the server admitted
+ * nothing; not logged). */
 int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
-	      const void *addr, size_t len, void **peer_addr, size_t *peer_len);
+	      const void *addr, size_t len, void **peer_addr, size_t *peer_len,
+	      uint64_t *cluster_id);
 
 #endif

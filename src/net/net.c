@@ -49,6 +49,7 @@
  * an endpoint that no handshake produced is always dropped.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -371,6 +372,7 @@ int net_ctx_create(const struct net_opts *opts, net_ctx_t **out)
 	ctx->insecure = opts && opts->insecure;
 	ctx->max_clients = opts ? opts->max_clients : 0;
 	atomic_init(&ctx->nclients, 0);
+	atomic_init(&ctx->cluster_id, opts ? opts->cluster_id : 0);
 	if (opts && opts->secret_file && (rc = door_key_load(opts->secret_file, &ctx->key))) {
 		free(ctx);
 		return rc;
@@ -1116,6 +1118,22 @@ static void net_ucx_wait(net_worker_t *w, int ms)
 	poll(&pfd, 1, ms);
 }
 
+/* Is the server at peer, announcing cluster cid, one of ours (net_opts.
+ * cluster_id)?  The first announced id is learnt when none was given.
+ * door_dial stopped already if it knew ours (LOTUS_ECONFIG); this check
+ * also covers a dial that raced with the learning of another. */
+static int net_cluster_check(net_ctx_t *ctx, const char *peer, uint64_t cid)
+{
+	uint64_t want = 0;
+	if (cid == 0 || atomic_compare_exchange_strong(&ctx->cluster_id, &want, cid) ||
+	    want == cid)
+		return 0;
+	log_error("memory server %s belongs to cluster %016" PRIx64 ", not to this one (%016"
+		  PRIx64 "): is it the right address, or its data directory another cluster's? "
+		  "Not connected", peer, cid, want);
+	return LOTUS_ECONFIG;
+}
+
 int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms,
 		net_conn_t **out)
 {
@@ -1130,9 +1148,13 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
 	void *raddr = NULL;
 	size_t rlen = 0;
+	uint64_t cid = atomic_load(&w->ctx->cluster_id);
 	int rc = door_dial(host, port, timeout_ms < 0 ? 3600 * 1000 : timeout_ms, &w->ctx->key,
-			   w->addr, w->addr_len, &raddr, &rlen);
+			   w->addr, w->addr_len, &raddr, &rlen, &cid);
+	if (rc == 0 || rc == LOTUS_ECONFIG)
+		rc = net_cluster_check(w->ctx, peer, cid);
 	if (rc) {
+		free(raddr);
 		log_debug("net: connect %s: %s", peer, lotus_strerror(rc));
 		return rc;
 	}
@@ -1344,6 +1366,7 @@ int net_listen(net_worker_t *w, const char *host, uint16_t port, net_worker_t **
 	}
 	struct door_opts d = {
 		.host = host, .port = port, .key = &ctx->key, .max_clients = ctx->max_clients,
+		.cluster_id = atomic_load(&ctx->cluster_id),
 		.nclients = &ctx->nclients, .ntargets = l->ntargets, .taddr = ta, .tlen = tl,
 		.on_client = net_door_client, .check_addr = net_door_check, .arg = l,
 	};

@@ -59,6 +59,11 @@ struct net_opts {
 	const char *secret_file; /* the cluster secret; NULL: none (loopback only) */
 	int insecure;            /* allow net_listen off loopback without a secret */
 	unsigned max_clients;    /* connections a listener of this ctx admits; 0: any */
+	/* The cluster (door.h): a listener announces it; net_connect refuses a
+	 * server that announces another (LOTUS_ECONFIG, logged).  0: a server
+	 * announces none; a client takes the first id a server announces and
+	 * holds every later server to it.  A server announcing 0 is taken. */
+	uint64_t cluster_id;
 	/* Where the peers are: UCX's network transports are restricted to the
 	 * interfaces that reach these addresses (a server: its listen address;
 	 * a client: its servers).  NULL/0 or a wildcard: every interface. */

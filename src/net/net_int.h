@@ -47,6 +47,7 @@ struct net_ctx {
 	int insecure;             /* may listen off loopback without a secret */
 	unsigned max_clients;     /* per listener's server; 0: no limit */
 	atomic_uint nclients;     /* connections the doors let in, still open */
+	_Atomic uint64_t cluster_id; /* net_opts.cluster_id, or learnt (net_connect) */
 };
 
 enum conn_state {

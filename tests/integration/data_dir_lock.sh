@@ -9,7 +9,7 @@ top=$T
 pids=()
 at_exit 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
 start() {  # start OUT: a durable server on $top/data in the background
-  "$L" memserver --listen 127.0.0.1:0 --threads 1 --memory 64M --data-dir "$top/data" \
+  "$L" memserver --listen 127.0.0.1:0 --threads 1 --memory 64M --data-dir "$top/data" --init \
       --ready-json >"$top/$1.out" 2>"$top/$1.err" &
   pids+=($!)
 }

@@ -68,10 +68,11 @@ def frame(s):
 
 def hello(s):
     nc = os.urandom(32)
-    s.sendall(hdr(F_HELLO, 40) + b'lotus-d1' + nc)
+    s.sendall(hdr(F_HELLO, 40) + b'lotus-d2' + nc)
     t, body = frame(s)
-    assert t == F_CHALLENGE and len(body) == 64, (t, len(body))
-    return nc, body[:32], body[32:]
+    # Ns, the server's cluster id (8 bytes), its MAC
+    assert t == F_CHALLENGE and len(body) == 72, (t, len(body))
+    return nc, body[:32], body[40:]
 
 
 def send_close(port, data, linger=0.05):

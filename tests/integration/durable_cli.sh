@@ -26,7 +26,7 @@ expect2 memserver --config "$dir/nodir.ini" --id 0
 
 # data_dir in the config alone: sync, and the ready line reports recovery
 printf '[cluster]\ntransport = tcp\n\n[memserver 0]\nlisten = 127.0.0.1:7000\nthreads = 1\nmemory = 64M\ndata_dir = %s/ms0\n' "$dir" >"$dir/c.ini"
-"$L" memserver --config "$dir/c.ini" --id 0 --listen 127.0.0.1:0 --ready-json >"$dir/ready" 2>"$dir/err" &
+"$L" memserver --config "$dir/c.ini" --id 0 --listen 127.0.0.1:0 --init --ready-json >"$dir/ready" 2>"$dir/err" &
 pid=$!
 for _ in $(seq 100); do grep -q ready "$dir/ready" 2>/dev/null && break; sleep 0.1; done
 grep -q '"durability":"sync","recovered":{' "$dir/ready" || fail "ready line: $(cat "$dir/ready") $(cat "$dir/err")"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The memory server's layers stay one-way (src/memserver/ms_int.h draws them):
 #   conn (1) < handlers (2) < outcomes (3) < durable (4) < termination (5) < memserver.c (6)
-# ms_int.h (shared structs and the hook table) and memserver.h (the public
-# options) are at the bottom.  Fails when
+# ms_int.h (shared structs and the hook table), memserver.h (the public
+# options) and identity.c (the data directory's IDENTITY, a leaf) are at the
+# bottom.  Fails when
 #   - a file of src/memserver/ is not in the layer map below;
 #   - a file includes a memserver header of its own layer or one above
 #     (other than its own header);
@@ -18,7 +19,7 @@ src=${LOTUS_MS_SRC:-src/memserver}
 obj=${LOTUS_MS_OBJ:-${LOTUS_BUILD:-build}/src/memserver}
 
 declare -A rank=(
-	[ms_int.h]=0 [memserver.h]=0
+	[ms_int.h]=0 [memserver.h]=0 [identity.h]=0 [identity.c]=0
 	[conn.h]=1 [conn.c]=1
 	[handlers.h]=2 [handlers.c]=2
 	[outcomes.h]=3 [outcomes.c]=3

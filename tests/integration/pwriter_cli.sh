@@ -35,7 +35,7 @@ expect2 ycsb --local 1 --server-capacity 1G --server-memory 16M
 # The server: 16M of frames, 256M of pages, 3 page writers (from the config).
 printf '[cluster]\ntransport = tcp\n\n[memserver 0]\nlisten = 127.0.0.1:7000\nthreads = 2\nmemory = 16M\ncapacity = 256M\npage_writers = 3\ndata_dir = %s/ms0\n' "$dir" >"$dir/s.ini"
 start() {   # start [env...]: the server, its port into $dir/c.ini
-  env "$@" LOTUS_LOG=info "$L" memserver --config "$dir/s.ini" --id 0 --listen 127.0.0.1:0 --checkpoint-log 4M \
+  env "$@" LOTUS_LOG=info "$L" memserver --config "$dir/s.ini" --id 0 --listen 127.0.0.1:0 --checkpoint-log 4M --init \
     --ready-json >"$dir/ready" 2>>"$dir/err" &
   pid=$!
   for _ in $(seq 200); do grep -q ready "$dir/ready" 2>/dev/null && break; sleep 0.1; done

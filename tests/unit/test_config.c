@@ -57,11 +57,13 @@ static const char good[] =
 	"lease_ms = 1500\n"
 	"secret_file = cluster.key   ; relative to the file\n"
 	"max_clients = 100\n"
+	"cluster_id = prod-east\n"
 	"\n"
 	"  [memserver 1]   # order does not matter\n"
 	"listen = 10.0.0.2:7001\n"
 	"threads = 4\n"
 	"memory = 512M\n"
+	"data_dir = data/ms1          ; relative to the file too\n"
 	"\n"
 	"[memserver 0]\n"
 	"listen=10.0.0.1:7000\n"
@@ -87,14 +89,23 @@ static void test_good(void)
 	      strcmp(c.servers[0].data_dir, "/var/lib/lotus/ms#0") == 0, "server 0");
 	CHECK(c.servers[1].id == 1 && strcmp(c.servers[1].host, "10.0.0.2") == 0 &&
 	      c.servers[1].port == 7001 && c.servers[1].threads == 4 &&
-	      c.servers[1].memory == 512ULL << 20 && c.servers[1].data_dir[0] == 0,
-	      "server 1");
+	      c.servers[1].memory == 512ULL << 20, "server 1");
 	CHECK(config_find_server(&c, 1) == 1 && config_find_server(&c, 2) == -ENOENT,
 	      "find_server");
 	char key[512];
 	snprintf(key, sizeof(key), "%s/cluster.key", dir);
 	CHECK(strcmp(c.secret_file, key) == 0, "secret_file '%s', want '%s'", c.secret_file, key);
 	CHECK(c.max_clients == 100, "max_clients %u", c.max_clients);
+	snprintf(key, sizeof(key), "%s/data/ms1", dir);
+	CHECK(strcmp(c.servers[1].data_dir, key) == 0, "data_dir '%s', want '%s'",
+	      c.servers[1].data_dir, key);
+	uint64_t cid = 0, hex = 0;
+	CHECK(config_parse_cluster_id("prod-east", &cid) == 0 && cid && c.cluster_id == cid,
+	      "cluster_id %llx", (unsigned long long)c.cluster_id);
+	CHECK(config_parse_cluster_id("00000000000000ff", &hex) == 0 && hex == 0xff, "hex id");
+	CHECK(config_parse_cluster_id("0000000000000000", &hex) == -EINVAL &&
+	      config_parse_cluster_id("", &hex) == -EINVAL &&
+	      config_parse_cluster_id("a b", &hex) == -EINVAL && hex == 0xff, "bad ids");
 
 	/* Flags override the file. */
 	const char *why = NULL;

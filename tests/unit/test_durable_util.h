@@ -129,10 +129,16 @@ static inline int dsrv_start(struct dsrv *s, const char *const *args, const char
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
+		/* --init: a new database the first time, a no-op on its own later.
+		 * The new servers of one test are one cluster; a directory that
+		 * exists keeps its cluster (a local cluster's, say). */
+		char cid[32];
+		struct stat st;
+		snprintf(cid, sizeof(cid), "dsrv-%ld", (long)getppid());
 		const char *argv[32] = { "lotus", "memserver", "--listen", "127.0.0.1:0", "--id", ids,
 					 "--threads", "1", "--memory", "64M", "--data-dir", s->dir,
-					 "--ready-json" };
-		int n = 13;
+					 "--ready-json", "--init", "--cluster-id", cid };
+		int n = stat(s->dir, &st) == 0 ? 14 : 16;
 		for (int i = 0; args && args[i] && n < 31; i++)
 			argv[n++] = args[i];
 		argv[n] = NULL;
