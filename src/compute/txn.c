@@ -949,9 +949,10 @@ static void ts_on_expire(struct sess_slot *sl)
 		if (!t->due[sv])
 			continue;
 		late = 1;
-		log_warn("memory server %u did not answer transaction %llx within %llu ms", sv,
-			 (unsigned long long)t->pub.id,
-			 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
+		if (t->state != TXN_RESOLVE)   /* a round of questions: it says so at its end */
+			log_warn("memory server %u did not answer transaction %llx within %llu ms",
+				 sv, (unsigned long long)t->pub.id,
+				 (unsigned long long)(t->s->cl->timeout_ns / 1000000));
 		t->unresponsive |= 1ULL << sv;
 		t->noanswer |= 1ULL << sv;
 		t->outstanding -= t->due[sv];

@@ -8,7 +8,7 @@
 #   - lease-client count (the public C API), adding 1 to its own counters
 #     per transaction and classifying each commit as lotus.h says.
 # Memory server 1 is killed (-9) while they run and restarted 2.5 s later,
-# CYCLES times (default 2).
+# CYCLES times (default 3).
 # Then every counter must lie in [acknowledged, acknowledged + in doubt]:
 # an answer "nothing was applied" (serve) / a commit error other than
 # LOTUS_EINDOUBT (C API) must really not have been applied, and the three
@@ -34,7 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 threads=${THREADS:-8}
-cycles=${CYCLES:-2}
+cycles=${CYCLES:-3}
 run_s=$((2 + cycles * 5))
 
 CLUSTER_DATA=$dir/data CLUSTER_DURABILITY=sync   # for cluster_restart too
@@ -91,6 +91,7 @@ def worker(i):
             if not sent:
                 c.disconnect()
                 c = None
+            time.sleep(0.02)   # a failing cluster: do not spin
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as e:
             if sent:
                 doubt += 1     # the answer is lost: so is the outcome
