@@ -23,7 +23,7 @@ L=${LOTUS_BIN:?}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib-cluster.sh"
 top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+trap 'cluster_stop; [ -n "${KEEP:-}" ] || rm -rf "$top"' EXIT
 seed=${LOG_CUT_SEED:-$RANDOM}
 echo "seed $seed"
 
