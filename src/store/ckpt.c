@@ -947,7 +947,9 @@ static void *page_writer_main(void *arg)
 	clock_deadline_in(CLOCK_MONOTONIC, &deadline, c->interval_ms);
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
-		if (c->log && c->log_trigger && !c->armed && redo_status(c->log) == 0) {
+		/* not while kicked: a target durable already fires at once, and
+		 * arming again before running the checkpoint would spin */
+		if (c->log && c->log_trigger && !c->armed && !c->kicked && redo_status(c->log) == 0) {
 			uint64_t target = LOAD(&c->last_begin) + c->log_trigger;
 			c->armed = 1;
 			/* Lock order is trig->mu, then c->mu (trigger_fired): take the

@@ -23,7 +23,7 @@ L=${LOTUS_BIN:?}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/scripts/lib-cluster.sh"
 top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+trap 'cluster_stop; [ -n "${KEEP:-}" ] || rm -rf "$top"' EXIT
 seed=${LOG_CUT_SEED:-$RANDOM}
 echo "seed $seed"
 
@@ -143,7 +143,9 @@ done
 cluster_kill 0
 unset LOTUS_REDO_SEGMENT_BYTES
 [ -f "$d/MANIFEST" ] || fail "no checkpoint was taken"
-[ -e "$d/redo-0000000000000000.log" ] && fail "no old segment was deleted: $(ls "$d")"
+[ -e "$d/redo-0000000000000000.log" ] && fail "no old segment was deleted after $((SECONDS - t0)) s: \
+$(ls "$d" | tr '\n' ' ' | cut -c1-300); MANIFEST: $(grep -E 'seq|lsn|kept' "$d/MANIFEST" | tr '\n' ' '); \
+$(grep -E 'ckpt|error|warn' "$top/ms0.err" | tail -n 5)"
 [ "$(ls "$d"/redo-*.log | wc -l)" -ge 2 ] || fail "fewer than 2 segments: $(ls "$d")"
 cp -a "$d" "$top/ms0.orig"
 
