@@ -171,11 +171,11 @@ static void ms_teardown(struct ms_server *srv, int clean)
 	if (srv->locks)
 		lock_table_destroy(srv->locks);
 	tierback_stop(srv->tier);   /* ms_durable_close did, unless start failed early */
+	ms_prep_close(srv);         /* before the store: it gives back their reservations */
 	if (srv->store)
 		store_destroy(srv->store);
 	tierback_destroy(srv->tier);
 	srv->tier = NULL;
-	ms_prep_close(srv);
 	pthread_mutex_destroy(&srv->tables_mu);
 }
 
