@@ -225,6 +225,7 @@ static const char *learn_entry(void *arg, const struct walk *w, const struct ent
 		s->tl[i].csum = e->csum;
 		s->tl[i].iface_len = (uint8_t)e->iface_len;
 		s->tl[i].ndev = 0;
+		s->tl[i].nflags = 0;
 		s->ntl++;
 	} else if (s->tl[i].iface_len != e->iface_len) {
 		return "one transport with two interface address lengths";

@@ -48,8 +48,8 @@ struct ucx_addr_shape {
 	uint64_t uuid[UCX_ADDR_MAX_UUID];
 };
 
-/* Learn (or, on a shape already learned, widen by another own worker's
- * address) the shape of addr.  0, or LOTUS_EUNSUPPORTED with why filled in. */
+/* Learn (into a zeroed shape, or widen a learned one by another own
+ * worker's address) the shape of addr.  0, or LOTUS_EUNSUPPORTED with why filled in. */
 int ucx_addr_learn(struct ucx_addr_shape *s, const void *addr, size_t len, char *why,
 		   size_t whylen);
 
