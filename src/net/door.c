@@ -57,6 +57,7 @@ enum { E_AUTH = 1, E_FULL = 2, E_ADDR = 3 };
 #define DOOR_LOG_NS    (60ULL * 1000000000ULL)
 #define DOOR_WINDOW_NS ((uint64_t)DOOR_LOG_WINDOW_S * 1000000000ULL)
 #define DOOR_ACCEPT_BATCH 32
+#define DOOR_DIAL_TRIES   6    /* handshakes closed by a busy door: 5 .. 160 ms apart */
 
 static const char label_server[] = "lotus door server";
 static const char label_client[] = "lotus door client";
@@ -823,11 +824,8 @@ static int dial_frame(int fd, int want, const char *who, uint64_t deadline, long
 {
 	uint8_t h[DOOR_HDR];
 	int rc = dial_read(fd, h, sizeof(h), deadline);
-	if (rc) {
-		if (rc == LOTUS_EUNAVAIL)
-			log_error("memory server %s closed the connection during the handshake", who);
-		return rc;
-	}
+	if (rc)
+		return rc;   /* a close is logged by door_dial, if it does not retry */
 	*len = frame_len(h, want);
 	if (*len > 0)
 		return 0;
@@ -853,8 +851,11 @@ static int dial_frame(int fd, int want, const char *who, uint64_t deadline, long
 	return code == E_FULL ? -EUSERS : code == E_ADDR ? LOTUS_EPROTO : -EACCES;
 }
 
-int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
-	      const void *addr, size_t len, void **peer_addr, size_t *peer_len)
+/* One handshake; -ECONNRESET: the door accepted and then closed it before
+ * answering (a busy door making room, or its handshake timeout). */
+static int door_dial_once(const char *host, uint16_t port, uint64_t deadline,
+			  const struct door_key *key, const void *addr, size_t len,
+			  void **peer_addr, size_t *peer_len)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 	char who[300];
@@ -868,11 +869,10 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 			       &sa.sin_addr) != 1)
 		return -EINVAL;
 	snprintf(who, sizeof(who), "%s:%u", host, port);
-	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	int one = 1, rc = 0;
+	int one = 1, rc = 0, connected = 0;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		if (errno != EINPROGRESS) {
@@ -889,6 +889,7 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 			goto out;
 		}
 	}
+	connected = 1;
 	uint8_t hello[DOOR_HDR + 8 + DOOR_NONCE], nc[DOOR_NONCE], ch[DOOR_NONCE + DOOR_MAC];
 	door_random(nc, DOOR_NONCE);
 	put_hdr(hello, F_HELLO, 8 + DOOR_NONCE);
@@ -932,5 +933,29 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 	*peer_len = (size_t)flen;
 out:
 	close(fd);
+	if (rc == LOTUS_EUNAVAIL && connected)
+		rc = -ECONNRESET;
+	return rc;
+}
+
+int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
+	      const void *addr, size_t len, void **peer_addr, size_t *peer_len)
+{
+	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
+	/* A door under a flood closes pending handshakes to make room (door.h):
+	 * try again, a few times, while the time lasts. */
+	int rc = 0;
+	for (unsigned i = 0; i < DOOR_DIAL_TRIES; i++) {
+		rc = door_dial_once(host, port, deadline, key, addr, len, peer_addr, peer_len);
+		if (rc != -ECONNRESET || ms_left(deadline) <= (5 << i))
+			break;
+		struct timespec ts = { 0, (long)(5 << i) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (rc == -ECONNRESET) {
+		log_error("memory server %s:%u closed the connection during the handshake", host,
+			  port);
+		rc = LOTUS_EUNAVAIL;
+	}
 	return rc;
 }
