@@ -62,6 +62,7 @@ enum { E_AUTH = 1, E_FULL = 2, E_ADDR = 3, E_VERSION = 4 };
 #define DOOR_LOG_NS    (60ULL * 1000000000ULL)
 #define DOOR_WINDOW_NS ((uint64_t)DOOR_LOG_WINDOW_S * 1000000000ULL)
 #define DOOR_ACCEPT_BATCH 32
+#define DOOR_DIAL_TRIES   6    /* handshakes closed by a busy door: 5 .. 160 ms apart */
 
 static const char label_server[] = "lotus door server";
 static const char label_client[] = "lotus door client";
@@ -889,13 +890,8 @@ static int dial_frame(int fd, int want, const char *who, uint64_t deadline, long
 {
 	uint8_t h[DOOR_HDR];
 	int rc = dial_read(fd, h, sizeof(h), deadline);
-	if (rc) {
-		if (rc == LOTUS_EUNAVAIL)
-			log_error("memory server %s closed the connection during the handshake%s",
-				  who, want == F_CHALLENGE ? " (a memory server of a lotus older than "
-				  "this client's handshake version 2 closes it so)" : "");
-		return rc;
-	}
+	if (rc)
+		return rc;   /* a close is logged by door_dial, if it does not retry */
 	*len = frame_len(h, want);
 	if (*len > 0)
 		return 0;
@@ -921,9 +917,11 @@ static int dial_frame(int fd, int want, const char *who, uint64_t deadline, long
 	return code == E_FULL ? -EUSERS : code == E_ADDR || code == E_VERSION ? LOTUS_EPROTO : -EACCES;
 }
 
-int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
-	      const void *addr, size_t len, void **peer_addr, size_t *peer_len,
-	      uint64_t *cluster_id)
+/* One handshake; -ECONNRESET: the door accepted and then closed it before
+ * answering (a busy door making room, or its handshake timeout). */
+static int door_dial_once(const char *host, uint16_t port, uint64_t deadline,
+			  const struct door_key *key, const void *addr, size_t len,
+			  void **peer_addr, size_t *peer_len, uint64_t *cluster_id)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 	char who[300];
@@ -938,11 +936,10 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 			       &sa.sin_addr) != 1)
 		return -EINVAL;
 	snprintf(who, sizeof(who), "%s:%u", host, port);
-	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	int one = 1, rc = 0;
+	int one = 1, rc = 0, connected = 0;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		if (errno != EINPROGRESS) {
@@ -959,6 +956,7 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 			goto out;
 		}
 	}
+	connected = 1;
 	uint8_t hello[DOOR_HDR + 8 + DOOR_NONCE], nc[DOOR_NONCE];
 	uint8_t ch[DOOR_NONCE + DOOR_CID + DOOR_MAC];
 	door_random(nc, DOOR_NONCE);
@@ -1009,5 +1007,32 @@ int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door
 	*peer_len = (size_t)flen;
 out:
 	close(fd);
+	if (rc == LOTUS_EUNAVAIL && connected)
+		rc = -ECONNRESET;
+	return rc;
+}
+
+int door_dial(const char *host, uint16_t port, int timeout_ms, const struct door_key *key,
+	      const void *addr, size_t len, void **peer_addr, size_t *peer_len,
+	      uint64_t *cluster_id)
+{
+	uint64_t deadline = clock_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
+	/* A door under a flood closes pending handshakes to make room (door.h):
+	 * try again, a few times, while the time lasts. */
+	int rc = 0;
+	for (unsigned i = 0; i < DOOR_DIAL_TRIES; i++) {
+		rc = door_dial_once(host, port, deadline, key, addr, len, peer_addr, peer_len,
+				    cluster_id);
+		if (rc != -ECONNRESET || ms_left(deadline) <= (5 << i))
+			break;
+		struct timespec ts = { 0, (long)(5 << i) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (rc == -ECONNRESET) {
+		log_error("memory server %s:%u closed the connection during the handshake (a "
+			  "busy server, or one of a lotus older than this client's handshake "
+			  "version 2)", host, port);
+		rc = LOTUS_EUNAVAIL;
+	}
 	return rc;
 }

@@ -127,7 +127,9 @@ uint16_t door_port(const struct door *d);
 void door_stats(struct door *d, struct door_stats *out);
 void door_close(struct door *d);
 
-/* Client side: handshake with the door at host:port within timeout_ms.
+/* Client side: handshake with the door at host:port within timeout_ms
+ * (a handshake the door accepts and then closes unanswered, as a door under
+ * a flood does to make room, is tried again a few times within it).
  * *cluster_id: in, the cluster the caller means (0: any); out, once the
  * server proved the secret, the server's cluster id (0: none).  On success
  * *peer_addr (malloc'd, *peer_len bytes) is the server worker's address.

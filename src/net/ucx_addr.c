@@ -198,6 +198,19 @@ static const char *walk_addr(struct walk *w, const uint8_t *a, size_t len, entry
 
 /* ---- learning the shape of our own address -------------------------------------- */
 
+/* An entry's capability flags (version 1: bytes 13..15 of the attributes;
+ * version 2: 6, 7).  The priority (12; 3) is the device's: not compared. */
+static void attr_flags(const struct walk *w, const struct entry *e, uint8_t f[3])
+{
+	if (w->version == 1) {
+		memcpy(f, e->attr + 13, 3);
+	} else {
+		f[0] = e->attr[6];
+		f[1] = e->attr[7];
+		f[2] = 0;
+	}
+}
+
 static const char *learn_entry(void *arg, const struct walk *w, const struct entry *e)
 {
 	struct ucx_addr_shape *s = arg;
@@ -212,10 +225,21 @@ static const char *learn_entry(void *arg, const struct walk *w, const struct ent
 		s->tl[i].csum = e->csum;
 		s->tl[i].iface_len = (uint8_t)e->iface_len;
 		s->tl[i].ndev = 0;
-		memcpy(s->tl[i].attr, e->attr, MIN(w->attr_len, sizeof(s->tl[i].attr)));
+		s->tl[i].nflags = 0;
 		s->ntl++;
 	} else if (s->tl[i].iface_len != e->iface_len) {
 		return "one transport with two interface address lengths";
+	}
+	uint8_t f[3];
+	attr_flags(w, e, f);
+	unsigned k;
+	for (k = 0; k < s->tl[i].nflags && memcmp(s->tl[i].flags[k], f, 3) != 0; k++)
+		;
+	if (k == s->tl[i].nflags) {
+		if (k == ARRAY_SIZE(s->tl[i].flags))
+			return "too many capability sets to remember";
+		memcpy(s->tl[i].flags[k], f, 3);
+		s->tl[i].nflags++;
 	}
 	for (unsigned d = 0; d < s->tl[i].ndev; d++)
 		if (s->tl[i].dev_len[d] == e->dev_len)
@@ -300,15 +324,13 @@ static const char *check_entry(void *arg, const struct walk *w, const struct ent
 			continue;
 		if (s->tl[i].iface_len != e->iface_len)
 			return "interface address of the wrong length";
-		/* version 1: priority and capability flags (bytes 12..15);
-		 * version 2: priority (3), segment size (4, 5), flags (6, 7) */
-		if (w->version == 1 ? memcmp(e->attr + 12, s->tl[i].attr + 12, 4) != 0
-				    : e->attr[3] != s->tl[i].attr[3] ||
-				      memcmp(e->attr + 6, s->tl[i].attr + 6, 2) != 0)
-			return "transport priority or capabilities differ from this server's";
-		if (w->version == 2 && (e->attr[4] | e->attr[5]) == 0 &&
-		    (s->tl[i].attr[4] | s->tl[i].attr[5]) != 0)
-			return "transport segment size 0";
+		uint8_t f[3];
+		unsigned k;
+		attr_flags(w, e, f);
+		for (k = 0; k < s->tl[i].nflags && memcmp(s->tl[i].flags[k], f, 3) != 0; k++)
+			;
+		if (k == s->tl[i].nflags)
+			return "transport capabilities differ from this server's";
 		for (unsigned d = 0; d < s->tl[i].ndev; d++)
 			if (s->tl[i].dev_len[d] == e->dev_len)
 				return NULL;

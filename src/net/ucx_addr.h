@@ -9,7 +9,8 @@
  * every length checked against the bytes received, and compares it with the
  * shape of its own workers' addresses (ucp_worker_get_address): the same
  * address version and header flags, for each transport both sides have the
- * same length of interface address, the same priority and capability flags
+ * same length of interface address, capability flags the server's own
+ * devices have for it
  * and a device address length the server's own devices use for it; transport
  * figures (overhead, bandwidth, latency) UCX can compute with (finite, in
  * range: a negative one makes its lane selection assert); no endpoint
@@ -39,15 +40,16 @@ struct ucx_addr_shape {
 		uint8_t iface_len;
 		uint8_t ndev;
 		uint8_t dev_len[8];   /* device address lengths seen with it */
-		uint8_t attr[16];     /* its packed attributes (attr_len bytes) */
+		uint8_t nflags;
+		uint8_t flags[4][3];  /* capability flags seen with it */
 	} tl[UCX_ADDR_MAX_TL];
 	uint64_t sysdev[4];       /* system device ids seen (bitmap of 256) */
 	unsigned nuuid;
 	uint64_t uuid[UCX_ADDR_MAX_UUID];
 };
 
-/* Learn (or, on a shape already learned, widen by another own worker's
- * address) the shape of addr.  0, or LOTUS_EUNSUPPORTED with why filled in. */
+/* Learn (into a zeroed shape, or widen a learned one by another own
+ * worker's address) the shape of addr.  0, or LOTUS_EUNSUPPORTED with why filled in. */
 int ucx_addr_learn(struct ucx_addr_shape *s, const void *addr, size_t len, char *why,
 		   size_t whylen);
 

@@ -310,9 +310,10 @@ def fakedoor(portfile, n):
         c.settimeout(10)
         try:
             t, body = frame(c)
-            nc, ns = body[8:40], os.urandom(32)
-            ms = hmac.new(bytes(32), b'lotus door server\0' + nc + ns, hashlib.sha256).digest()
-            c.sendall(hdr(F_CHALLENGE, 64) + ns + ms)
+            nc, ns, cid = body[8:40], os.urandom(32), bytes(8)   # cluster id 0: any
+            ms = hmac.new(bytes(32), b'lotus door server\0' + nc + ns + cid,
+                          hashlib.sha256).digest()
+            c.sendall(hdr(F_CHALLENGE, 72) + ns + cid + ms)
             frame(c)   # AUTH
             a = garbage[i % len(garbage)]
             c.sendall(hdr(F_WELCOME, len(a)) + a)
@@ -356,7 +357,7 @@ def manyflood(port, nsrc, per, seconds):
             if ev & selectors.EVENT_WRITE:
                 # connected: say HELLO, then never AUTH
                 try:
-                    s.send(hdr(F_HELLO, 40) + b'lotus-d1' + os.urandom(32))
+                    s.send(hdr(F_HELLO, 40) + b'lotus-d2' + os.urandom(32))
                 except OSError:
                     pass
                 sel.modify(s, selectors.EVENT_READ, (src, stall))
