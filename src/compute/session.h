@@ -86,7 +86,7 @@ struct sgroup {
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
 	int lost_reason[LOTUS_MAX_SERVERS]; /* why conns[sv] is gone (requests fail so) */
-	struct sgroup *live_next, *live_prev;  /* cluster->live (live_mu) */
+	struct keeper_item kept;         /* on the cluster's lease keeper */
 	uint64_t next_expiry_ns;         /* when the poll next looks for expired slots */
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;

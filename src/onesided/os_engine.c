@@ -19,8 +19,9 @@
  * A session's worker (its own, not the two-sided session's) is progressed by
  * its user's calls, so a session left idle for a lease (a thread done with
  * its work while others go on, a phase that uses other sessions) would lose
- * its connections.  One thread per engine therefore progresses, every
- * lease/8, each session not polled for that long that it can claim at once.
+ * its connections.  The engine's lease keeper (compute/keeper.h, the one
+ * the two-sided engine uses too) therefore progresses, every lease/8, each
+ * session not polled for that long that it can claim at once.
  * The claim (s->claim) keeps it out of a session its user is in: every
  * public call that may touch the worker holds it (a depth count; the user
  * waits while the keeper's short progress runs), and the code of a step's
@@ -113,65 +114,21 @@ static const struct net_handlers os_handlers = {
 	.on_close = os_on_close,
 };
 
-static void *keeper_main(void *arg)
+/* The lease keeper's visit (keeper.h): progress a session its user is not
+ * in and has not polled for a period. */
+static void session_keep(struct keeper_item *it, uint64_t period_ns)
 {
-	os_engine_t *e = arg;
-	uint64_t period_ns = (uint64_t)MAX(e->o.lease_ms / 8, 10u) * 1000000ULL;
-	pthread_mutex_lock(&e->live_mu);
-	while (!e->keeper_stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t ns = (uint64_t)ts.tv_nsec + period_ns;
-		ts.tv_sec += (time_t)(ns / 1000000000ULL);
-		ts.tv_nsec = (long)(ns % 1000000000ULL);
-		pthread_cond_timedwait(&e->keeper_cv, &e->live_mu, &ts);
-		for (os_session_t *s = e->live; s && !e->keeper_stop; s = s->live_next) {
-			int free_claim = 0;
-			if (!atomic_compare_exchange_strong_explicit(&s->claim, &free_claim, -1,
-								     memory_order_acquire,
-								     memory_order_relaxed))
-				continue;    /* its user is in it, and progresses it */
-			uint64_t now = clock_now_ns();
-			if (now - s->last_poll_ns >= period_ns) {
-				s->last_poll_ns = now;
-				net_progress(s->w);
-			}
-			atomic_store_explicit(&s->claim, 0, memory_order_release);
-		}
+	os_session_t *s = container_of(it, os_session_t, kept);
+	int free_claim = 0;
+	if (!atomic_compare_exchange_strong_explicit(&s->claim, &free_claim, -1,
+						     memory_order_acquire, memory_order_relaxed))
+		return;    /* its user is in it, and progresses it */
+	uint64_t now = clock_now_ns();
+	if (now - s->last_poll_ns >= period_ns) {
+		s->last_poll_ns = now;
+		net_progress(s->w);
 	}
-	pthread_mutex_unlock(&e->live_mu);
-	return NULL;
-}
-
-static void keeper_add(os_engine_t *e, os_session_t *s)
-{
-	pthread_mutex_lock(&e->live_mu);
-	s->live_prev = NULL;
-	s->live_next = e->live;
-	if (e->live)
-		e->live->live_prev = s;
-	e->live = s;
-	if (!e->keeper_on && !e->keeper_stop) {
-		if (pthread_create(&e->keeper, NULL, keeper_main, e) == 0)
-			e->keeper_on = 1;
-		else
-			log_warn("onesided: no lease keeper thread: a session must be polled "
-				 "within every lease (%u ms)", e->o.lease_ms);
-	}
-	pthread_mutex_unlock(&e->live_mu);
-}
-
-static void keeper_remove(os_engine_t *e, os_session_t *s)
-{
-	pthread_mutex_lock(&e->live_mu);   /* waits for a keeper pass over s */
-	if (s->live_prev)
-		s->live_prev->live_next = s->live_next;
-	else if (e->live == s)
-		e->live = s->live_next;
-	if (s->live_next)
-		s->live_next->live_prev = s->live_prev;
-	s->live_next = s->live_prev = NULL;
-	pthread_mutex_unlock(&e->live_mu);
+	atomic_store_explicit(&s->claim, 0, memory_order_release);
 }
 
 int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
@@ -212,12 +169,7 @@ int os_engine_create(const struct os_engine_opts *o, os_engine_t **out)
 		free(e);
 		return rc;
 	}
-	pthread_condattr_t ca;
-	pthread_mutex_init(&e->live_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->keeper_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	lease_keeper_init(&e->keeper, e->o.lease_ms, session_keep, "onesided: ");
 	*out = e;
 	return 0;
 }
@@ -226,16 +178,7 @@ void os_engine_destroy(os_engine_t *e)
 {
 	if (!e)
 		return;
-	pthread_mutex_lock(&e->live_mu);
-	e->keeper_stop = 1;
-	pthread_cond_broadcast(&e->keeper_cv);
-	int on = e->keeper_on;
-	e->keeper_on = 0;
-	pthread_mutex_unlock(&e->live_mu);
-	if (on)
-		pthread_join(e->keeper, NULL);
-	pthread_cond_destroy(&e->keeper_cv);
-	pthread_mutex_destroy(&e->live_mu);
+	lease_keeper_destroy(&e->keeper);
 	net_ctx_destroy(e->net);
 	free(e);
 }
@@ -289,7 +232,7 @@ int os_session_open(os_engine_t *e, os_session_t **out)
 	}
 	s->uw = net_worker_ucp(s->w);
 	s->last_poll_ns = clock_now_ns();
-	keeper_add(e, s);
+	lease_keeper_add(&e->keeper, &s->kept);
 	*out = s;
 	return 0;
 }
@@ -299,7 +242,7 @@ void os_session_close(os_session_t *s)
 	if (!s)
 		return;
 	if (s->uw)   /* added to the keeper's list (the last step of open) */
-		keeper_remove(s->e, s);
+		lease_keeper_remove(&s->e->keeper, &s->kept);
 	for (unsigned t = 0; t < s->ntabs; t++)
 		for (unsigned i = 0; i < s->nsrv; i++)
 			if (s->tabs[t].sv[i].rkey)

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <ucontext.h>
 #include <ucp/api/ucp.h>
+#include "compute/keeper.h"
 #include "net/net.h"
 #include "onesided/os_engine.h"
 #include "onesided/os_layout.h"
@@ -33,12 +34,7 @@ struct os_engine {
 	char hosts[OS_MAX_SERVERS][256];
 	uint16_t ports[OS_MAX_SERVERS];
 	_Atomic unsigned nsessions;   /* sessions open on any thread */
-	/* the lease keeper: the open sessions, under live_mu */
-	pthread_mutex_t live_mu;
-	pthread_cond_t keeper_cv;
-	pthread_t keeper;
-	int keeper_on, keeper_stop;
-	os_session_t *live;
+	struct lease_keeper keeper;   /* keeps the open sessions' leases */
 };
 
 struct os_srv_table {
@@ -83,7 +79,7 @@ struct os_session {
 	size_t rep_len;
 	/* >0: its user is in a call (depth); -1: the keeper progresses it */
 	_Atomic int claim;
-	os_session_t *live_prev, *live_next;
+	struct keeper_item kept;  /* on the engine's lease keeper */
 };
 
 enum { HELD_NONE, HELD_S, HELD_X };
