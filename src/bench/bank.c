@@ -101,7 +101,7 @@ void bank_opts_init(struct bank_opts *o)
 static int create_accounts(lotus_session_t *s, lotus_table_t tb, uint64_t n, int64_t opening)
 {
 	lotus_txn_t *t;
-	unsigned tries = 0;
+	struct retry r = { 0 };
 	unsigned char k[8], v[BAL_LEN];
 	int rc = lotus_txn_begin(s, &t);
 	put_be64(v, (uint64_t)opening);
@@ -113,15 +113,32 @@ static int create_accounts(lotus_session_t *s, lotus_table_t tb, uint64_t n, int
 			rc = lotus_txn_insert(t, tb, k, 8, v, BAL_LEN);
 		}
 		rc = rc < 0 ? rc : lotus_txn_commit(t);
-		if (rc == 0)
+		if (rc == 0) {
 			a = end;
-		else if (lotus_err_retryable(rc) && ++tries < MAX_TRIES)
+			retry_reset(&r);
+		} else if (lotus_err_retryable(rc) && retry_again(&r)) {
 			rc = 0;
+		}
 	}
-	if (rc == 0 && atomic_load(&bank_stopping))
+	if ((rc == 0 || lotus_err_retryable(rc)) && atomic_load(&bank_stopping))
 		rc = -EINTR;
 	lotus_txn_free(t);
 	return rc;
+}
+
+bool retry_again(struct retry *r)
+{
+	uint64_t now = clock_now_ns();
+	if (!r->deadline_ns)
+		r->deadline_ns = now + RETRY_S * 1000000000ULL;
+	if (now > r->deadline_ns || atomic_load(&bank_stopping))
+		return false;
+	if (++r->tries > 16) {   /* not a passing conflict: back off */
+		unsigned shift = MIN(r->tries - 16, 20u);
+		struct timespec ts = { 0, (long)MIN(50000ULL << shift, RETRY_SLEEP_MAX_NS) };
+		nanosleep(&ts, NULL);
+	}
+	return true;
 }
 
 int fail_msg(char *msg, size_t len, int rc, const char *fmt, ...)

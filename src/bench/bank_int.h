@@ -25,10 +25,30 @@
 #define SETUP_BATCH     256
 #define SCAN_CHUNK      500
 #define MAX_AMOUNT      100
-#define MAX_TRIES       10000                /* retries of one setup/scan step */
 #define LEDGER_BUF      16384
 #define LEDGER_FLUSH_NS 100000000ULL         /* thread buffer -> FILE */
 #define DRAIN_NS        10000000000ULL       /* wait for in-flight transfers (> lease) */
+
+/*
+ * Retrying a setup or scan step that aborted on a conflict
+ * (lotus_err_retryable): the locks in its way may be another client's, held
+ * for as long as that client's lease when it was stopped or killed mid-run,
+ * so a step is retried for up to RETRY_S seconds (from its first conflict),
+ * backing off from quick retries to RETRY_SLEEP_MAX_NS between tries.
+ * retry_again() sleeps before the next try and says whether there is one.
+ */
+#define RETRY_S             60
+#define RETRY_SLEEP_MAX_NS  20000000ULL
+struct retry {
+	uint64_t deadline_ns;     /* 0: no conflict yet */
+	unsigned tries;
+};
+bool retry_again(struct retry *r);
+static inline void retry_reset(struct retry *r)
+{
+	r->deadline_ns = 0;
+	r->tries = 0;
+}
 
 /* bank_stop() was called (bank.c). */
 extern _Atomic int bank_stopping;

@@ -24,14 +24,16 @@
 
 /*
  * Read every row of tb (8-byte keys) in key order, SCAN_CHUNK rows per
- * transaction, handing each to fn after its chunk committed.  Consistent only
- * on a quiesced table.  0, an error of the library, or fn's error.
+ * transaction, handing each to fn after its chunk committed; a chunk that
+ * meets locks is retried (struct retry).  Consistent only on a quiesced
+ * table.  0, an error of the library, or fn's error.
  */
 int scan_table(lotus_session_t *s, lotus_table_t tb, uint64_t start, unsigned limit,
 		      row_fn fn, void *arg)
 {
 	lotus_txn_t *t;
-	unsigned tries = 0, seen = 0;
+	unsigned seen = 0;
+	struct retry r = { 0 };
 	int rc = lotus_txn_begin(s, &t);
 	while (rc == 0 && seen < limit) {
 		unsigned char k[8];
@@ -43,10 +45,11 @@ int scan_table(lotus_session_t *s, lotus_table_t tb, uint64_t start, unsigned li
 			rc = lotus_txn_commit(t);
 		else
 			lotus_txn_abort(t);
-		if (lotus_err_retryable(rc) && ++tries < MAX_TRIES) {
+		if (lotus_err_retryable(rc) && retry_again(&r)) {
 			rc = 0;
 			continue;
 		}
+		retry_reset(&r);
 		int n = rc ? rc : lotus_txn_scan_rows(t, op);
 		if (n <= 0) {
 			rc = n;
