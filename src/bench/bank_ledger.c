@@ -29,6 +29,7 @@
 #include "bench/bank_int.h"
 #include "common/common.h"
 #include "common/log.h"
+#include "common/vec.h"
 
 /* ---- ledger: writing --------------------------------------------------------- */
 
@@ -159,14 +160,8 @@ int ledger_lock(const char *path, bool create, char *msg, size_t len)
 
 static int push_u64(uint64_t **a, size_t *n, size_t *cap, uint64_t v)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 1024;
-		uint64_t *p = realloc(*a, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*a = p;
-		*cap = c;
-	}
+	if (vec_reserve(*a, *cap, *n + 1, 1024))
+		return -ENOMEM;
 	(*a)[(*n)++] = v;
 	return 0;
 }
@@ -180,14 +175,8 @@ static int ledger_header(struct ledger_data *d, const char *line, unsigned linen
 		snprintf(d->error, sizeof(d->error), "ledger line %u: malformed run header", lineno);
 		return 0;
 	}
-	if (d->nruns == d->cap_runs) {
-		size_t c = d->cap_runs ? d->cap_runs * 2 : 16;
-		uint32_t *p = realloc(d->runs, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		d->runs = p;
-		d->cap_runs = c;
-	}
+	if (vec_reserve(d->runs, d->cap_runs, d->nruns + 1, 16))
+		return -ENOMEM;
 	d->runs[d->nruns++] = run;
 	if (!d->have_header) {
 		d->have_header = true;

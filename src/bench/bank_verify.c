@@ -19,6 +19,7 @@
 #include "common/common.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/vec.h"
 
 /* ---- table reads ---------------------------------------------------------------- */
 
@@ -124,14 +125,8 @@ int transfer_row(void *arg, uint64_t id, const unsigned char *v, size_t vlen)
 {
 	struct transfers_view *tv = arg;
 	tv->rows++;
-	if (tv->n == tv->cap) {
-		size_t c = tv->cap ? tv->cap * 2 : 4096;
-		struct transfer_rec *p = realloc(tv->r, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		tv->r = p;
-		tv->cap = c;
-	}
+	if (vec_reserve(tv->r, tv->cap, tv->n + 1, 4096))
+		return -ENOMEM;
 	if (vlen != REC_LEN) {
 		if (!tv->bad_len) {
 			tv->bad_len = true;

@@ -104,7 +104,8 @@ struct os_txn {
 	int state;
 	uint64_t prio;
 	struct os_op *ops;
-	unsigned n, cap;
+	unsigned n;
+	size_t cap;
 	struct os_tally tally;
 	/* a step running as a coroutine (os_txn_step) */
 	ucontext_t ctx;

@@ -26,6 +26,7 @@
 #include <ucp/api/ucp.h>
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/vec.h"
 #include "lotus.h"
 #include "onesided/os_int.h"
 
@@ -154,14 +155,8 @@ static int stage(os_txn_t *t, int kind, unsigned tid, const void *key, size_t kl
 			return (int)(prev - t->ops);
 		}
 	}
-	if (t->n == t->cap) {
-		unsigned cap = t->cap ? t->cap * 2 : 16;
-		struct os_op *no = realloc(t->ops, cap * sizeof(*no));
-		if (!no)
-			return -ENOMEM;
-		t->ops = no;
-		t->cap = cap;
-	}
+	if (vec_reserve(t->ops, t->cap, t->n + 1, 16))
+		return -ENOMEM;
 	struct os_op *op = &t->ops[t->n];
 	memset(op, 0, sizeof(*op));
 	op->kind = (uint8_t)kind;
