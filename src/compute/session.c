@@ -293,6 +293,12 @@ void session_flush(lotus_session_t *s)
 		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
 }
 
+void session_step_end(lotus_session_t *s)
+{
+	if (s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(s);
+}
+
 int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, const void *key,
 		  const void *value, size_t *bytes)
 {
