@@ -85,12 +85,14 @@ LEASE_CLIENT := $(BUILD)/bin/lease-client
 SRV_STATS := $(BUILD)/bin/srv-stats
 # A full-table scan through the public API (scripts/bench-tier-scan.sh).
 SCAN_ALL := $(BUILD)/bin/scan-all
+# A host program's log sink (tests/integration/log_sink.sh), public-API only.
+LOG_SINK := $(BUILD)/bin/log-sink
 
 .PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -194,6 +196,11 @@ $(SCAN_ALL): $(BUILD)/tests/integration/scan_all.o $(LIB_A)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
+$(LOG_SINK): $(BUILD)/tests/integration/log_sink.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -228,4 +235,5 @@ clean:
 	rm -rf build build-asan build-tsan
 
 -include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d \
-  $(BUILD)/tests/integration/lease_client.d $(BUILD)/tests/integration/srv_stats.d
+  $(BUILD)/tests/integration/lease_client.d $(BUILD)/tests/integration/srv_stats.d \
+  $(BUILD)/tests/integration/log_sink.d
