@@ -15,12 +15,13 @@ void cluster_opts_add(struct cluster_opts *c, struct cli_opt *opts, unsigned *n)
 	opts[i++] = (struct cli_opt){ "config", OPT_STR, &c->config, "FILE",
 		"cluster config file (instead of --local)" };
 	opts[i++] = (struct cli_opt){ "local", OPT_U64, &c->local, "N", c->local_help,
-		.min = 1, .max = 64 };
-	opts[i++] = (struct cli_opt){ "transport", OPT_CHOICE, &c->transport, "T", c->transport_help,
-		cluster_transports };
-	opts[i++] = (struct cli_opt){ "server-threads", OPT_U64, &c->sthreads, "W", c->sthreads_help,
-		.min = 1, .max = 1024 };
-	opts[i++] = (struct cli_opt){ "server-memory", OPT_SIZE, &c->smem, "SIZE", c->smem_help };
+				      .min = 1, .max = 64 };
+	opts[i++] = (struct cli_opt){ "transport", OPT_CHOICE, &c->transport, "T",
+				      c->transport_help, cluster_transports };
+	opts[i++] = (struct cli_opt){ "server-threads", OPT_U64, &c->sthreads, "W",
+				      c->sthreads_help, .min = 1, .max = 1024 };
+	opts[i++] = (struct cli_opt){ "server-memory", OPT_SIZE, &c->smem, "SIZE",
+				      c->smem_help };
 	if (c->tiering) {
 		opts[i++] = (struct cli_opt){ "server-capacity", OPT_SIZE, &c->scap, "SIZE",
 			"data per local memory server, above --server-memory: cold pages are evicted "
@@ -30,12 +31,13 @@ void cluster_opts_add(struct cluster_opts *c, struct cli_opt *opts, unsigned *n)
 			"default min(2, cores))", .min = 1, .max = 64 };
 	}
 	if (c->data_dir_help)
-		opts[i++] = (struct cli_opt){ "data-dir", OPT_STR, &c->data_dir, "DIR", c->data_dir_help };
+		opts[i++] = (struct cli_opt){ "data-dir", OPT_STR, &c->data_dir, "DIR",
+					      c->data_dir_help };
 	if (c->durability_help)
 		opts[i++] = (struct cli_opt){ "durability", OPT_CHOICE, &c->durability, "D",
 			c->durability_help, cluster_durabilities };
-	opts[i++] = (struct cli_opt){ "compute-id", OPT_U64, &c->compute_id, "N", c->compute_id_help,
-		.min = 0, .max = 4095 };
+	opts[i++] = (struct cli_opt){ "compute-id", OPT_U64, &c->compute_id, "N",
+				      c->compute_id_help, .min = 0, .max = 4095 };
 	opts[i++] = (struct cli_opt){ "lease-ms", OPT_U64, &c->lease_ms, "MS",
 		"this client's lease with each memory server: a server that hears nothing from it "
 		"this long frees its locks (default 3000, or the config's lease_ms; --local servers "

@@ -26,9 +26,11 @@ static int region_alloc(os_session_t *s, unsigned tid, unsigned sv, uint64_t byt
 {
 	struct os_srv_table *st = &s->tabs[tid].sv[sv];
 	uint64_t end;
-	int rc = os_rma_faa(s, tid, sv, st->base + offsetof(struct os_region_hdr, alloc), bytes, addr);
+	int rc = os_rma_faa(s, tid, sv, st->base + offsetof(struct os_region_hdr, alloc), bytes,
+			    addr);
 	if (rc == 0)
-		rc = os_rma_get(s, tid, sv, st->base + offsetof(struct os_region_hdr, end), &end, 8);
+		rc = os_rma_get(s, tid, sv, st->base + offsetof(struct os_region_hdr, end), &end,
+				8);
 	if (rc == 0 && *addr + bytes > end)
 		rc = LOTUS_ENOSPACE;
 	return rc;

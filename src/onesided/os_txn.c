@@ -331,7 +331,8 @@ static int txn_execute(os_txn_t *t)
 			rc = -ENOMEM;
 			break;
 		}
-		rc = os_rma_get(s, op->tid, op->sv, op->rec + OS_REC_DATA, op->res, 8 + (size_t)vmax);
+		rc = os_rma_get(s, op->tid, op->sv, op->rec + OS_REC_DATA, op->res,
+				8 + (size_t)vmax);
 		uint64_t len;
 		memcpy(&len, op->res, 8);
 		op->rlen = MIN(len, vmax);
