@@ -7,6 +7,7 @@
 #   make uninstall  remove what `make install` put there
 #   make asan       build with ASan+UBSan into build-asan/ (tests: make test-asan)
 #   make tsan       build with TSan into build-tsan/ (tests: make test-tsan)
+#   make cppcheck   cppcheck --enable=warning over src/ (fails on a finding)
 #   make stress     build the stress programs under tests/stress/
 #   V=1             show full commands instead of one line per file
 #
@@ -85,12 +86,14 @@ LEASE_CLIENT := $(BUILD)/bin/lease-client
 SRV_STATS := $(BUILD)/bin/srv-stats
 # A full-table scan through the public API (scripts/bench-tier-scan.sh).
 SCAN_ALL := $(BUILD)/bin/scan-all
+# A host program's log sink (tests/integration/log_sink.sh), public-API only.
+LOG_SINK := $(BUILD)/bin/log-sink
 
-.PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean FORCE
+.PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean cppcheck FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -194,6 +197,11 @@ $(SCAN_ALL): $(BUILD)/tests/integration/scan_all.o $(LIB_A)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
+$(LOG_SINK): $(BUILD)/tests/integration/log_sink.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -224,8 +232,23 @@ test-tsan: deps tsan
 	@LOTUS_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  tests/run $(TSAN_TESTS)
 
+# cppcheck's warning class over src/ (CI runs it, .ci/run).  Two findings are
+# false and suppressed by file, as the files are not ours to annotate here:
+#   store.c    mark_rec_dirty(): r is NULL only on a tiered store, which
+#              returns before the subtraction (nullPointerArithmetic)
+#   durable.c  replay_table(): t.id is read only when len >= sizeof(t), that
+#              is after the memcpy that sets it (uninitvar)
+CPPCHECK_FLAGS ?= --enable=warning --error-exitcode=1 --quiet --std=c11 -D_GNU_SOURCE \
+  -Iinclude -Isrc --inline-suppr -j2 \
+  --suppress=nullPointerArithmetic:src/store/store.c --suppress=uninitvar:src/memserver/durable.c
+cppcheck: deps
+	@command -v cppcheck >/dev/null || { echo "cppcheck: not installed (make deps)"; exit 1; }
+	cppcheck $(CPPCHECK_FLAGS) src/
+	@echo "cppcheck: clean"
+
 clean:
 	rm -rf build build-asan build-tsan
 
 -include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d \
-  $(BUILD)/tests/integration/lease_client.d $(BUILD)/tests/integration/srv_stats.d
+  $(BUILD)/tests/integration/lease_client.d $(BUILD)/tests/integration/srv_stats.d \
+  $(BUILD)/tests/integration/log_sink.d

@@ -159,6 +159,11 @@ enum lotus_commit {
  * without it. */
 enum lotus_engine { LOTUS_ENGINE_TWOSIDED = 0, LOTUS_ENGINE_ONESIDED = 1 };
 
+/* The levels of lotus's log lines (lotus_options.log_fn). */
+enum lotus_log_level {
+	LOTUS_LOG_DEBUG = 0, LOTUS_LOG_INFO = 1, LOTUS_LOG_WARN = 2, LOTUS_LOG_ERROR = 3
+};
+
 struct lotus_options {
 	const char *config_path;  /* cluster INI file; NULL with local_servers > 0 */
 	int local_servers;        /* start N memory servers on loopback (children) */
@@ -206,6 +211,20 @@ struct lotus_options {
 	 * server's data directory (memserver --capacity). */
 	uint64_t server_capacity;
 	unsigned server_page_writers;
+	/* Where lotus's own log lines go (NULL: stderr, one line each).  With
+	 * log_fn set, lotus_connect makes it the process's log sink: every line
+	 * lotus logs from then on (LOTUS_LOG=debug|info|warn|error sets which)
+	 * is passed to log_fn instead, without its newline, e.g.
+	 * "lotus: error: cannot reach memory server 0 at ...", with its level
+	 * and log_arg.  lotus_disconnect of that cluster puts stderr back.
+	 * Threads: log_fn is called from any thread of the process (the
+	 * caller's, sessions', the lease keeper's, the network's), possibly from
+	 * several at once, so it must be thread-safe; it must not call lotus.
+	 * The line is valid only during the call.  One sink per process: a
+	 * second lotus_connect with its own log_fn replaces the first.  Local
+	 * memory servers are child processes: their lines stay on stderr. */
+	void (*log_fn)(enum lotus_log_level level, const char *line, void *log_arg);
+	void *log_arg;
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);

@@ -1,5 +1,8 @@
 /*
- * bank.c - `lotus bank`: concurrent transfers, their ledger, and the verifier.
+ * bank.c - `lotus bank`: concurrent transfers, their ledger, and the verifier;
+ * this file is the workload (setup and the transfer threads); the ledger is
+ * in bank_ledger.c, reading the tables and verifying in bank_verify.c
+ * (bank_int.h holds what they share).
  *
  * Data (both tables hash-partitioned like any other):
  *   bank_accounts   key: account id, 8 bytes big-endian
@@ -68,26 +71,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "common/json.h"
-#include "bench/bank.h"
+#include "bench/bank_int.h"
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
 #include "common/ycsb_gen.h"
 
-#define TB_ACCOUNTS     "bank_accounts"
-#define TB_TRANSFERS    "bank_transfers"
-#define BAL_LEN         8
-#define REC_LEN         24
-#define SETUP_BATCH     256
-#define SCAN_CHUNK      500
-#define MAX_AMOUNT      100
-#define MAX_TRIES       10000                /* retries of one setup/scan step */
-#define LEDGER_BUF      16384
-#define LEDGER_FLUSH_NS 100000000ULL         /* thread buffer -> FILE */
-#define DRAIN_NS        10000000000ULL       /* wait for in-flight transfers (> lease) */
-
-static _Atomic int bank_stopping;
+_Atomic int bank_stopping;
 
 void bank_stop(void)
 {
@@ -106,442 +96,12 @@ void bank_opts_init(struct bank_opts *o)
 	o->run = true;
 }
 
-static void put_be64(unsigned char *p, uint64_t v)
-{
-	key_from_u64(v, p);
-}
-
-static uint64_t get_be64(const unsigned char *p)
-{
-	return key_to_u64(p);
-}
-
-/* ---- ledger: writing --------------------------------------------------------- */
-
-struct ledger {
-	FILE *f;
-	pthread_mutex_t mu;       /* guards f and error */
-	int error;                /* first write or sync error, -errno */
-};
-
-static int ledger_open(struct ledger *l, const char *path)
-{
-	struct stat st;
-	l->error = 0;
-	l->f = fopen(path, "a");
-	if (!l->f)
-		return -errno;
-	pthread_mutex_init(&l->mu, NULL);
-	if (fstat(fileno(l->f), &st) == 0 && st.st_size == 0)
-		fprintf(l->f, "# lotus bank ledger v1: acknowledged transfer ids, "
-			      "\"maybe <id>\" for unknown outcomes\n");
-	return 0;
-}
-
-static void ledger_append(struct ledger *l, const char *buf, size_t len)
-{
-	pthread_mutex_lock(&l->mu);
-	if (fwrite(buf, 1, len, l->f) != len && !l->error)
-		l->error = -EIO;
-	pthread_mutex_unlock(&l->mu);
-}
-
-static void ledger_printf(struct ledger *l, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void ledger_printf(struct ledger *l, const char *fmt, ...)
-{
-	va_list ap;
-	pthread_mutex_lock(&l->mu);
-	va_start(ap, fmt);
-	if (vfprintf(l->f, fmt, ap) < 0 && !l->error)
-		l->error = -EIO;
-	va_end(ap);
-	pthread_mutex_unlock(&l->mu);
-}
-
-/* Make everything appended so far durable.  Main thread. */
-static int ledger_sync(struct ledger *l)
-{
-	pthread_mutex_lock(&l->mu);
-	if (fflush(l->f) != 0 && !l->error)
-		l->error = -errno;
-	if (fdatasync(fileno(l->f)) != 0 && !l->error)
-		l->error = -errno;
-	int rc = l->error;
-	pthread_mutex_unlock(&l->mu);
-	return rc;
-}
-
-static int ledger_close(struct ledger *l)
-{
-	int rc = ledger_sync(l);
-	if (fclose(l->f) != 0 && !rc)
-		rc = -errno;
-	pthread_mutex_destroy(&l->mu);
-	return rc;
-}
-
-/* Cut a torn last line (no newline) off the ledger open on fd.  0 or -errno. */
-static int ledger_repair_tail(int fd, const char *path)
-{
-	struct stat st;
-	char buf[4096];
-	if (fstat(fd, &st) != 0)
-		return -errno;
-	off_t end = st.st_size, pos = end, keep = 0;
-	if (end == 0)
-		return 0;
-	if (pread(fd, buf, 1, end - 1) != 1)
-		return -EIO;
-	if (buf[0] == '\n')
-		return 0;
-	while (pos > 0 && keep == 0) {    /* find the last newline */
-		size_t n = (size_t)MIN((off_t)sizeof(buf), pos);
-		pos -= (off_t)n;
-		if (pread(fd, buf, n, pos) != (ssize_t)n)
-			return -EIO;
-		for (size_t i = n; i-- > 0;)
-			if (buf[i] == '\n') {
-				keep = pos + (off_t)i + 1;
-				break;
-			}
-	}
-	char frag[48] = "";
-	ssize_t fn = pread(fd, frag, MIN((off_t)sizeof(frag) - 1, end - keep), keep);
-	frag[fn > 0 ? fn : 0] = 0;
-	frag[strcspn(frag, "\r\n")] = 0;
-	if (ftruncate(fd, keep) != 0 || fsync(fd) != 0)
-		return -errno;
-	fprintf(stderr, "lotus bank: ledger %s: cut off a torn last line (%lld bytes, '%s%s'): "
-		"a bank died while writing it; it acknowledged nothing\n", path,
-		(long long)(end - keep), frag, end - keep > (off_t)strlen(frag) ? "..." : "");
-	return 0;
-}
-
-/* Lock the ledger for this process (see the top comment) and repair its tail.
- * Returns the locked fd, -1 when the file does not exist and !create (the
- * reader reports that), or -2 after writing the reason to msg. */
-static int ledger_lock(const char *path, bool create, char *msg, size_t len)
-{
-	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
-	if (fd < 0) {
-		if (errno == ENOENT && !create)
-			return -1;
-		snprintf(msg, len, "cannot open the ledger %s: %s", path, strerror(errno));
-		return -2;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int e = errno;
-		close(fd);
-		if (e == EWOULDBLOCK)
-			snprintf(msg, len, "the ledger %s is in use by another lotus bank; give each "
-				 "concurrent bank its own --ledger", path);
-		else
-			snprintf(msg, len, "cannot lock the ledger %s: %s", path, strerror(e));
-		return -2;
-	}
-	int rc = ledger_repair_tail(fd, path);
-	if (rc) {
-		close(fd);
-		snprintf(msg, len, "cannot repair the ledger %s: %s", path, strerror(-rc));
-		return -2;
-	}
-	return fd;
-}
-
-/* ---- ledger: reading --------------------------------------------------------- */
-
-struct ledger_data {
-	uint64_t *acks, *maybes;
-	size_t nacks, nmaybes, cap_acks, cap_maybes;
-	uint32_t *runs;
-	size_t nruns, cap_runs;
-	bool have_header;
-	uint64_t accounts;        /* of the first run header */
-	int64_t opening;
-	char error[200];          /* a malformed line, or runs that disagree */
-};
-
-static int push_u64(uint64_t **a, size_t *n, size_t *cap, uint64_t v)
-{
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 1024;
-		uint64_t *p = realloc(*a, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*a = p;
-		*cap = c;
-	}
-	(*a)[(*n)++] = v;
-	return 0;
-}
-
-static int ledger_header(struct ledger_data *d, const char *line, unsigned lineno)
-{
-	unsigned run;
-	unsigned long long acc;
-	long long opening;
-	if (sscanf(line, "# run %x accounts %llu opening %lld", &run, &acc, &opening) != 3) {
-		snprintf(d->error, sizeof(d->error), "ledger line %u: malformed run header", lineno);
-		return 0;
-	}
-	if (d->nruns == d->cap_runs) {
-		size_t c = d->cap_runs ? d->cap_runs * 2 : 16;
-		uint32_t *p = realloc(d->runs, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		d->runs = p;
-		d->cap_runs = c;
-	}
-	d->runs[d->nruns++] = run;
-	if (!d->have_header) {
-		d->have_header = true;
-		d->accounts = acc;
-		d->opening = opening;
-	} else if ((d->accounts != acc || d->opening != opening) && !d->error[0]) {
-		snprintf(d->error, sizeof(d->error),
-			 "ledger line %u: run 0x%08x used %llu accounts x %lld, an earlier run %llu x %lld",
-			 lineno, run, acc, opening, (unsigned long long)d->accounts,
-			 (long long)d->opening);
-	}
-	return 0;
-}
-
-static int ledger_line(struct ledger_data *d, char *line, unsigned lineno)
-{
-	line[strcspn(line, "\r\n")] = 0;
-	if (!strncmp(line, "# run ", 6))
-		return ledger_header(d, line, lineno);
-	const char *p = line + strspn(line, " \t");
-	if (*p == '#' || *p == 0)
-		return 0;
-	bool maybe = !strncmp(p, "maybe ", 6);
-	if (maybe)
-		p += 6;
-	char *end;
-	errno = 0;
-	uint64_t id = strtoull(p, &end, 0);
-	if (end == p || errno || end[strspn(end, " \t")] != 0) {
-		if (!d->error[0])
-			snprintf(d->error, sizeof(d->error), "ledger line %u: cannot parse '%.60s'",
-				 lineno, line);
-		return 0;
-	}
-	return maybe ? push_u64(&d->maybes, &d->nmaybes, &d->cap_maybes, id)
-		     : push_u64(&d->acks, &d->nacks, &d->cap_acks, id);
-}
-
-/* Read a ledger; a missing file is an empty ledger when may_be_absent. */
-static int ledger_read(const char *path, struct ledger_data *d, bool may_be_absent)
-{
-	memset(d, 0, sizeof(*d));
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return errno == ENOENT && may_be_absent ? 0 : -errno;
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	unsigned lineno = 0;
-	int rc = 0;
-	while (rc == 0 && (n = getline(&line, &cap, f)) > 0) {
-		lineno++;
-		if (line[n - 1] != '\n')
-			break;  /* torn last line (only if ledger_lock() could not run) */
-		rc = ledger_line(d, line, lineno);
-	}
-	if (rc == 0 && ferror(f))
-		rc = -EIO;
-	free(line);
-	fclose(f);
-	return rc;
-}
-
-static void ledger_data_free(struct ledger_data *d)
-{
-	free(d->acks);
-	free(d->maybes);
-	free(d->runs);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* ---- table reads ---------------------------------------------------------------- */
-
-typedef int (*row_fn)(void *arg, uint64_t key, const unsigned char *v, size_t vlen);
-
-/*
- * Read every row of tb (8-byte keys) in key order, SCAN_CHUNK rows per
- * transaction, handing each to fn after its chunk committed.  Consistent only
- * on a quiesced table.  0, an error of the library, or fn's error.
- */
-static int scan_table(lotus_session_t *s, lotus_table_t tb, uint64_t start, unsigned limit,
-		      row_fn fn, void *arg)
-{
-	lotus_txn_t *t;
-	unsigned tries = 0, seen = 0;
-	int rc = lotus_txn_begin(s, &t);
-	while (rc == 0 && seen < limit) {
-		unsigned char k[8];
-		key_from_u64(start, k);
-		rc = lotus_txn_recycle(t);
-		int op = rc ? rc : lotus_txn_scan(t, tb, k, 8, MIN(SCAN_CHUNK, limit - seen));
-		rc = op < 0 ? op : lotus_txn_execute(t);
-		if (rc == 0)
-			rc = lotus_txn_commit(t);
-		else
-			lotus_txn_abort(t);
-		if (lotus_err_retryable(rc) && ++tries < MAX_TRIES) {
-			rc = 0;
-			continue;
-		}
-		int n = rc ? rc : lotus_txn_scan_rows(t, op);
-		if (n <= 0) {
-			rc = n;
-			break;
-		}
-		for (int i = 0; i < n && rc == 0; i++) {
-			const void *key, *v;
-			size_t klen, vlen;
-			rc = lotus_txn_scan_row(t, op, (unsigned)i, &key, &klen, &v, &vlen);
-			if (rc == 0 && klen != 8)
-				rc = LOTUS_EPROTO;
-			if (rc == 0) {
-				uint64_t id = get_be64(key);
-				rc = fn(arg, id, v, vlen);
-				start = id + 1;
-				if (id == UINT64_MAX)
-					limit = seen; /* the key space is exhausted */
-			}
-		}
-		seen += (unsigned)n;
-	}
-	lotus_txn_free(t);
-	return rc;
-}
-
-struct accounts_view {
-	uint64_t *ids;            /* ascending */
-	int64_t *balance;
-	size_t n, cap;
-	int64_t total;
-	uint64_t bad_len_id;      /* an account whose value is not 8 bytes */
-	bool bad_len;
-};
-
-static int account_row(void *arg, uint64_t id, const unsigned char *v, size_t vlen)
-{
-	struct accounts_view *a = arg;
-	if (a->n == a->cap) {
-		size_t c = a->cap ? a->cap * 2 : 1024;
-		uint64_t *ids = realloc(a->ids, c * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		a->ids = ids;
-		int64_t *b = realloc(a->balance, c * sizeof(*b));
-		if (!b)
-			return -ENOMEM;
-		a->balance = b;
-		a->cap = c;
-	}
-	if (vlen != BAL_LEN && !a->bad_len) {
-		a->bad_len = true;
-		a->bad_len_id = id;
-	}
-	int64_t bal = vlen == BAL_LEN ? (int64_t)get_be64(v) : 0;
-	a->ids[a->n] = id;
-	a->balance[a->n++] = bal;
-	a->total += bal;
-	return 0;
-}
-
-static void accounts_free(struct accounts_view *a)
-{
-	free(a->ids);
-	free(a->balance);
-}
-
-/* Index of account id, or -1. */
-static ssize_t account_find(const struct accounts_view *a, uint64_t id)
-{
-	size_t lo = 0, hi = a->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (a->ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < a->n && a->ids[lo] == id ? (ssize_t)lo : -1;
-}
-
-struct transfer_rec {
-	uint64_t id, from, to;
-	int64_t amount;
-};
-
-struct transfers_view {
-	struct transfer_rec *r;   /* ascending id */
-	size_t n, cap;
-	uint64_t rows;            /* every row, well-formed or not */
-	uint64_t bad_len_id;
-	bool bad_len;
-};
-
-static int transfer_row(void *arg, uint64_t id, const unsigned char *v, size_t vlen)
-{
-	struct transfers_view *tv = arg;
-	tv->rows++;
-	if (tv->n == tv->cap) {
-		size_t c = tv->cap ? tv->cap * 2 : 4096;
-		struct transfer_rec *p = realloc(tv->r, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		tv->r = p;
-		tv->cap = c;
-	}
-	if (vlen != REC_LEN) {
-		if (!tv->bad_len) {
-			tv->bad_len = true;
-			tv->bad_len_id = id;
-		}
-		return 0;
-	}
-	tv->r[tv->n++] = (struct transfer_rec){ .id = id, .from = get_be64(v),
-						.to = get_be64(v + 8),
-						.amount = (int64_t)get_be64(v + 16) };
-	return 0;
-}
-
-static int first_row(void *arg, uint64_t id, const unsigned char *v, size_t vlen)
-{
-	*(uint64_t *)arg = id;
-	return 0;
-}
-
 /* ---- setup ------------------------------------------------------------------------ */
-
-struct bank_shared {
-	const struct bank_opts *o;
-	lotus_cluster_t *cl;
-	lotus_table_t accounts, transfers;
-	uint64_t naccounts;
-	int64_t opening;
-	uint32_t run_id;
-	struct ledger ledger;
-	uint64_t t_start, t_end;
-	_Atomic uint32_t next_seq;    /* low half of transfer ids */
-	_Atomic int halt;             /* a failure or a lost server: stop issuing */
-	_Atomic unsigned running;     /* transfer threads still running */
-};
 
 static int create_accounts(lotus_session_t *s, lotus_table_t tb, uint64_t n, int64_t opening)
 {
 	lotus_txn_t *t;
-	unsigned tries = 0;
+	struct retry r = { 0 };
 	unsigned char k[8], v[BAL_LEN];
 	int rc = lotus_txn_begin(s, &t);
 	put_be64(v, (uint64_t)opening);
@@ -553,20 +113,35 @@ static int create_accounts(lotus_session_t *s, lotus_table_t tb, uint64_t n, int
 			rc = lotus_txn_insert(t, tb, k, 8, v, BAL_LEN);
 		}
 		rc = rc < 0 ? rc : lotus_txn_commit(t);
-		if (rc == 0)
+		if (rc == 0) {
 			a = end;
-		else if (lotus_err_retryable(rc) && ++tries < MAX_TRIES)
+			retry_reset(&r);
+		} else if (lotus_err_retryable(rc) && retry_again(&r)) {
 			rc = 0;
+		}
 	}
-	if (rc == 0 && atomic_load(&bank_stopping))
+	if ((rc == 0 || lotus_err_retryable(rc)) && atomic_load(&bank_stopping))
 		rc = -EINTR;
 	lotus_txn_free(t);
 	return rc;
 }
 
-static int fail_msg(char *msg, size_t len, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail_msg(char *msg, size_t len, int rc, const char *fmt, ...)
+bool retry_again(struct retry *r)
+{
+	uint64_t now = clock_now_ns();
+	if (!r->deadline_ns)
+		r->deadline_ns = now + RETRY_S * 1000000000ULL;
+	if (now > r->deadline_ns || atomic_load(&bank_stopping))
+		return false;
+	if (++r->tries > 16) {   /* not a passing conflict: back off */
+		unsigned shift = MIN(r->tries - 16, 20u);
+		struct timespec ts = { 0, (long)MIN(50000ULL << shift, RETRY_SLEEP_MAX_NS) };
+		nanosleep(&ts, NULL);
+	}
+	return true;
+}
+
+int fail_msg(char *msg, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -1040,7 +615,7 @@ static void merge_threads(struct bank_run_result *res, struct bank_thread *ths, 
 	}
 }
 
-static const char *cc_name(enum lotus_cc cc)
+const char *cc_name(enum lotus_cc cc)
 {
 	return cc == LOTUS_WAIT_DIE ? "wait_die" : cc == LOTUS_WOUND_WAIT ? "wound_wait" : "no_wait";
 }
@@ -1111,172 +686,6 @@ static int bank_run(struct bank_shared *sh, lotus_session_t *s, struct bank_run_
 	return 0;
 }
 
-/* ---- verification ----------------------------------------------------------------- */
-
-static bool verify_fail(struct bank_verify_result *v, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static bool verify_fail(struct bank_verify_result *v, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(v->error, sizeof(v->error), fmt, ap);
-	va_end(ap);
-	v->ok = false;
-	return false;
-}
-
-static bool rec_present(const struct transfers_view *tv, uint64_t id)
-{
-	size_t lo = 0, hi = tv->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (tv->r[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < tv->n && tv->r[lo].id == id;
-}
-
-/* V1: every acknowledged id has its record (acks sorted). */
-static bool verify_acks(struct bank_verify_result *v, const struct ledger_data *ld,
-			const struct transfers_view *tv)
-{
-	for (size_t i = 0; i < ld->nacks; i++) {
-		if (i && ld->acks[i] == ld->acks[i - 1])
-			return verify_fail(v, "transfer 0x%016" PRIx64 " acknowledged twice in the ledger",
-					   ld->acks[i]);
-		if (!rec_present(tv, ld->acks[i]))
-			return verify_fail(v, "transfer 0x%016" PRIx64 " acknowledged in the ledger "
-					   "but missing from %s", ld->acks[i], TB_TRANSFERS);
-	}
-	for (size_t i = 0; i < ld->nmaybes; i++)
-		v->maybe_in_db += rec_present(tv, ld->maybes[i]);
-	return true;
-}
-
-/* V2: each balance is the opening balance plus the account's transfers. */
-static bool verify_balances(struct bank_verify_result *v, const struct accounts_view *a,
-			    const struct transfers_view *tv, int64_t opening)
-{
-	int64_t *expect = malloc((a->n ? a->n : 1) * sizeof(*expect));
-	bool ok = true;
-	if (!expect)
-		return verify_fail(v, "out of memory");
-	for (size_t i = 0; i < a->n; i++)
-		expect[i] = opening;
-	for (size_t i = 0; i < tv->n && ok; i++) {
-		const struct transfer_rec *r = &tv->r[i];
-		ssize_t f = account_find(a, r->from), t = account_find(a, r->to);
-		if (f < 0 || t < 0)
-			ok = verify_fail(v, "transfer 0x%016" PRIx64 " in %s names account %" PRIu64
-					 ", which is not in %s", r->id, TB_TRANSFERS,
-					 f < 0 ? r->from : r->to, TB_ACCOUNTS);
-		else {
-			expect[f] -= r->amount;
-			expect[t] += r->amount;
-		}
-	}
-	for (size_t i = 0; i < a->n && ok; i++)
-		if (a->balance[i] != expect[i])
-			ok = verify_fail(v, "account %" PRIu64 " holds %lld, but its opening balance %lld "
-					 "plus its transfers in %s give %lld", a->ids[i],
-					 (long long)a->balance[i], (long long)opening, TB_TRANSFERS,
-					 (long long)expect[i]);
-	free(expect);
-	return ok;
-}
-
-/* V3: the accounts and their total are those the runs started with. */
-static bool verify_total(struct bank_verify_result *v, const struct ledger_data *ld,
-			 const struct accounts_view *a)
-{
-	if (ld->have_header && ld->accounts != a->n)
-		return verify_fail(v, "%s holds %zu accounts, but the ledger's runs used %llu",
-				   TB_ACCOUNTS, a->n, (unsigned long long)ld->accounts);
-	if (v->total != v->expected_total)
-		return verify_fail(v, "the total is %lld, not %zu accounts x %lld = %lld",
-				   (long long)v->total, a->n, (long long)v->opening,
-				   (long long)v->expected_total);
-	return true;
-}
-
-/* The database is checked as it is once quiet.  After a lost client or server,
- * a transaction prepared on several servers may be settled on one of them and
- * not yet on another; a scan does not wait for an insert that is not applied
- * yet.  So wait (up to VERIFY_SETTLE_S) until no server holds a prepared
- * transaction ("prepared" in its stats). */
-#define VERIFY_SETTLE_S 15
-static void verify_settle(struct bank_shared *sh, lotus_session_t *s)
-{
-	uint64_t deadline = clock_now_ns() + VERIFY_SETTLE_S * 1000000000ULL;
-	unsigned n = lotus_cluster_servers(sh->cl);
-	for (;;) {
-		unsigned busy = 0;
-		for (unsigned sv = 0; sv < n; sv++) {
-			const char *st = lotus_server_stats(s, sv);
-			const char *p = st ? strstr(st, "\"prepared\":") : NULL;
-			busy += p && atoi(p + 11) > 0;
-		}
-		if (!busy)
-			return;
-		if (clock_now_ns() > deadline) {
-			log_warn("bank: %u memory server(s) still hold prepared transactions after %d s; "
-				 "verifying anyway", busy, VERIFY_SETTLE_S);
-			return;
-		}
-		struct timespec ts = { 0, 50 * 1000000L };
-		nanosleep(&ts, NULL);
-	}
-}
-
-static int bank_verify(struct bank_shared *sh, lotus_session_t *s, struct bank_verify_result *v)
-{
-	const struct bank_opts *o = sh->o;
-	struct ledger_data ld;
-	struct accounts_view a = { 0 };
-	struct transfers_view tv = { 0 };
-	int rc = ledger_read(o->ledger, &ld, false);
-	v->ok = true;
-	if (rc) {
-		verify_fail(v, "cannot read the ledger %s: %s", o->ledger, lotus_strerror(rc));
-		return 0;
-	}
-	qsort(ld.acks, ld.nacks, sizeof(*ld.acks), cmp_u64);
-	verify_settle(sh, s);
-	rc = scan_table(s, sh->accounts, 0, UINT32_MAX, account_row, &a);
-	if (rc == 0)
-		rc = scan_table(s, sh->transfers, 0, UINT32_MAX, transfer_row, &tv);
-	if (rc) {
-		verify_fail(v, "cannot read the tables: %s", lotus_strerror(rc));
-		goto out;
-	}
-	v->accounts = a.n;
-	v->transfers_in_db = tv.rows;
-	v->acknowledged = ld.nacks;
-	v->maybe = ld.nmaybes;
-	v->opening = o->opening_given || !ld.have_header ? o->opening : ld.opening;
-	v->total = a.total;
-	v->expected_total = (int64_t)a.n * v->opening;
-	if (ld.error[0])
-		verify_fail(v, "%s: %s", o->ledger, ld.error);
-	else if (a.n == 0)
-		verify_fail(v, "%s is empty: nothing to verify (wrong cluster?)", TB_ACCOUNTS);
-	else if (a.bad_len)
-		verify_fail(v, "account %" PRIu64 " has a value that is not an 8-byte balance",
-			    a.bad_len_id);
-	else if (tv.bad_len)
-		verify_fail(v, "transfer 0x%016" PRIx64 " has a record that is not 24 bytes",
-			    tv.bad_len_id);
-	else if (verify_acks(v, &ld, &tv) && verify_balances(v, &a, &tv, v->opening))
-		verify_total(v, &ld, &a);
-out:
-	accounts_free(&a);
-	free(tv.r);
-	ledger_data_free(&ld);
-	return 0;
-}
-
 /* ---- the whole command -------------------------------------------------------------- */
 
 int bank_main(const struct bank_opts *o, struct bank_run_result *run,
@@ -1332,67 +741,4 @@ int bank_main(const struct bank_opts *o, struct bank_run_result *run,
 	if (lock_fd >= 0)
 		close(lock_fd);   /* releases the lock */
 	return rc;
-}
-
-/* ---- output ------------------------------------------------------------------------ */
-
-
-static const char *run_status(const struct bank_run_result *r)
-{
-	return !r->error ? "ok" : r->error == LOTUS_EUNAVAIL ? "unavailable" : "error";
-}
-
-void bank_print_run(FILE *f, const struct bank_opts *o, const struct bank_run_result *r, bool json)
-{
-	double tps = r->seconds > 0 ? (double)r->committed / r->seconds : 0;
-	if (json) {
-		fprintf(f, "{\"committed\":%llu,\"aborted\":%llu,\"maybe\":%llu,\"txn_per_s\":%.1f,"
-			"\"seconds\":%.3f,\"run_id\":\"0x%08x\",\"accounts\":%llu,\"opening\":%lld,"
-			"\"created\":%s,\"cc\":\"%s\",\"threads\":%u,\"inflight\":%u,\"servers\":%u,"
-			"\"status\":\"%s\",\"error\":",
-			(unsigned long long)r->committed, (unsigned long long)r->aborted,
-			(unsigned long long)r->maybe, tps, r->seconds, r->run_id,
-			(unsigned long long)r->accounts, (long long)r->opening,
-			r->created ? "true" : "false", cc_name(o->lo.cc), o->threads, o->inflight,
-			r->servers, run_status(r));
-		json_write_str(f, r->message);
-		fputc('}', f);
-		return;
-	}
-	fprintf(f, "lotus bank: run 0x%08x, %llu accounts x %lld (%s), cc %s, %u servers, "
-		   "%u threads x %u in flight\n", r->run_id, (unsigned long long)r->accounts,
-		(long long)r->opening, r->created ? "created" : "continued", cc_name(o->lo.cc),
-		r->servers, o->threads, o->inflight);
-	fprintf(f, "  %-10s %llu transfers in %.1f s (%.1f txn/s)\n", "committed",
-		(unsigned long long)r->committed, r->seconds, tps);
-	fprintf(f, "  %-10s %llu attempts (conflicts, retried)\n", "aborted",
-		(unsigned long long)r->aborted);
-	fprintf(f, "  %-10s %llu transfers of unknown outcome\n", "maybe",
-		(unsigned long long)r->maybe);
-	fprintf(f, "  %-10s %s\n", "status", r->error ? r->message : "ok");
-}
-
-void bank_print_verify(FILE *f, const struct bank_verify_result *v, bool json)
-{
-	if (json) {
-		fprintf(f, "{\"ok\":%s,\"accounts\":%llu,\"transfers_in_db\":%llu,\"acknowledged\":%llu,"
-			"\"maybe\":%llu,\"maybe_in_db\":%llu,\"total\":%lld,\"expected_total\":%lld,"
-			"\"error\":", v->ok ? "true" : "false", (unsigned long long)v->accounts,
-			(unsigned long long)v->transfers_in_db, (unsigned long long)v->acknowledged,
-			(unsigned long long)v->maybe, (unsigned long long)v->maybe_in_db,
-			(long long)v->total, (long long)v->expected_total);
-		json_write_str(f, v->error);
-		fputc('}', f);
-		return;
-	}
-	fprintf(f, "lotus bank --verify: %s\n", v->ok ? "OK" : "FAILED");
-	fprintf(f, "  %-14s %llu, total %lld (expected %lld)\n", "accounts",
-		(unsigned long long)v->accounts, (long long)v->total, (long long)v->expected_total);
-	fprintf(f, "  %-14s %llu in %s\n", "transfers", (unsigned long long)v->transfers_in_db,
-		TB_TRANSFERS);
-	fprintf(f, "  %-14s %llu acknowledged, %llu maybe (%llu of them committed)\n", "ledger",
-		(unsigned long long)v->acknowledged, (unsigned long long)v->maybe,
-		(unsigned long long)v->maybe_in_db);
-	if (!v->ok)
-		fprintf(f, "  %-14s %s\n", "discrepancy", v->error);
 }

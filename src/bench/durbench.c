@@ -19,7 +19,8 @@
  * array of one object per result, closed also when a step fails.
  * Progress goes to stderr (unless --quiet): a line as each step starts, and
  * one a second while the store fills.
- * The entry point is durbench_main(); the CLI hooks it as `lotus durbench`.
+ * The entry point is durbench_run() (durbench.h); its options are parsed by
+ * src/cli/cli_durbench.c, `lotus durbench`.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -31,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/wait.h>
-#include "cli/opts.h"
+#include "bench/durbench.h"
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
@@ -39,20 +40,7 @@
 #include "store/redo.h"
 #include "store/store.h"
 
-int durbench_main(int argc, char **argv);
-
-struct db_cfg {
-	const char *dir;
-	uint64_t size;
-	double seconds;
-	int threads;
-	uint64_t record;
-	bool json, keep, quiet;
-	int only;          /* 0 all, 1 log, 2 ckpt, 3 recover */
-	char work[1024];
-};
-
-static const char *const db_only[] = { "all", "log", "ckpt", "recover", NULL };
+const char *const durbench_parts[] = { "all", "log", "ckpt", "recover", NULL };
 static const enum io_backend db_backends[] = { IO_BACKEND_URING, IO_BACKEND_AIO, IO_BACKEND_SYNC };
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
@@ -61,9 +49,9 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
 	return remove(p);
 }
 
-static void progress(const struct db_cfg *c, const char *fmt, ...)
+static void progress(const struct durbench_opts *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-static void progress(const struct db_cfg *c, const char *fmt, ...)
+static void progress(const struct durbench_opts *c, const char *fmt, ...)
 {
 	va_list ap;
 	if (c->quiet)
@@ -124,7 +112,7 @@ static bool json_row(void)
 	return true;
 }
 
-static int bench_log(struct db_cfg *c, enum io_backend b)
+static int bench_log(struct durbench_opts *c, enum io_backend b)
 {
 	char dir[1200];
 	snprintf(dir, sizeof(dir), "%s/log-%s", c->work, io_backend_name(b));
@@ -177,7 +165,7 @@ static int bench_log(struct db_cfg *c, enum io_backend b)
 
 /* ---- checkpoint and recovery ---- */
 
-static int fill_store(struct db_cfg *c, store_t **out)
+static int fill_store(struct durbench_opts *c, store_t **out)
 {
 	store_t *st;
 	int rc = store_create(c->size + (c->size >> 3) + (64u << 20), 8192, &st);
@@ -215,7 +203,7 @@ static int fill_store(struct db_cfg *c, store_t **out)
 	return 0;
 }
 
-static int bench_ckpt(struct db_cfg *c, store_t *st, enum io_backend b)
+static int bench_ckpt(struct durbench_opts *c, store_t *st, enum io_backend b)
 {
 	char dir[1200];
 	snprintf(dir, sizeof(dir), "%s/ckpt-%s", c->work, io_backend_name(b));
@@ -250,7 +238,7 @@ static int bench_ckpt(struct db_cfg *c, store_t *st, enum io_backend b)
 	return 0;
 }
 
-static int bench_recover(struct db_cfg *c, const char *from, enum io_backend b)
+static int bench_recover(struct durbench_opts *c, const char *from, enum io_backend b)
 {
 	store_t *st;
 	int rc = store_create(c->size + (c->size >> 3) + (64u << 20), 8192, &st);
@@ -278,7 +266,7 @@ static int bench_recover(struct db_cfg *c, const char *from, enum io_backend b)
 	return 0;
 }
 
-static int run_all(struct db_cfg *c)
+static int run_all(struct durbench_opts *c)
 {
 	int rc = 0;
 	if (c->only == 0 || c->only == 1)
@@ -320,7 +308,7 @@ static void db_forward(int sig)
 /* Run the benchmark in a child, so that Ctrl-C (or SIGTERM) stops it wherever
  * it is and this process still removes the work directory.  The exit status
  * of the child, or 130 after a signal. */
-static int run_json(struct db_cfg *c)
+static int run_json(struct durbench_opts *c)
 {
 	int rc = run_all(c);
 	if (c->json)
@@ -328,7 +316,7 @@ static int run_json(struct db_cfg *c)
 	return rc;
 }
 
-static int run_in_child(struct db_cfg *c)
+static int run_in_child(struct durbench_opts *c)
 {
 	fflush(NULL);
 	pid_t pid = fork();
@@ -363,38 +351,19 @@ static int run_in_child(struct db_cfg *c)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
-int durbench_main(int argc, char **argv)
+int durbench_run(struct durbench_opts *c)
 {
-	struct db_cfg c = { .size = 1ull << 30, .seconds = 2, .threads = 4, .record = 200 };
-	struct cli_opt opts[] = {
-		{ "dir", OPT_STR, &c.dir, "DIR", "parent of the work directory (default $TMPDIR, else .)" },
-		{ "size", OPT_SIZE, &c.size, "SIZE", "data for ckpt/recover (default 1G)" },
-		{ "seconds", OPT_DOUBLE, &c.seconds, "S", "log: seconds per backend (default 2)" },
-		{ "threads", OPT_INT, &c.threads, "N", "log: appending threads (default 4)", NULL, 1, 64 },
-		{ "record", OPT_SIZE, &c.record, "BYTES", "log: payload bytes (default 200)", NULL, 0, 4096 },
-		{ "only", OPT_CHOICE, &c.only, "WHAT", "run one part: the redo log writer, checkpoints, or "
-		  "recovery (default all)", db_only },
-		{ "json", OPT_FLAG, &c.json, NULL, "print one JSON document: an array of one object per result" },
-		{ "keep", OPT_FLAG, &c.keep, NULL, "keep the work directory" },
-		{ "quiet", OPT_FLAG, &c.quiet, NULL, "no progress lines on stderr" },
-		{ NULL, OPT_FLAG, NULL, NULL, NULL },
-	};
-	int rc = cli_parse("durbench", "Measure the durability engine on each I/O backend: redo log "
-			   "commits/s and CPU per write,\ncheckpoint pages/s and CPU per page, recovery "
-			   "MB/s.  Progress lines go to stderr.", opts, argc, argv, NULL, NULL);
-	if (rc)
-		return rc == 1 ? 0 : rc;
-	const char *base = c.dir ? c.dir : getenv("TMPDIR");
+	const char *base = c->dir ? c->dir : getenv("TMPDIR");
 	if (!base || !*base)
 		base = ".";
-	snprintf(c.work, sizeof(c.work), "%s/lotus-durbench.XXXXXX", base);
-	if (!mkdtemp(c.work)) {
+	snprintf(c->work, sizeof(c->work), "%s/lotus-durbench.XXXXXX", base);
+	if (!mkdtemp(c->work)) {
 		fprintf(stderr, "lotus durbench: cannot create a directory under %s: %s\n", base,
 			strerror(errno));
 		return 1;
 	}
-	rc = run_in_child(&c);
-	if (!c.keep)
-		nftw(c.work, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = run_in_child(c);
+	if (!c->keep)
+		nftw(c->work, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	return rc;
 }

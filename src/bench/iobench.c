@@ -555,10 +555,12 @@ static int fill_file(const char *path, uint64_t size)
 static const char *make_file(int idx, const char *kind, uint64_t size, bool *ready)
 {
 	static char name_buf[IOB_MAX_FILES * 2][PATH_MAX];
+	if (idx < 0 || idx >= IOB_MAX_FILES)
+		return NULL;
 	char *name = name_buf[idx + (kind[0] == 's' ? IOB_MAX_FILES : 0)];
 	if (ready && *ready)
 		return name;
-	if (idx < 0 || idx >= IOB_MAX_FILES || choose_dir())
+	if (choose_dir())
 		return NULL;
 	char tag[32];
 	snprintf(tag, sizeof(tag), "%s%d", kind, idx);

@@ -8,5 +8,5 @@ int cmd_txn_status(int argc, char **argv);
 int cmd_netbench(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
-int durbench_main(int argc, char **argv);   /* src/bench/durbench.c */
+int cmd_durbench(int argc, char **argv);
 #endif

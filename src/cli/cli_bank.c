@@ -13,16 +13,16 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "bench/bank.h"
 #include "cli/cli.h"
+#include "cli/cluster_opts.h"
 #include "cli/opts.h"
 #include "common/common.h"
 #include "common/config.h"
 #include "common/log.h"
 
 static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
-static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
-static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
@@ -85,18 +85,25 @@ static int report(const struct bank_opts *o, int rc, unsigned logged, const stru
 int cmd_bank(int argc, char **argv)
 {
 	struct bank_opts o;
-	uint64_t lease_ms = 0;
-	uint64_t local = 2, sthreads = 0, smem = 256ULL << 20, scap = 0, spw = 0, compute_id = 0, accounts, opening;
-	uint64_t threads, inflight;
-	int commit = 0, cc = 0, tr = 0, dur = 0;
-	const char *config = NULL, *data_dir = NULL;
+	struct cluster_opts co = {
+		.local = 2, .smem = 256ULL << 20, .tiering = true,
+		.local_help = "start N memory servers on loopback (default 2)",
+		.transport_help = "transport (default tcp, or the config's)",
+		.sthreads_help = "threads per local memory server (default: cores)",
+		.smem_help = "buffer pool per local memory server (default 256M)",
+		.data_dir_help = "local servers keep their data durable in DIR/ms<i> and recover it at start (a new cluster when no DIR/ms<i> exists yet; one missing beside the others is refused)",
+		.durability_help = "local servers' durability (default: sync with --data-dir, else none)",
+		.compute_id_help = "this process's compute id; unique among concurrent clients (default 0)",
+	};
+	uint64_t accounts, opening, threads, inflight;
+	int commit = 0, cc = 0;
 	bool json = false;
 	bank_opts_init(&o);
 	accounts = o.accounts;
 	opening = (uint64_t)o.opening;
 	threads = o.threads;
 	inflight = o.inflight;
-	struct cli_opt opts[] = {
+	struct cli_opt own[] = {
 		{ "ledger", OPT_STR, &o.ledger, "FILE", "ledger of acknowledged transfer ids (appended to; required)" },
 		{ "verify", OPT_FLAG, &o.verify, NULL, "check the database against the ledger (after the run, if any)" },
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "how long to run transfers (default 10)", .min = 0.1, .max = 864000 },
@@ -106,22 +113,13 @@ int cmd_bank(int argc, char **argv)
 		{ "inflight", OPT_U64, &inflight, "K", "transfers in flight per thread (default 1)", .min = 1, .max = 1024 },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default no_wait, or the config's)", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
-		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
-		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback (default 2)", .min = 1, .max = 64 },
-		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp, or the config's)", transports },
-		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
-		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 256M)" },
-		{ "server-capacity", OPT_SIZE, &scap, "SIZE", "data per local memory server, above --server-memory: cold pages are evicted to its data directory (needs --data-dir; default: all in memory)" },
-		{ "server-page-writers", OPT_U64, &spw, "N", "page-writer threads per local memory server (with --server-capacity; default min(2, cores))", .min = 1, .max = 64 },
-		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data durable in DIR/ms<i> and recover it at start (a new cluster when no DIR/ms<i> exists yet; one missing beside the others is refused)" },
-		{ "durability", OPT_CHOICE, &dur, "D", "local servers' durability (default: sync with --data-dir, else none)", durabilities },
-		{ "compute-id", OPT_U64, &compute_id, "N", "this process's compute id; unique among concurrent clients (default 0)", .min = 0, .max = 4095 },
-		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON document: the run or the verify object, or {\"run\":{..},\"verify\":{..}} for both" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
-		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
-		{ 0 },
 	};
+	struct cli_opt opts[ARRAY_SIZE(own) + CLUSTER_OPTS_MAX + 1];
+	unsigned nopts = ARRAY_SIZE(own);
+	memcpy(opts, own, sizeof(own));
+	cluster_opts_add(&co, opts, &nopts);
 	int rc = cli_parse("bank", "Run concurrent transfers between accounts, appending every acknowledged\n"
 			   "transfer to a ledger; --verify checks the database against the ledger.\n"
 			   "With --config or --data-dir, --verify alone only verifies; add --seconds to\n"
@@ -129,6 +127,7 @@ int cmd_bank(int argc, char **argv)
 			   opts, argc, argv, NULL, NULL);
 	if (rc)
 		return rc == 1 ? 0 : rc;
+	const char *config = co.config, *data_dir = co.data_dir;
 	if (!o.ledger)
 		return cli_fail("bank", "--ledger FILE is required");
 	if (config && cli_find(opts, "local")->seen)
@@ -137,11 +136,12 @@ int cmd_bank(int argc, char **argv)
 		       data_dir || cli_find(opts, "durability")->seen))
 		return cli_fail("bank", "--server-threads, --server-memory, --data-dir and --durability "
 				"apply to --local only");
-	if (dur != 0 && !data_dir)
-		return cli_fail("bank", "--durability %s needs --data-dir DIR", durabilities[dur]);
-	if (config && (scap || spw))
+	if (co.durability != 0 && !data_dir)
+		return cli_fail("bank", "--durability %s needs --data-dir DIR",
+				cluster_durabilities[co.durability]);
+	if (config && (co.scap || co.spw))
 		return cli_fail("bank", "--server-capacity and --server-page-writers apply to --local only");
-	if (scap && !data_dir)
+	if (co.scap && !data_dir)
 		return cli_fail("bank", "--server-capacity needs --data-dir DIR (evicted pages go there)");
 	o.accounts = accounts;
 	o.accounts_given = cli_find(opts, "accounts")->seen;
@@ -154,17 +154,7 @@ int cmd_bank(int argc, char **argv)
 	o.lo.cc = (enum lotus_cc)cc;
 	if (cli_find(opts, "commit")->seen)
 		o.lo.commit = (enum lotus_commit)(commit + 1);
-	o.lo.compute_id = (unsigned)compute_id;
-	o.lo.lease_ms = (unsigned)lease_ms;
-	o.lo.config_path = config;
-	o.lo.local_servers = config ? 0 : (int)local;
-	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
-	o.lo.server_threads = (unsigned)sthreads;
-	o.lo.server_memory = smem;
-	o.lo.server_capacity = scap;
-	o.lo.server_page_writers = (unsigned)spw;
-	o.lo.data_dir = data_dir;
-	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[dur] : NULL;
+	cluster_opts_apply(&co, opts, &o.lo);
 	if (config) {
 		struct lotus_config cfg;
 		if (config_load(config, &cfg))
@@ -172,7 +162,7 @@ int cmd_bank(int argc, char **argv)
 		if (!cli_find(opts, "cc")->seen)
 			o.lo.cc = (enum lotus_cc)cfg.cc;
 	}
-	set_spin(o.threads, config ? 0 : (unsigned)local, (unsigned)sthreads);
+	set_spin(o.threads, config ? 0 : (unsigned)co.local, (unsigned)co.sthreads);
 	log_set_tag("bank");
 	cli_stop_signals("bank", bank_stop);
 	struct bank_run_result run;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "cli/cluster_opts.h"
 #include "cli/opts.h"
 #include "common/common.h"
 #include "common/config.h"
@@ -15,43 +16,43 @@
 #include "serve/serve.h"
 
 static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
-static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 
 int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
-	uint64_t lease_ms = 0;
-	uint64_t local = 2, threads, maxv, sthreads = 1, smem = 1ULL << 30, pmax, retries;
-	uint64_t compute_id = 0, cache = 0, max_clients = 0, timeout_s = 0;
-	int cc = LOTUS_WOUND_WAIT, tr = 0;
-	const char *config = NULL;
+	struct cluster_opts co = {
+		.local = 2, .sthreads = 1, .smem = 1ULL << 30,
+		.local_help = "start N memory servers on loopback as children (default 2)",
+		.transport_help = "transport to the memory servers (default tcp, or the config's)",
+		.sthreads_help = "threads per local memory server (default 1)",
+		.smem_help = "buffer pool per local memory server (default 1G, mapped lazily)",
+		.compute_id_help = "this compute server's id, unique in the cluster (default 0)",
+	};
+	uint64_t threads, maxv, pmax, retries, cache = 0, max_clients = 0, timeout_s = 0;
+	int cc = LOTUS_WOUND_WAIT;
 	serve_opts_init(&o);
 	threads = o.threads;
 	maxv = o.max_value;
 	pmax = o.pipeline_max;
 	retries = o.retries;
-	struct cli_opt opts[] = {
+	/* serve's own options; the cluster's are appended (cluster_opts.h) */
+	struct cli_opt own[] = {
 		{ "listen", OPT_STR, &o.listen, "HOST:PORT", "address for Redis clients (default 127.0.0.1:6379; port 0 picks one)" },
 		{ "requirepass", OPT_STR, &o.requirepass, "PW", "clients must AUTH with PW (required to listen beyond loopback)" },
-		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
-		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback as children (default 2)", .min = 1, .max = 64 },
 		{ "threads", OPT_U64, &threads, "T", "event-loop threads, each a lotus session (default 1)", .min = 1, .max = 256 },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default wound_wait, or the config's)", ccs },
 		{ "max-value", OPT_U64, &maxv, "BYTES", "largest value the table holds (default 4096; a slot is this big)", .min = 1, .max = 65536 },
 		{ "table", OPT_STR, &o.table, "NAME", "lotus table that holds the keys (default serve)" },
 		{ "pipeline-max", OPT_U64, &pmax, "N", "commands of one client that arrived together run as one transaction, up to N (default 64; 1: one per command)", .min = 1, .max = 100000 },
 		{ "retries", OPT_U64, &retries, "N", "attempts of a transaction aborted by conflicts before the client gets an error (default 100)", .min = 1, .max = 1000000 },
-		{ "transport", OPT_CHOICE, &tr, "T", "transport to the memory servers (default tcp, or the config's)", transports },
-		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default 1)", .min = 1, .max = 1024 },
-		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default 1G, mapped lazily)" },
 		{ "cache", OPT_SIZE, &cache, "SIZE", "lotus record cache (locations sent as hints), e.g. 64M (default 0: off)" },
-		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
-		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
-		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
 		{ "max-clients", OPT_U64, &max_clients, "N", "most clients connected at once; one more gets '-ERR max number of clients reached' (default 0: no limit but the descriptor limit)", .min = 0, .max = 10000000 },
 		{ "timeout", OPT_U64, &timeout_s, "S", "close a client idle for S seconds (default 0: never)", .min = 0, .max = 100000000 },
-		{ 0 },
 	};
+	struct cli_opt opts[ARRAY_SIZE(own) + CLUSTER_OPTS_MAX + 1];
+	unsigned nopts = ARRAY_SIZE(own);
+	memcpy(opts, own, sizeof(own));
+	cluster_opts_add(&co, opts, &nopts);
 	int rc = cli_parse("serve", "Serve the Redis protocol (RESP2) on --listen, so redis-cli, redis-benchmark\n"
 			   "and Redis client libraries use lotus as a database.  Each command is atomic;\n"
 			   "MULTI ... EXEC is one lotus transaction; conflicts are retried inside.\n"
@@ -59,6 +60,7 @@ int cmd_serve(int argc, char **argv)
 			   opts, argc, argv, NULL, NULL);
 	if (rc)
 		return rc == 1 ? 0 : rc;
+	const char *config = co.config;
 	if (config && cli_find(opts, "local")->seen)
 		return cli_fail("serve", "--config and --local exclude each other");
 	if (config && (cli_find(opts, "server-threads")->seen || cli_find(opts, "server-memory")->seen))
@@ -78,13 +80,7 @@ int cmd_serve(int argc, char **argv)
 	o.lo.cc = (enum lotus_cc)cc;
 	o.lo.batch = LOTUS_BATCH_INTER;   /* requests of every job of a thread share messages */
 	o.lo.group_size = 1;              /* ... of that thread only: no cross-thread lock */
-	o.lo.compute_id = (unsigned)compute_id;
-	o.lo.lease_ms = (unsigned)lease_ms;
-	o.lo.config_path = config;
-	o.lo.local_servers = config ? 0 : (int)local;
-	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
-	o.lo.server_threads = (unsigned)sthreads;
-	o.lo.server_memory = smem;
+	cluster_opts_apply(&co, opts, &o.lo);
 	o.lo.cache_bytes = cache;
 	if (config) {
 		struct lotus_config cfg;
@@ -96,7 +92,7 @@ int cmd_serve(int argc, char **argv)
 	/* Busy polling only pays when every polling thread has a core; a local
 	 * cluster's servers poll on this host too. */
 	unsigned cores = (unsigned)cpu_count();
-	unsigned pollers = o.threads + (config ? 0 : (unsigned)(local * sthreads));
+	unsigned pollers = o.threads + (config ? 0 : (unsigned)(co.local * co.sthreads));
 	if (!getenv("LOTUS_NET_SPIN_US") && pollers >= cores)
 		setenv("LOTUS_NET_SPIN_US", "0", 1);
 	log_set_tag("serve");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "bench/ycsb.h"
 #include "cli/cli.h"
+#include "cli/cluster_opts.h"
 #include "cli/opts.h"
 #include "common/common.h"
 #include "common/config.h"
@@ -16,32 +17,38 @@
 static const char *const workloads[] = { "A", "B", "C", "D", "E", "F", NULL };
 static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
 static const char *const batches[] = { "none", "intra", "inter", NULL };
-static const char *const transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
 static const char *const parts[] = { "none", "co", NULL };
 /* index == enum lotus_engine */
 static const char *const engines[] = { "twosided", "onesided", NULL };
-static const char *const durabilities[] = { "none", "async", "sync", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
 int cmd_ycsb(int argc, char **argv)
 {
 	struct ycsb_opts o;
-	uint64_t lease_ms = 0;
-	uint64_t local = 2, records, rsize, ops, threads = 0, inflight = 1, sthreads = 0, seed;
-	uint64_t smem = 0, scap = 0, spw = 0, compute_id = 0, max_scan, cache = 0, compute_count = 1, txns = 0;
+	struct cluster_opts co = {
+		.local = 2, .tiering = true,
+		.local_help = "start N memory servers on loopback (default 2)",
+		.transport_help = "transport (default tcp)",
+		.sthreads_help = "threads per local memory server (default: cores)",
+		.smem_help = "buffer pool per local memory server (default: fits the data)",
+		.data_dir_help = "local servers keep their data in DIR/ms<i> (a new cluster when no DIR/ms<i> exists yet; one missing beside the others is refused)",
+		.durability_help = "local servers' durability (default none; needs --data-dir)",
+		.compute_id_help = "this compute server's id, unique in the cluster (default 0)",
+	};
+	uint64_t records, rsize, ops, threads = 0, inflight = 1, seed;
+	uint64_t max_scan, cache = 0, compute_count = 1, txns = 0;
 	uint64_t group = 8, spin = 0;
-	int commit = 0, wl = 0, cc = 0, batch = 1, tr = 0, dist = 1, part = 0, engine = 0;
+	int commit = 0, wl = 0, cc = 0, batch = 1, dist = 1, part = 0, engine = 0;
 	double admit = 1.0;
 	bool digest = false;
-	const char *config = NULL, *trace = NULL, *data_dir = NULL;
-	int durability = 0;
+	const char *trace = NULL;
 	bool json = false, no_load = false, quiet = false, no_run = false;
 	ycsb_opts_init(&o);
 	records = o.records; rsize = o.record_size; ops = o.ops_per_txn; seed = o.seed;
 	max_scan = o.max_scan;
-	struct cli_opt opts[] = {
+	struct cli_opt own[] = {
 		{ "workload", OPT_CHOICE, &wl, "W", "YCSB workload", workloads },
 		{ "records", OPT_U64, &records, "N", "records to load (default 100000)", .min = 1, .max = 1e12 },
 		{ "record-size", OPT_U64, &rsize, "BYTES", "record size (default 1024 = 10 fields x 100 B)", .min = 1, .max = 65536 },
@@ -63,17 +70,6 @@ int cmd_ycsb(int argc, char **argv)
 		  "per server per transaction step, inter = also across the transactions of a thread (--inflight) "
 		  "and of a sending group (--group-size) (default intra)", batches },
 		{ "max-scan", OPT_U64, &max_scan, "N", "longest scan of workload E (default 100)", .min = 1, .max = 1000 },
-		{ "config", OPT_STR, &config, "FILE", "cluster config file (instead of --local)" },
-		{ "local", OPT_U64, &local, "N", "start N memory servers on loopback (default 2)", .min = 1, .max = 64 },
-		{ "transport", OPT_CHOICE, &tr, "T", "transport (default tcp)", transports },
-		{ "server-threads", OPT_U64, &sthreads, "W", "threads per local memory server (default: cores)", .min = 1, .max = 1024 },
-		{ "server-memory", OPT_SIZE, &smem, "SIZE", "buffer pool per local memory server (default: fits the data)" },
-		{ "server-capacity", OPT_SIZE, &scap, "SIZE", "data per local memory server, above --server-memory: cold pages are evicted to its data directory (needs --data-dir; default: all in memory)" },
-		{ "server-page-writers", OPT_U64, &spw, "N", "page-writer threads per local memory server (with --server-capacity; default min(2, cores))", .min = 1, .max = 64 },
-		{ "durability", OPT_CHOICE, &durability, "D", "local servers' durability (default none; needs --data-dir)", durabilities },
-		{ "data-dir", OPT_STR, &data_dir, "DIR", "local servers keep their data in DIR/ms<i> (a new cluster when no DIR/ms<i> exists yet; one missing beside the others is refused)" },
-		{ "compute-id", OPT_U64, &compute_id, "N", "this compute server's id, unique in the cluster (default 0)", .min = 0, .max = 4095 },
-		{ "lease-ms", OPT_U64, &lease_ms, "MS", "this client's lease with each memory server: a server that hears nothing from it this long frees its locks (default 3000, or the config's lease_ms; --local servers get it too)", .min = 100, .max = 3600000 },
 		{ "compute-count", OPT_U64, &compute_count, "N", "compute servers in the cluster (co-partitioning; default: "
 		  "the config's compute_servers, else 1)", .min = 1, .max = 4096 },
 		{ "partitioning", OPT_CHOICE, &part, "P", "compute partitioning (default none)", parts },
@@ -90,14 +86,18 @@ int cmd_ycsb(int argc, char **argv)
 		{ "trace-keys", OPT_STR, &trace, "FILE", "write every generated key id, one per line" },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON object instead of the table" },
 		{ "quiet", OPT_FLAG, &quiet, NULL, "no progress lines on stderr" },
-		{ "secret-file", OPT_STR, &o.lo.secret_file, "FILE", "the cluster secret file (default: the config's secret_file; --local: a random one)" },
-		{ 0 },
 	};
+	struct cli_opt opts[ARRAY_SIZE(own) + CLUSTER_OPTS_MAX + 1];
+	unsigned nopts = ARRAY_SIZE(own);
+	memcpy(opts, own, sizeof(own));
+	cluster_opts_add(&co, opts, &nopts);
 	int rc = cli_parse("ycsb", "Run YCSB transactions: load the table, run the workload, report\n"
 			   "throughput, latency, aborts and network traffic per transaction.",
 			   opts, argc, argv, NULL, NULL);
 	if (rc)
 		return rc == 1 ? 0 : rc;
+	const char *config = co.config, *data_dir = co.data_dir;
+	uint64_t local = co.local, sthreads = co.sthreads, smem = co.smem;
 	if (config && cli_find(opts, "local")->seen)
 		return cli_fail("ycsb", "--config and --local exclude each other");
 	if (records < ops)
@@ -126,25 +126,17 @@ int cmd_ycsb(int argc, char **argv)
 	if (cli_find(opts, "commit")->seen)
 		o.lo.commit = (enum lotus_commit)(commit + 1);
 	o.lo.batch = (enum lotus_batch)batch;
-	o.lo.compute_id = (unsigned)compute_id;
-	o.lo.lease_ms = (unsigned)lease_ms;
-	o.lo.config_path = config;
-	o.lo.local_servers = config ? 0 : (int)local;
-	o.lo.transport = config && !cli_find(opts, "transport")->seen ? NULL : transports[tr];
-	o.lo.server_threads = (unsigned)sthreads;
 	if (config && (data_dir || cli_find(opts, "durability")->seen))
 		return cli_fail("ycsb", "--durability and --data-dir are for --local clusters");
-	if (durability && !data_dir)
-		return cli_fail("ycsb", "--durability %s needs --data-dir", durabilities[durability]);
-	o.lo.data_dir = data_dir;
-	o.lo.durability = cli_find(opts, "durability")->seen ? durabilities[durability] : NULL;
-	if (config && (scap || spw))
+	if (co.durability && !data_dir)
+		return cli_fail("ycsb", "--durability %s needs --data-dir",
+				cluster_durabilities[co.durability]);
+	if (config && (co.scap || co.spw))
 		return cli_fail("ycsb", "--server-capacity and --server-page-writers are for --local clusters");
-	if (scap && (!data_dir || !smem))
+	if (co.scap && (!data_dir || !smem))
 		return cli_fail("ycsb", "--server-capacity needs --data-dir DIR (evicted pages go there) "
 				"and --server-memory SIZE (the part held in memory)");
-	o.lo.server_capacity = scap;
-	o.lo.server_page_writers = (unsigned)spw;
+	cluster_opts_apply(&co, opts, &o.lo);
 	o.lo.partitioning = (enum lotus_partitioning)part;
 	struct lotus_config cfg;
 	if (config) {
@@ -167,9 +159,9 @@ int cmd_ycsb(int argc, char **argv)
 	o.txns = txns;
 	o.digest = digest;
 	o.no_run = no_run;
-	if (compute_id >= compute_count)
+	if (co.compute_id >= compute_count)
 		return cli_fail("ycsb", "--compute-id %llu must be below the compute count %llu (%s)",
-				(unsigned long long)compute_id, (unsigned long long)compute_count,
+				(unsigned long long)co.compute_id, (unsigned long long)compute_count,
 				cli_find(opts, "compute-count")->seen ? "--compute-count"
 				: config ? "compute_servers in the config" : "--compute-count, default 1");
 	/* Busy polling only pays when every polling thread has a core.  A local

@@ -23,7 +23,7 @@ static const struct {
 	{ "txn-status", cmd_txn_status, "ask a memory server what it knows about a transaction" },
 	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },
 	{ "iobench", cmd_iobench, "the hybrid I/O layer's microbenchmarks (paper §3)" },
-	{ "durbench", durbench_main, "redo log, checkpoint and recovery throughput per I/O backend" },
+	{ "durbench", cmd_durbench, "redo log, checkpoint and recovery throughput per I/O backend" },
 };
 
 static void usage(FILE *f)

@@ -1,5 +1,6 @@
 /* log.c - see log.h. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +8,18 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+#include "lotus.h"
+
+/* the public levels are these */
+_Static_assert(LOTUS_LOG_DEBUG == (int)LOG_DEBUG && LOTUS_LOG_INFO == (int)LOG_INFO &&
+	       LOTUS_LOG_WARN == (int)LOG_WARN && LOTUS_LOG_ERROR == (int)LOG_ERROR,
+	       "lotus_log_level matches log_level");
+
 static char log_tag[32] = "lotus";
+/* The sink: one pair, published by the release store of log_sink (read
+ * with acquire, so a logging thread sees the arg written with it). */
+static log_sink_fn _Atomic log_sink;
+static void *log_sink_arg;
 static int log_level = -1;
 static _Atomic unsigned log_errors;
 
@@ -50,7 +62,11 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	if (n > 0 && (size_t)n < sizeof(line))
 		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s\n", line);
+	log_sink_fn fn = atomic_load_explicit(&log_sink, memory_order_acquire);
+	if (fn)
+		fn(lvl, line, log_sink_arg);
+	else
+		fprintf(stderr, "%s\n", line);
 	if (lvl == LOG_ERROR)
 		log_errors++;
 }
@@ -82,4 +98,17 @@ uint64_t log_throttle_flush(struct log_throttle *t, uint64_t window_ns)
 	uint64_t n = t->missed;
 	t->missed = 0;
 	return n;
+}
+
+void log_set_sink(log_sink_fn fn, void *arg)
+{
+	atomic_store_explicit(&log_sink, NULL, memory_order_release);
+	log_sink_arg = arg;
+	atomic_store_explicit(&log_sink, fn, memory_order_release);
+}
+
+void log_sink_clear(log_sink_fn fn, void *arg)
+{
+	if (atomic_load_explicit(&log_sink, memory_order_acquire) == fn && log_sink_arg == arg)
+		log_set_sink(NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
  * log.h - leveled logging to stderr, one line per call, thread-safe
- * (one fprintf per line).  LOTUS_LOG=debug|info|warn|error sets the level;
+ * (one fprintf per line), or to a sink the host program installs
+ * (lotus_options.log_fn).  LOTUS_LOG=debug|info|warn|error sets the level;
  * the default is info.  Lines carry a process tag set with log_set_tag().
  */
 #ifndef LOTUS_LOG_H
@@ -13,6 +14,12 @@ int log_enabled(enum log_level lvl);
  * logged need not print a second line saying less). */
 unsigned log_error_count(void);
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Send the lines to fn (with arg) instead of stderr; NULL: stderr again.
+ * log_sink_clear() restores stderr only if fn/arg is still the sink.  Set
+ * them while no other thread logs (lotus_connect / lotus_disconnect). */
+typedef void (*log_sink_fn)(enum log_level lvl, const char *line, void *arg);
+void log_set_sink(log_sink_fn fn, void *arg);
+void log_sink_clear(log_sink_fn fn, void *arg);
 #define log_debug(...) do { if (log_enabled(LOG_DEBUG)) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

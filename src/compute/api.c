@@ -42,7 +42,7 @@ const char *engine_kind_name(enum lotus_engine kind)
 	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided" : "unknown";
 }
 
-int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
+static int cluster_connect(const struct lotus_options *o, lotus_cluster_t **out)
 {
 	if (!o || !out)
 		return -EINVAL;
@@ -66,6 +66,18 @@ int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 	return 0;
 }
 
+/* The host's log sink (lotus_options.log_fn) is installed before anything
+ * logs, and taken back if the connect fails. */
+int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
+{
+	if (o->log_fn)
+		log_set_sink((log_sink_fn)o->log_fn, o->log_arg);
+	int rc = cluster_connect(o, out);
+	if (rc && o->log_fn)
+		log_sink_clear((log_sink_fn)o->log_fn, o->log_arg);
+	return rc;
+}
+
 void lotus_disconnect(lotus_cluster_t *c)
 {
 	if (!c)
@@ -73,7 +85,11 @@ void lotus_disconnect(lotus_cluster_t *c)
 	keeper_stop(c);
 	if (c->engine->cluster_close)
 		c->engine->cluster_close(c);
+	log_sink_fn sink = (log_sink_fn)c->opts.log_fn;
+	void *sink_arg = c->opts.log_arg;
 	cluster_destroy(c);
+	if (sink)
+		log_sink_clear(sink, sink_arg);
 }
 
 int lotus_session_open(lotus_cluster_t *c, lotus_session_t **out)

@@ -298,8 +298,10 @@ static int peers_write(lotus_cluster_t *c)
 	char *buf = NULL;
 	size_t len = 0;
 	int rc = 0;
-	if (c->peers_fd < 0)
+	if (c->peers_fd < 0) {
+		free(cfg);
 		return 0;
+	}
 	if (!cfg)
 		return -ENOMEM;
 	config_defaults(cfg);

@@ -13,6 +13,7 @@
  *   session.h session.c       sessions, sending groups, reply delivery
  *   cluster.h cluster.c       routing, servers, tables, local clusters
  *   cache.h cache.c           the record cache itself (a data structure)
+ *   keeper.h keeper.c         the lease keeper (also the one-sided engine's)
  *
  * Request routing: hash partitioning, server = fnv1a64(key) % nservers.
  * Co-partitioning: compute server c owns the keys with
@@ -30,6 +31,7 @@
 #include "lotus.h"
 #include "common/common.h"
 #include "common/config.h"
+#include "compute/keeper.h"
 #include "net/net.h"
 
 #define LOTUS_MAX_TABLES 64
@@ -83,13 +85,9 @@ struct lotus_cluster {
 	const struct engine *engine;    /* lotus_options.engine */
 	struct txn_cache *cache;        /* NULL without --cache or co-partitioning */
 	unsigned lease_ms;              /* every connection's lease (opts, config, 3000) */
-	/* the lease keeper (session.c): progresses every group now and then, so
-	 * a session whose thread is busy elsewhere keeps its leases */
-	pthread_mutex_t live_mu;
-	pthread_cond_t keeper_cv;
-	struct sgroup *live;            /* every group, under live_mu */
-	pthread_t keeper;
-	int keeper_on, keeper_stop;     /* under live_mu */
+	/* the lease keeper (keeper.h, session.c): progresses every group now
+	 * and then, so a session whose thread is busy elsewhere keeps its leases */
+	struct lease_keeper keeper;
 };
 
 /* Parse the options (config file or local servers), start local servers,

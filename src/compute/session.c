@@ -59,96 +59,35 @@ uint64_t session_new_priority(lotus_session_t *s)
 	return p;
 }
 
-/* ---- the lease keeper --------------------------------------------------------
+/* ---- the lease keeper (keeper.h) ----------------------------------------------
  *
- * A memory server gives a connection up when it hears nothing on it for a
- * lease (net_liveness.c), and only a progressed worker answers its PINGs.
- * A session's worker is progressed by its own thread inside lotus calls, so
- * a thread busy in its own code for a lease would lose its transactions and
- * connections although the process is alive.  One thread per cluster
- * therefore progresses, every lease/8, each group whose lock it can take at
- * once (a group in use is progressed by its user anyway).  What it receives
- * lands where the owner's own poll would put it (ready lists, under the
- * group lock).  A paused process pauses this thread too, so its leases do
- * expire, which is the point. */
+ * One keeper per cluster progresses, every lease/8, each group whose lock it
+ * can take at once (a group in use is progressed by its user anyway), so a
+ * thread busy in its own code for a lease keeps its transactions and
+ * connections.  What it receives lands where the owner's own poll would put
+ * it (ready lists, under the group lock). */
 
-static void *keeper_main(void *arg)
+static void group_keep(struct keeper_item *it, uint64_t period_ns)
 {
-	lotus_cluster_t *c = arg;
-	unsigned period_ms = MAX(c->lease_ms / 8, 10u);
-	pthread_mutex_lock(&c->live_mu);
-	while (!c->keeper_stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)period_ms * 1000000ULL;
-		ts.tv_sec += (time_t)(ns / 1000000000ULL);
-		ts.tv_nsec = (long)(ns % 1000000000ULL);
-		pthread_cond_timedwait(&c->keeper_cv, &c->live_mu, &ts);
-		for (struct sgroup *g = c->live; g && !c->keeper_stop; g = g->live_next) {
-			if (pthread_mutex_trylock(&g->mu) != 0)
-				continue;
-			net_progress(g->net);
-			pthread_mutex_unlock(&g->mu);
-		}
-	}
-	pthread_mutex_unlock(&c->live_mu);
-	return NULL;
+	struct sgroup *g = container_of(it, struct sgroup, kept);
+	(void)period_ns;
+	if (pthread_mutex_trylock(&g->mu) != 0)
+		return;
+	net_progress(g->net);
+	pthread_mutex_unlock(&g->mu);
 }
 
 int keeper_init(lotus_cluster_t *c)
 {
-	pthread_condattr_t ca;
-	pthread_mutex_init(&c->live_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->keeper_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	lease_keeper_init(&c->keeper, c->lease_ms, group_keep, "");
 	return 0;
 }
 
 void keeper_stop(lotus_cluster_t *c)
 {
-	pthread_mutex_lock(&c->live_mu);
-	c->keeper_stop = 1;
-	pthread_cond_broadcast(&c->keeper_cv);
-	int on = c->keeper_on;
-	c->keeper_on = 0;
-	pthread_mutex_unlock(&c->live_mu);
-	if (on)
-		pthread_join(c->keeper, NULL);
-	/* live_mu stays: sessions closed later (the cache policy's) still
-	 * unlink their groups; the cluster's free ends it */
-}
-
-static void keeper_add(lotus_cluster_t *c, struct sgroup *g)
-{
-	pthread_mutex_lock(&c->live_mu);
-	g->live_prev = NULL;
-	g->live_next = c->live;
-	if (c->live)
-		c->live->live_prev = g;
-	c->live = g;
-	if (!c->keeper_on && !c->keeper_stop) {
-		if (pthread_create(&c->keeper, NULL, keeper_main, c) == 0)
-			c->keeper_on = 1;
-		else
-			log_warn("no lease keeper thread: a session must be polled within "
-				 "every lease (%u ms)", c->lease_ms);
-	}
-	pthread_mutex_unlock(&c->live_mu);
-}
-
-static void keeper_remove(lotus_cluster_t *c, struct sgroup *g)
-{
-	pthread_mutex_lock(&c->live_mu);   /* waits for a keeper pass over g */
-	if (g->live_prev)
-		g->live_prev->live_next = g->live_next;
-	else if (c->live == g)
-		c->live = g->live_next;
-	if (g->live_next)
-		g->live_next->live_prev = g->live_prev;
-	g->live_next = g->live_prev = NULL;
-	pthread_mutex_unlock(&c->live_mu);
+	/* the keeper's lock stays: sessions closed later (the cache policy's)
+	 * still unlink their groups; the cluster's free ends it */
+	lease_keeper_stop(&c->keeper);
 }
 
 static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
@@ -166,7 +105,7 @@ static int group_send_hello(lotus_cluster_t *c, struct sgroup *g, unsigned sv)
 
 static void group_destroy(lotus_cluster_t *c, struct sgroup *g)
 {
-	keeper_remove(c, g);
+	lease_keeper_remove(&c->keeper, &g->kept);
 	/* net_worker_destroy closes the connections: a peer that does not answer
 	 * (a stopped server) gets a forced close, not a flush that never ends */
 	for (unsigned sv = 0; sv < c->nservers; sv++)
@@ -206,7 +145,7 @@ static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 		group_destroy(c, g);
 		return rc;
 	}
-	keeper_add(c, g);
+	lease_keeper_add(&c->keeper, &g->kept);
 	*out = g;
 	return 0;
 }
@@ -352,6 +291,12 @@ void session_flush(lotus_session_t *s)
 	struct sgroup *g = s->g;
 	while (g->dirty)
 		group_flush_server(s, (unsigned)__builtin_ctzll(g->dirty));
+}
+
+void session_step_end(lotus_session_t *s)
+{
+	if (s->cl->opts.batch == LOTUS_BATCH_INTRA)
+		session_flush(s);
 }
 
 int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, const void *key,

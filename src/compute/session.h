@@ -8,7 +8,7 @@
  *
  * Batching (per session; lotus_options.batch):
  *   NONE   every request is flushed as a message of its own
- *   INTRA  the caller flushes after each step: one message per memory server
+ *   INTRA  session_step_end() flushes after each step: one message per memory server
  *          per step
  *   INTER  requests wait in per-server buffers until the poll flushes them,
  *          so the ready requests of every transaction in flight on the
@@ -86,7 +86,7 @@ struct sgroup {
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
 	int lost_reason[LOTUS_MAX_SERVERS]; /* why conns[sv] is gone (requests fail so) */
-	struct sgroup *live_next, *live_prev;  /* cluster->live (live_mu) */
+	struct keeper_item kept;         /* on the cluster's lease keeper */
 	uint64_t next_expiry_ns;         /* when the poll next looks for expired slots */
 	/* a synchronous administrative call in flight */
 	int admin_due, admin_status;
@@ -132,6 +132,13 @@ void session_slot_remove(lotus_session_t *s, struct sess_slot *sl);
  * the request, plus the message header if it began a message. */
 int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, const void *key,
 		  const void *value, size_t *bytes);
+/* Locked: a transaction step has queued its requests.  The batching policy
+ * (lotus_options.batch), in one place:
+ *   NONE   nothing to do: session_queue sent each request as it came
+ *   INTRA  send what is buffered: one message per server per step
+ *   INTER  nothing to do: the requests wait for the poll (session_progress),
+ *          which sends those of every transaction of the group together */
+void session_step_end(lotus_session_t *s);
 /* Locked: send the buffered messages (of server sv / of every server). */
 void session_flush_server(lotus_session_t *s, unsigned sv);
 void session_flush(lotus_session_t *s);

@@ -459,8 +459,7 @@ static void txn_drain_ready(lotus_session_t *s)
 		if (t->outstanding == 0)
 			txn_step_done(t);
 	}
-	if (s->cl->opts.batch == LOTUS_BATCH_INTRA)
-		session_flush(s);
+	session_step_end(s);
 }
 
 /* Finish a step that could not even be sent. */
@@ -491,8 +490,7 @@ static int txn_execute_locked(ts_txn_t *t, lotus_txn_cb cb, void *arg)
 			return txn_fail_now(t, rc);
 		}
 	}
-	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
-		session_flush(t->s);
+	session_step_end(t->s);
 	if (t->outstanding == 0)
 		txn_step_ready(t);
 	return 0;
@@ -538,8 +536,7 @@ static void txn_attempt_end(ts_txn_t *t, int committed)
 static void txn_exec_done(ts_txn_t *t, int err)
 {
 	if (!err && txn_view_followups(t) > 0) {  /* another round trip of this step */
-		if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
-			session_flush(t->s);
+		session_step_end(t->s);
 		if (t->outstanding == 0)
 			txn_step_ready(t);
 		return;
@@ -647,8 +644,7 @@ static void txn_resolve_round(ts_txn_t *t)
 		if (txn_send(t, sv, &r, NULL, NULL) != 0)
 			t->noanswer |= 1ULL << sv;
 	}
-	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
-		session_flush(t->s);
+	session_step_end(t->s);
 	if (t->outstanding == 0) {   /* nobody left to ask */
 		txn_step_ready(t);
 		return;
@@ -1101,8 +1097,7 @@ static int txn_commit_start(ts_txn_t *t)
 	}
 	t->unsent = parts;   /* on a failed send: the participants it never reached */
 	wire_buf_free(&wb);
-	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
-		session_flush(t->s);
+	session_step_end(t->s);
 	if (rc)
 		return txn_fail_now(t, rc);
 	if (t->outstanding == 0)
@@ -1163,8 +1158,7 @@ static int txn_abort_start(ts_txn_t *t)
 		if (txn_send(t, sv, &r, NULL, NULL) != 0 && !t->abort_result)
 			t->abort_result = LOTUS_EUNAVAIL;
 	}
-	if (t->s->cl->opts.batch == LOTUS_BATCH_INTRA)
-		session_flush(t->s);
+	session_step_end(t->s);
 	if (t->outstanding == 0)
 		txn_step_ready(t);
 	return 0;

@@ -1,7 +1,7 @@
 /*
  * lock.c - the memory server's lock table: S/X locks per (table, key), wait
  * queues ordered by priority, and the NO_WAIT / WAIT_DIE / WOUND_WAIT decisions
- * (the Lotus paper, §4; docs/design.md).  txn.c holds the status table.
+ * (the Lotus paper, §4; docs/design.md).  lock_txn.c holds the status table.
  *
  * Structure.  A hash table of `struct lk` with one latch per bucket (striped);
  * an entry is created by the first lock_acquire on its key and freed as soon as
@@ -54,7 +54,7 @@
  * Latch order (deadlock-free):
  *   1. at most ONE lock-table bucket latch at a time;
  *   2. under it, at most one txn latch at a time (txn latches are leaves);
- *   3. status-table bucket latches are leaves too (txn.c), never held with 1/2.
+ *   3. status-table bucket latches are leaves too (lock_txn.c), never held with 1/2.
  * Never take a bucket latch while holding a txn latch.  notify() is called with
  * no latch at all: each operation collects its notes in a `struct batch` and
  * delivers them after its bucket latch is dropped (batch_finish).

@@ -1,6 +1,6 @@
 /*
  * lock_int.h - internals shared by lock.c (lock table, queues, protocols) and
- * txn.c (transaction status table, release, counters).  Not a public header.
+ * lock_txn.c (transaction status table, release, counters).  Not a public header.
  *
  * Who protects what (latch order in lock.c's opening comment):
  *   struct lk, its owner list and wait queue, lock_own.lock_next/on_lock/mode
@@ -132,7 +132,7 @@ enum { LKC_LK, LKC_OWN, LKC_TXN, LKC_N };
 void *lkc_alloc(int kind);
 void lkc_free(int kind, void *p);
 
-/* txn.c */
+/* lock_txn.c */
 int txn_table_init(lock_table_t *lt, unsigned buckets_log2);
 void txn_table_destroy(lock_table_t *lt);
 

@@ -160,6 +160,18 @@ struct ms_redo_decide {
 	uint8_t commit;            /* 1: commit, 0: abort */
 	uint8_t pad[7];
 };
+/* An on-disk format (a log written by one build is replayed by the next):
+ * a change that trips one of these needs a new record type, not a silent
+ * reinterpretation of old logs.  REDO_COMMIT's wire_write is pinned in wire.h. */
+static_assert(sizeof(struct ms_redo_table) == 8, "ms_redo_table size");
+static_assert(offsetof(struct ms_redo_table, name_len) == 2, "ms_redo_table.name_len");
+static_assert(offsetof(struct ms_redo_table, max_value) == 4, "ms_redo_table.max_value");
+static_assert(sizeof(struct ms_redo_prepare) == 8, "ms_redo_prepare size");
+static_assert(offsetof(struct ms_redo_prepare, reserved) == 4, "ms_redo_prepare.reserved");
+static_assert(sizeof(struct ms_redo_decide) == 8, "ms_redo_decide size");
+static_assert(offsetof(struct ms_redo_decide, commit) == 0, "ms_redo_decide.commit");
+static_assert(REDO_COMMIT == 1 && REDO_PREPARE == 2 && REDO_DECIDE == 3 && REDO_REFUSE == 4 &&
+	      REDO_TABLE == 5 && REDO_OUTCOMES == 6, "redo record types are numbers in the log");
 
 /* What recovery found; reported in the log and the ready JSON line. */
 struct ms_recovery {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <ucp/api/ucp.h>
 #include "common/common.h"
+#include "common/vec.h"
 #include "common/log.h"
 #include "lotus.h"
 #include "onesided/os_layout.h"
@@ -83,7 +84,8 @@ struct build {
 	int bad_key;              /* 1 not 8 bytes, 2 no space, 3 store error err */
 	int err;
 	uint64_t *leaves;         /* addresses of the leaves, in order */
-	uint64_t nleaves, cap_leaves;
+	uint64_t nleaves;
+	size_t cap_leaves;
 	struct os_page *leaf;     /* being filled */
 };
 
@@ -121,14 +123,8 @@ static struct os_page *new_page(struct build *b, uint16_t level, uint64_t low)
 
 static int leaf_push(struct build *b, uint64_t key)
 {
-	if (b->nleaves == b->cap_leaves) {
-		uint64_t cap = b->cap_leaves ? b->cap_leaves * 2 : 64;
-		uint64_t *nl = realloc(b->leaves, cap * sizeof(*nl));
-		if (!nl)
-			return -ENOMEM;
-		b->leaves = nl;
-		b->cap_leaves = cap;
-	}
+	if (vec_reserve(b->leaves, b->cap_leaves, b->nleaves + 1, 64))
+		return -ENOMEM;
 	struct os_page *p = new_page(b, 0, b->leaf ? key : 0);
 	if (!p)
 		return LOTUS_ENOSPACE;

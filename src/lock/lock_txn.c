@@ -1,5 +1,5 @@
 /*
- * txn.c - the transaction status table of the lock manager, transaction
+ * lock_txn.c - the transaction status table of the lock manager, transaction
  * release, and the lock counters.
  *
  * The status table maps txn_id -> struct lock_txn in a striped hash table (one
