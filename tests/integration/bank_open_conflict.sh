@@ -10,13 +10,11 @@
 # lease-client (public lotus.h only) X-locks account 0 and holds it for
 # HOLD_S seconds (default 30) while a NO_WAIT bank starts: the bank must wait
 # for the lock and then run, not fail.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 C=$(dirname "$L")/lease-client
 [ -x "$C" ] || { echo "no $C"; exit 77; }
 hold_s=${HOLD_S:-30}
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
 holder= bank=
 cleanup() {
@@ -25,7 +23,7 @@ cleanup() {
   [ -z "$holder" ] || kill -9 $holder 2>/dev/null
   cluster_stop; rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 cluster_start "$dir" 2 --threads 1 --memory 64M || fail "servers did not start"
 "$L" bank --config "$CLUSTER_INI" --cc no_wait --accounts 2 --opening 1000 --seconds 0.2 \
     --threads 1 --ledger "$dir/a.ledger" --quiet >/dev/null 2>"$dir/a.err" \

@@ -6,13 +6,11 @@
 # page writer arms next is durable already and fires at once.  (On d0f6129 the
 # page writer then re-armed it forever, spinning, and took no checkpoint
 # again.)  After every round the MANIFEST's checkpoint number must have moved.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
-top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+top=$T
+at_exit 'cluster_stop'
 CLUSTER_DATA=$top/data CLUSTER_DURABILITY=sync
 cluster_start "$top" 1 --threads 1 --memory 64M --checkpoint-log 4K \
   || fail "the server did not start"

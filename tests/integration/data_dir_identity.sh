@@ -12,14 +12,12 @@
 #  4. A client refuses a server of another cluster in the handshake.
 #  5. A config's relative data_dir is relative to the config file.
 #  6. --local: a missing ms<i> beside the others is refused.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-top=$(mktemp -d)
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+top=$T
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 pids=()
-trap 'cluster_stop; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$top"' EXIT
+at_exit 'cluster_stop; for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
 
 # refused WHAT WANT ARGS...: a memserver that must exit non-zero with one line
 # matching WANT.  With TIMED=1 it must also exit within a second (of three

@@ -13,17 +13,14 @@
 #    without a line per try;
 #  - a client handed a garbage server address by a fake door exits with an
 #    error instead of aborting in UCX.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 ATTACK="$(dirname "$0")/door_attack.py"
-dir=$(mktemp -d); pids=()
+dir=$T; pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null; rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 
 # start_ms NAME ARGS...: a memory server on 127.0.0.1:0; sets PID and PORT
 start_ms() {

@@ -9,17 +9,14 @@
 #  - a client sending malformed messages as fast as the replies come back
 #    (netbench's requests are no memory-server requests): thousands of them,
 #    a few dozen log lines, one of them the count of the rest.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 ATTACK="$(dirname "$0")/door_attack.py"
-dir=$(mktemp -d); pids=()
+dir=$T; pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null; rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 
 "$L" memserver --listen 127.0.0.1:0 --memory 32M --threads 2 --ready-json \
   >"$dir/ms.out" 2>"$dir/ms.err" &

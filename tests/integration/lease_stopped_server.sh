@@ -31,7 +31,7 @@ cleanup() {
   [ -z "$stopped" ] || kill -CONT "$stopped" 2>/dev/null
   [ -z "$client" ] || kill -9 "$client" 2>/dev/null
   cluster_stop
-  [ -n "${KEEP:-}" ] && echo "kept $dir" || rm -rf "$dir"
+  :   # LOTUS_KEEP=1 keeps the scratch dir (lib.sh)
 }
 at_exit cleanup
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }

@@ -17,13 +17,11 @@
 # (the previous one's header says it existed) - refused; its MANIFEST deleted
 # (the log starts past LSN 0) - refused with a message naming the MANIFEST.
 # LOG_CUT_SEED picks the offsets (printed).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
-top=$(mktemp -d)
-trap 'cluster_stop; [ -n "${KEEP:-}" ] || rm -rf "$top"' EXIT
+top=$T
+at_exit 'cluster_stop'
 seed=${LOG_CUT_SEED:-$RANDOM}
 echo "seed $seed"
 

@@ -6,13 +6,10 @@
 # cannot open must reach the sink, with its level, and not stderr; after the
 # sink's cluster is disconnected, the same failure without a sink logs to
 # stderr again.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 S=$(dirname "$L")/log-sink
 [ -x "$S" ] || { echo "no $S"; exit 77; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+dir=$T
 # a port nothing listens on: bind one, note it, close it
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 printf '[cluster]\ntransport = tcp\ntimeout_ms = 2000\n[memserver 0]\nlisten = 127.0.0.1:%s\n' "$port" \

@@ -6,14 +6,11 @@
 # connections from one address.  The right password from another address is
 # answered at once; from the guessing address it still works after a while
 # (the throttle slows it, it does not lock it out).
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 [ -x $PY ] || { echo "SKIP: no $PY"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-trap 'serve_stop; rm -rf "$dir"' EXIT
+at_exit 'serve_stop'
 
 serve_start "$dir" --local 1 --requirepass 'right horse' || fail "serve did not start"
 $PY - "$SERVE_PORT" <<'PYEOF' || fail "see above"

@@ -6,14 +6,11 @@
 # again once one of them closes.  `--timeout S`: a client idle S seconds is
 # closed (not before), one that sends a command now and then is not;
 # CONFIG GET shows both.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 [ -x $PY ] || { echo "SKIP: no $PY"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-trap 'serve_stop; rm -rf "$dir"' EXIT
+at_exit 'serve_stop'
 
 serve_start "$dir" --local 1 --threads 2 --max-clients 3 || fail "serve --max-clients did not start"
 $PY - "$SERVE_PORT" <<'PYEOF' || fail "--max-clients"

@@ -10,14 +10,11 @@
 # the time serve's busiest thread was runnable (running or waiting for a CPU,
 # /proc/PID/task/*/schedstat), which does not depend on how loaded the
 # machine is, as CPU time would.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
 [ -x $PY ] || { echo "SKIP: no $PY"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
-trap 'serve_stop; rm -rf "$dir"' EXIT
+at_exit 'serve_stop'
 export LOTUS_NET_SPIN_US=0   # an idle serve must use no CPU: no busy polling
 
 serve_start "$dir" --local 1 || fail "serve did not start"

@@ -15,13 +15,11 @@
 # counters of a MULTI must be equal.  Before the fix serve answered
 # "...; nothing was applied" for EXECs that the resolver then committed, so
 # counters ended above what was acknowledged.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
+. "$(dirname "$0")/lib.sh"
 C=$(dirname "$L")/lease-client
 /usr/bin/python3 -c 'import redis' 2>/dev/null || { echo "SKIP: python3-redis not installed"; exit 77; }
 [ -x "$C" ] || { echo "SKIP: no lease-client next to $L"; exit 77; }
-dir=$(mktemp -d)
+dir=$T
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
 . "$(dirname "$0")/../../scripts/lib-serve.sh"
 py= cc=
@@ -32,7 +30,7 @@ cleanup() {
   cluster_stop
   rm -rf "$dir"
 }
-trap cleanup EXIT
+at_exit cleanup
 threads=${THREADS:-8}
 cycles=${CYCLES:-3}
 run_s=$((2 + cycles * 5))

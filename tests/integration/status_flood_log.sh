@@ -10,16 +10,14 @@
 # there is checked by tests/unit/test_resolve_live.c; the outcome tests
 # (outcome_flood.sh, durable_local_settle.sh) check that the resolver still
 # settles prepared transactions.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 SRV_STATS=$(dirname "$L")/srv-stats
 [ -x "$SRV_STATS" ] || { echo "skip: no $SRV_STATS"; exit 77; }
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
-top=$(mktemp -d)
-trap 'cluster_stop; rm -rf "$top"' EXIT
+top=$T
+at_exit 'cluster_stop'
 CLUSTER_DATA=$top/data CLUSTER_DURABILITY=sync
 cluster_start "$top" 1 --threads 1 --memory 64M || fail "the server did not start"
 before=$("$SRV_STATS" "$CLUSTER_INI" 0 | field log_bytes)

@@ -20,15 +20,13 @@
 # path, store_prefetch) fails with an error or returns every row; a --digest
 # full read fails or gives the reference digest, never another one; after a
 # SIGTERM restart, the reference digest.
-set -u
-fail() { echo "FAIL: $*"; exit 1; }
-L=${LOTUS_BIN:?}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
+root=$ROOT
 . "$root/scripts/lib-cluster.sh"
 . "$root/scripts/lib-tier.sh"
-top=$(mktemp -d)
+top=$T
 [ -n "${LOTUS_KEEP:-}" ] && echo "keeping $top"
-trap 'cluster_stop; [ -n "${LOTUS_KEEP:-}" ] || rm -rf "$top"' EXIT
+at_exit 'cluster_stop'
 unset LOTUS_TIER_FAULT LOTUS_PW_FAULT LOTUS_IO_FAULT LOTUS_TIER_PREFETCH
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" | tail -n1; }
 accounts=20000

@@ -19,15 +19,8 @@
 #include <ucp/api/ucp.h>
 #include "common/common.h"
 #include "net/ucx_addr.h"
+#include "check.h"
 
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                                \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
 
 static uint64_t rs = 88172645463325252ULL;
 
