@@ -1222,6 +1222,9 @@ static void *worker_main(void *arg)
 	for (unsigned i = 0; i < w->npool; i++)
 		lotus_txn_free(w->txn_pool[i]);
 	w->npool = 0;
+	free(w->txn_pool);
+	w->txn_pool = NULL;
+	w->cappool = 0;
 	worker_jobs_free(w);
 	if (!w->inflight)   /* else its transactions still point at it: leave it */
 		lotus_session_close(w->s);
