@@ -44,6 +44,12 @@
  * updates never need space (fixed-size slots), a caller that reserved one
  * slot per write of an absent key can apply them all without LOTUS_ENOSPACE.
  *
+ * Files.  store.c (this one) has the store and its tables, locations and
+ * slots, slot allocation, records, recovery, scan and stats;
+ * store_tier.c the buffer manager of a tiered store (frames, pins, misses,
+ * CLOCK, dirty pages, eviction); store_int.h the structs and helpers they
+ * share.
+ *
  * Thread rules: store_create/store_destroy from one thread with no other
  * users; everything else from any thread (store_rebuild_page: one thread
  * before other use).  Table creation takes one mutex;
@@ -52,60 +58,9 @@
  * optimistically from slots that may be concurrently reused.  Record values are
  * the caller's (lock manager's) business.
  *
- * Dirty tracking for the checkpointer: one byte per pool page (tiered: per
- * logical page, apart from the state word's DIRTY), set by every
- * store write (and by store_mark_dirty() after writes through
- * store_rec_value), cleared by store_dirty_collect().
- *
- * Tiered stores (store_create_tiered; the default store is untiered and
- * none of this applies to it).  The pool becomes nframes frames (frame 0
- * unused) and the store holds npages = capacity / page_size logical pages,
- * which is what locations, page_owner[] and dirty[] are indexed by.  A
- * logical page has one 64-bit state word in pstate[]:
- *
- *   | frame (32) | pins (24) | BACKED DIRTY REF LOCKED RESIDENT (8) |
- *
- * RESIDENT: the page is in frame `frame`.  LOCKED: it is being read in (not
- * resident) or written out (a victim): nobody may pin it.  REF: the CLOCK bit,
- * set by every read or write pin.  DIRTY: the frame differs from the backing
- * copy.  BACKED: a backing copy exists (the page was written out once, or
- * rebuilt from an image); a page without one is zero-filled on a miss, no
- * read.  frame_page[f] maps a frame back to its page for the CLOCK hands.
- *
- * Pin: a CAS adding one pin (and REF, and DIRTY for a write) to a RESIDENT,
- * unlocked state; unpin: an atomic subtract.  Record bytes are touched only
- * between the two (store_rec_get/put for callers; the store's own writes pin
- * with DIRTY set before they write, so a page cannot be picked as a clean
- * victim while or after it changes).  A pinner that meets LOCKED backs off and
- * retries.  Miss: the thread CASes the non-resident state to LOCKED, takes a
- * frame (a free one; else it runs the CLOCK itself over all frames and drops
- * the first clean unpinned page whose REF is clear; else, only dirty or
- * pinned pages left, it calls want_frames and waits on fr_cv, bounded by
- * frame_wait_ms, then LOTUS_ENOSPACE), calls read_page (or zero-fills),
- * publishes the page RESIDENT with one pin, and counts the read's latency.
- * A failed read puts the frame back and restores the old state: -EIO for that
- * request only.  Dropping a clean page is one CAS from "resident, unpinned,
- * clean, REF clear" to "not resident", so it cannot race with a pin.
- *
- * Eviction (store_evict_pick, the page writers): writer `part` owns a slice
- * of the frames and a CLOCK hand over it; it clears REF bits as it passes,
- * drops clean victims, and returns dirty unpinned ones LOCKED with DIRTY
- * cleared (so nobody can pin or change the page while it is written).
- * store_evict_done(0) makes the page non-resident and BACKED and frees the
- * frame; a failed write makes it resident, DIRTY and unlocked again.
- * want_frames is called when a miss leaves fewer than low_water frames free.
- *
- * Scan prefetch (store_prefetch): for each page it locks a non-resident one
- * as a miss does (tier_lock_absent), takes a frame without waiting
- * (frame_try, the miss's first steps; none: the batch stops there), reads
- * all of them with one read_batch call and publishes each success resident,
- * unpinned, clean, REF set (tier_publish, as a miss does, without the pin);
- * a failed read puts the frame back and restores the state, so the later pin
- * just misses.  Counted apart from misses (prefetched, prefetch_batches).
- *
- * Layout rules that keep misses off the allocation paths: every extent is
- * one page (table_geometry with one page; a slot that does not fit one page
- * is LOTUS_ETOOBIG), and free slots live on per-shard DRAM arrays (fl[])
+ * Tiered stores (store_tier.c) keep misses off the allocation paths with
+ * two layout rules: every extent is one page (table_geometry with one page;
+ * a slot that does not fit one page is LOTUS_ETOOBIG), and free slots live on per-shard DRAM arrays (fl[])
  * rather than linked through the slots, so allocating and freeing never read
  * a page.  Slot generations stay in the slots: an insert, a delete (which
  * pins the record's page before it leaves the index, so the bump cannot
@@ -132,488 +87,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sched.h>
-#include <time.h>
-#include "common/clock.h"
 #include "common/common.h"
 #include "common/log.h"
 #include "store/index.h"
 #include "store/store.h"
-
-#define NSHARD           16
-#define EXTENT_MAGIC     0x5845544cu   /* "LTEX" (little-endian) */
-#define EXT_MAX_PAGES    64
-#define SLOTS_MAX        4096u
-#define LOC_GEN_BITS     12
-#define LOC_SLOT_BITS    12
-#define LOC_PAGE_SHIFT   (LOC_GEN_BITS + LOC_SLOT_BITS)
-#define PAGE_MAX         ((1ull << 40) - 1)
-
-#define LOAD(p)          __atomic_load_n((p), __ATOMIC_RELAXED)
-#define STORE(p, v)      __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define LOAD_ACQ(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define STORE_REL(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define ADD(p, v)        __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
-#define CAS(p, e, n)     __atomic_compare_exchange_n((p), (e), (n), false, __ATOMIC_ACQ_REL, \
-						 __ATOMIC_ACQUIRE)
-
-/* Tiered stores: the state word of a logical page. */
-#define PS_RESIDENT      0x01ull   /* in frame PS_FRAME(s) */
-#define PS_LOCKED        0x02ull   /* being read in or written out: no pins */
-#define PS_REF           0x04ull   /* CLOCK bit: used since the hand passed */
-#define PS_DIRTY         0x08ull   /* frame differs from the backing copy */
-#define PS_BACKED        0x10ull   /* a backing copy exists (else: zeros) */
-#define PS_PIN1          (1ull << 8)
-#define PS_PINS(s)       (((s) >> 8) & 0xffffffu)
-#define PS_FRAME(s)      ((uint32_t)((s) >> 32))
-#define PIN_QUIET        0ull                    /* checkpointer, key reads */
-#define PIN_READ         PS_REF
-#define PIN_WRITE        (PS_REF | PS_DIRTY)
-#define EVICT_PARTS      64
-
-_Static_assert(sizeof(struct store_rec) == 16, "record header is 16 bytes");
-
-/* At the start of an extent's first page.  16 bytes, so that an 8 KiB page
- * holds seven slots of a 1 KiB-value table (7 * 1168 + 16 = 8192). */
-struct extent_hdr {
-	uint32_t magic;
-	uint16_t table;
-	uint16_t npages;
-	uint16_t nslots;     /* 0 means SLOTS_MAX */
-	uint16_t reserved;
-	uint32_t slot_size;
-};
-_Static_assert(sizeof(struct extent_hdr) == 16, "extent header is 16 bytes");
-
-struct shard {
-	pthread_mutex_t mu;
-	store_loc_t free;          /* free slots (loc without gen), 0 = none */
-	uint64_t carve_page;       /* extent being carved, 0 = none */
-	uint32_t carve_next;       /* its next never-used slot */
-	int64_t records;           /* inserts - deletes through this shard (atomic) */
-	store_loc_t *fl;           /* tiered: free slots in DRAM, fl[0..fl_n) */
-	uint32_t fl_n, fl_cap;
-} __attribute__((aligned(CACHELINE)));
-
-struct table {
-	store_t *st;
-	uint16_t id;
-	uint32_t max_value;
-	uint32_t slot_size;
-	uint32_t nslots;           /* per extent */
-	uint32_t ext_pages;
-	index_t *ix;
-	char name[STORE_TABLE_NAME_MAX + 1];
-	struct shard shard[NSHARD];
-};
-
-struct store {
-	unsigned char *pool;
-	size_t pool_bytes;
-	uint32_t page_size;
-	unsigned page_shift;
-	uint64_t npages;
-	uint64_t next_page;        /* bump pointer (atomic) */
-	uint16_t *page_owner;      /* per page: table + 1 on extent first pages */
-	uint8_t *dirty;            /* per page */
-	size_t meta_bytes;         /* of each of the two arrays above (mapped) */
-	pthread_mutex_t tables_mu; /* serialises store_table_create */
-	unsigned ntables;          /* atomic; tables[0..ntables) are set */
-	bool own_keys;             /* new tables' indexes copy their keys (index.h) */
-	struct table *tables[STORE_MAX_TABLES];
-
-	/* tiered stores only (tiered == 0: all zero) */
-	int tiered;
-	struct store_tier_opts topts;
-	uint64_t *pstate;          /* per logical page: the state word */
-	size_t pstate_bytes;
-	uint32_t nframes;          /* frames incl. the unused frame 0 */
-	uint64_t *frame_page;      /* per frame: its logical page (0: none) */
-	uint32_t *free_fr;         /* free frames, free_fr[0..nfree) */
-	uint32_t nfree;            /* atomic reads; written under fr_mu */
-	uint32_t low_water;
-	unsigned fr_waiters;       /* under fr_mu */
-	pthread_mutex_t fr_mu;
-	pthread_cond_t fr_cv;
-	uint64_t hand;             /* CLOCK hand of misses (atomic) */
-	uint64_t part_hand[EVICT_PARTS];
-	uint64_t resident, misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero;
-	uint64_t evict_clean, evict_dirty, evict_errors, frame_waits, frame_timeouts;
-	uint64_t prefetched, prefetch_batches, prefetch_errors;
-};
+#include "store/store_int.h"
 
 /* ---- locations and slots ---- */
-
-static inline uint64_t loc_page(store_loc_t l) { return l >> LOC_PAGE_SHIFT; }
-static inline unsigned loc_slot(store_loc_t l) { return (l >> LOC_GEN_BITS) & (SLOTS_MAX - 1); }
-static inline unsigned loc_gen(store_loc_t l) { return l & ((1u << LOC_GEN_BITS) - 1); }
-static inline unsigned gen_tag(uint32_t gen) { return (gen >> 1) & ((1u << LOC_GEN_BITS) - 1); }
-
-static inline store_loc_t loc_make(uint64_t page, unsigned slot, unsigned tag)
-{
-	return page << LOC_PAGE_SHIFT | (store_loc_t)slot << LOC_GEN_BITS | tag;
-}
-
-static inline struct store_rec *slot_rec(const struct table *t, uint64_t page, unsigned slot)
-{
-	return (struct store_rec *)(t->st->pool + (page << t->st->page_shift) +
-				    sizeof(struct extent_hdr) + (size_t)slot * t->slot_size);
-}
-
-/* Slot `slot` of the one-page (tiered) or first-page (untiered) extent
- * whose bytes start at base. */
-static inline struct store_rec *rec_in(const struct table *t, unsigned char *base, unsigned slot)
-{
-	return (struct store_rec *)(base + sizeof(struct extent_hdr) + (size_t)slot * t->slot_size);
-}
-
-static inline struct table *table_get(store_t *st, unsigned id)
-{
-	if (id >= LOAD_ACQ(&st->ntables))
-		return NULL;
-	return LOAD_ACQ(&st->tables[id]);
-}
-
-/* The table owning loc's extent, or NULL if loc cannot name a slot
- * (generation not checked). */
-static inline __attribute__((always_inline)) struct table *loc_table(store_t *st, store_loc_t loc)
-{
-	uint64_t page = loc_page(loc);
-	if (page == 0 || page >= st->npages)
-		return NULL;
-	unsigned owner = LOAD_ACQ(&st->page_owner[page]);
-	struct table *t = owner ? table_get(st, owner - 1) : NULL;
-	if (!t || loc_slot(loc) >= t->nslots)
-		return NULL;
-	return t;
-}
-
-/* Untiered: the table owning loc's extent and the slot's record, or NULL. */
-static struct store_rec *loc_rec(store_t *st, store_loc_t loc, struct table **tp)
-{
-	struct table *t = loc_table(st, loc);
-	if (!t)
-		return NULL;
-	*tp = t;
-	return slot_rec(t, loc_page(loc), loc_slot(loc));
-}
-
-/* ---- tiered stores: frames, pins, misses, CLOCK ---- */
-
-static void backoff(unsigned *spins)
-{
-	if (++*spins < 64) {
-		__builtin_ia32_pause();
-	} else if (*spins < 256) {
-		sched_yield();
-	} else {
-		struct timespec ts = { 0, 50000 };
-		nanosleep(&ts, NULL);
-	}
-}
-
-static void want_frames(store_t *st)
-{
-	if (st->topts.want_frames)
-		st->topts.want_frames(st->topts.arg);
-}
-
-static void frame_put(store_t *st, uint32_t f)
-{
-	pthread_mutex_lock(&st->fr_mu);
-	st->free_fr[st->nfree] = f;
-	STORE(&st->nfree, st->nfree + 1);
-	if (st->fr_waiters)
-		pthread_cond_broadcast(&st->fr_cv);
-	pthread_mutex_unlock(&st->fr_mu);
-}
-
-static int frame_pop(store_t *st, uint32_t *f)
-{
-	uint32_t left = 0;
-	int got = 0;
-	if (!LOAD(&st->nfree))
-		return 0;
-	pthread_mutex_lock(&st->fr_mu);
-	if (st->nfree) {
-		*f = st->free_fr[st->nfree - 1];
-		STORE(&st->nfree, st->nfree - 1);
-		left = st->nfree;
-		got = 1;
-	}
-	pthread_mutex_unlock(&st->fr_mu);
-	if (got && left < st->low_water)
-		want_frames(st);
-	return got;
-}
-
-/* Look at frame f for the CLOCK: 0 skip (free, locked, pinned, or its bit
- * was set: now cleared), 1 a clean victim was dropped (f is now the
- * caller's), 2 a dirty victim was locked for writing (*pagep). */
-static int clock_visit(store_t *st, uint32_t f, int take_dirty, uint64_t *pagep)
-{
-	uint64_t page = LOAD_ACQ(&st->frame_page[f]);
-	if (page == 0)
-		return 0;
-	uint64_t *w = &st->pstate[page];
-	uint64_t s = LOAD_ACQ(w);
-	for (;;) {
-		if ((s & (PS_RESIDENT | PS_LOCKED)) != PS_RESIDENT || PS_FRAME(s) != f)
-			return 0;
-		if (s & PS_REF) {
-			if (CAS(w, &s, s & ~PS_REF))
-				return 0;
-			continue;
-		}
-		if (PS_PINS(s))
-			return 0;
-		if (!(s & PS_DIRTY)) {
-			if (!CAS(w, &s, s & PS_BACKED))
-				continue;
-			STORE(&st->frame_page[f], 0);
-			__atomic_fetch_sub(&st->resident, 1, __ATOMIC_RELAXED);
-			ADD(&st->evict_clean, 1);
-			return 1;
-		}
-		if (!take_dirty)
-			return 0;
-		if (!CAS(w, &s, (s | PS_LOCKED) & ~PS_DIRTY))
-			continue;
-		*pagep = page;
-		return 2;
-	}
-}
-
-/* A miss found no free frame: drop a clean unpinned victim itself. */
-static int clock_drop_one(store_t *st, uint32_t *f)
-{
-	uint32_t nf = st->nframes - 1;
-	uint64_t dummy;
-	for (uint32_t i = 0; i < 2 * nf; i++) {
-		uint32_t c = 1 + (uint32_t)(ADD(&st->hand, 1) % nf);
-		if (clock_visit(st, c, 0, &dummy) == 1) {
-			*f = c;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-/* A frame without waiting: a free one or a clean victim.  1 got one. */
-static int frame_try(store_t *st, uint32_t *f)
-{
-	if (frame_pop(st, f))
-		return 1;
-	if (clock_drop_one(st, f)) {
-		want_frames(st);
-		return 1;
-	}
-	return 0;
-}
-
-/* A frame for a miss: a free one, a clean victim, or (only dirty ones left)
- * wait for the page writers, bounded.  0 or LOTUS_ENOSPACE. */
-static int frame_get(store_t *st, uint32_t *f)
-{
-	uint64_t deadline = 0;
-	for (;;) {
-		if (frame_try(st, f))
-			return 0;
-		want_frames(st);
-		uint64_t now = clock_now_ns();
-		if (!deadline) {
-			deadline = now + (uint64_t)st->topts.frame_wait_ms * 1000000u;
-			ADD(&st->frame_waits, 1);
-		} else if (now >= deadline) {
-			ADD(&st->frame_timeouts, 1);
-			return LOTUS_ENOSPACE;
-		}
-		struct timespec ts;
-		clock_deadline_in(CLOCK_REALTIME, &ts, 2);
-		pthread_mutex_lock(&st->fr_mu);
-		st->fr_waiters++;
-		if (!st->nfree)
-			pthread_cond_timedwait(&st->fr_cv, &st->fr_mu, &ts);
-		st->fr_waiters--;
-		pthread_mutex_unlock(&st->fr_mu);
-	}
-}
-
-/* The page, LOCKED by us (its state was s), is in frame f: make it resident
- * with `bits` (pins, REF, DIRTY) and BACKED as it was. */
-static void tier_publish(store_t *st, uint64_t page, uint32_t f, uint64_t s, uint64_t bits)
-{
-	ADD(&st->resident, 1);
-	STORE_REL(&st->frame_page[f], page);
-	STORE_REL(&st->pstate[page], (uint64_t)f << 32 | PS_RESIDENT | (s & PS_BACKED) | bits);
-}
-
-/* The page is LOCKED by us (its state was s, not resident): bring it in. */
-__attribute__((noinline)) static int tier_miss(store_t *st, uint64_t page, uint64_t s, uint64_t how, unsigned char **base)
-{
-	uint64_t *w = &st->pstate[page];
-	uint32_t f;
-	int rc = frame_get(st, &f);
-	if (rc) {
-		STORE_REL(w, s);
-		return rc;
-	}
-	unsigned char *buf = st->pool + ((size_t)f << st->page_shift);
-	uint64_t t0 = clock_now_ns();
-	int r = (s & PS_BACKED) && st->topts.read_page ? st->topts.read_page(st->topts.arg, page, buf) : 1;
-	if (r < 0) {
-		frame_put(st, f);
-		STORE_REL(w, s);
-		if (ADD(&st->miss_errors, 1) < 10)
-			log_warn("store: reading page %" PRIu64 " failed: %s", page, strerror(-r));
-		return -EIO;
-	}
-	if (r == 1) {
-		memset(buf, 0, st->page_size);
-		ADD(&st->miss_zero, 1);
-	} else {
-		uint64_t ns = clock_now_ns() - t0, m = LOAD(&st->miss_ns_max);
-		ADD(&st->miss_ns_sum, ns);
-		while (ns > m && !__atomic_compare_exchange_n(&st->miss_ns_max, &m, ns, true,
-							      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-			;
-	}
-	ADD(&st->misses, 1);
-	tier_publish(st, page, f, s, PS_PIN1 | how);
-	*base = buf;
-	return 0;
-}
-
-/* Try to lock a non-resident, unlocked page for reading it in: 1 locked (its
- * old state in *sp), 0 it is resident or someone else has it locked. */
-static int tier_lock_absent(store_t *st, uint64_t page, uint64_t *sp)
-{
-	uint64_t *w = &st->pstate[page];
-	uint64_t s = LOAD_ACQ(w);
-	while (!(s & (PS_RESIDENT | PS_LOCKED)))
-		if (CAS(w, &s, s | PS_LOCKED)) {
-			*sp = s;
-			return 1;
-		}
-	return 0;
-}
-
-__attribute__((noinline)) static int tier_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
-{
-	uint64_t *w = &st->pstate[page];
-	uint64_t s = LOAD_ACQ(w);
-	unsigned spins = 0;
-	for (;;) {
-		if ((s & (PS_RESIDENT | PS_LOCKED)) == PS_RESIDENT) {
-			if (CAS(w, &s, (s + PS_PIN1) | how)) {
-				*base = st->pool + ((size_t)PS_FRAME(s) << st->page_shift);
-				return 0;
-			}
-		} else if (s & PS_LOCKED) {
-			backoff(&spins);
-			s = LOAD_ACQ(w);
-		} else if (CAS(w, &s, s | PS_LOCKED)) {
-			return tier_miss(st, page, s, how, base);
-		}
-	}
-}
-
-#define PF_MAX 256u
-
-int store_prefetch(store_t *st, const uint64_t *pages, unsigned n,
-		   int (*read_batch)(void *arg, const uint64_t *pages, void *const *bufs,
-				     unsigned n, int *res), void *arg)
-{
-	if (!st->tiered)
-		return 0;
-	if (!read_batch) {
-		read_batch = st->topts.read_batch;
-		arg = st->topts.arg;
-	}
-	if (!read_batch || !n)
-		return 0;
-	uint64_t pg[PF_MAX], old[PF_MAX];
-	uint32_t fr[PF_MAX];
-	void *bufs[PF_MAX];
-	int res[PF_MAX];
-	unsigned k = 0, done = 0;
-	n = MIN(n, PF_MAX);
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t p = pages[i], s;
-		int dup = 0;
-		if (p == 0 || p >= st->npages)
-			continue;
-		for (unsigned j = 0; j < k && !dup; j++)
-			dup = pg[j] == p;
-		if (dup || !tier_lock_absent(st, p, &s))
-			continue;
-		uint32_t f;
-		if (!frame_try(st, &f)) {    /* no frame without waiting: stop here */
-			STORE_REL(&st->pstate[p], s);
-			break;
-		}
-		unsigned char *buf = st->pool + ((size_t)f << st->page_shift);
-		if (!(s & PS_BACKED)) {      /* no backing copy: zeros, as a miss */
-			memset(buf, 0, st->page_size);
-			ADD(&st->miss_zero, 1);
-			tier_publish(st, p, f, s, PS_REF);
-			continue;
-		}
-		pg[k] = p;
-		old[k] = s;
-		fr[k] = f;
-		bufs[k] = buf;
-		res[k] = -EIO;
-		k++;
-	}
-	if (k) {
-		int rc = read_batch(arg, pg, bufs, k, res);
-		for (unsigned j = 0; j < k; j++) {
-			if (rc == 0 && res[j] == 1) {
-				memset(bufs[j], 0, st->page_size);
-				res[j] = 0;
-			}
-			if (rc == 0 && res[j] == 0) {
-				tier_publish(st, pg[j], fr[j], old[j], PS_REF);
-				done++;
-			} else {             /* the later pin misses normally */
-				frame_put(st, fr[j]);
-				STORE_REL(&st->pstate[pg[j]], old[j]);
-				ADD(&st->prefetch_errors, 1);
-			}
-		}
-		ADD(&st->prefetch_batches, 1);
-		ADD(&st->prefetched, done);
-	}
-	return (int)done;
-}
-
-int store_prefetch_enabled(const store_t *st)
-{
-	return st->tiered && st->topts.read_batch;
-}
-
-uint64_t store_loc_page(store_loc_t loc)
-{
-	return loc_page(loc);
-}
-
-/* Pin logical page `page` (valid: 1..npages-1) and get its bytes.  0, -EIO
- * or LOTUS_ENOSPACE.  Untiered: the pool page, never fails. */
-static inline int page_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
-{
-	if (!st->tiered) {
-		*base = st->pool + (page << st->page_shift);
-		return 0;
-	}
-	return tier_pin(st, page, how, base);
-}
-
-static inline void page_unpin(store_t *st, uint64_t page)
-{
-	if (st->tiered)
-		__atomic_fetch_sub(&st->pstate[page], PS_PIN1, __ATOMIC_RELEASE);
-}
 
 /* Free-list link, stored over value_len/reserved of a free slot. */
 static inline uint64_t *rec_link(struct store_rec *r)
@@ -681,68 +161,6 @@ static unsigned table_key_fn(void *ctx, uint64_t loc, unsigned char *buf)
 	if (loc_page(loc) == 0 || loc_page(loc) >= t->st->npages || loc_slot(loc) >= t->nslots)
 		return 0;
 	return rec_key_load(slot_rec(t, loc_page(loc), loc_slot(loc)), buf);
-}
-
-/* ---- dirty pages ---- */
-
-static void mark_range_dirty(store_t *st, size_t off, size_t len)
-{
-	for (uint64_t p = off >> st->page_shift; p <= (off + len - 1) >> st->page_shift; p++)
-		if (!LOAD(&st->dirty[p]))
-			STORE(&st->dirty[p], 1);
-}
-
-/* r is a record of logical page `page` (a tiered page is pinned for write,
- * which set its DIRTY flag; the checkpointer's mark is separate). */
-static void mark_rec_dirty(store_t *st, const struct table *t, uint64_t page,
-			   const struct store_rec *r)
-{
-	if (st->tiered) {
-		if (!LOAD(&st->dirty[page]))
-			STORE(&st->dirty[page], 1);
-		return;
-	}
-	mark_range_dirty(st, (const unsigned char *)r - st->pool, t->slot_size);
-}
-
-void store_mark_dirty(store_t *st, store_loc_t loc)
-{
-	struct table *t;
-	if (st->tiered) {
-		if (!(t = loc_table(st, loc)))
-			return;
-		uint64_t page = loc_page(loc);
-		if (LOAD(&st->pstate[page]) & PS_RESIDENT)   /* the caller's pin keeps it so */
-			__atomic_fetch_or(&st->pstate[page], PS_DIRTY, __ATOMIC_RELAXED);
-		mark_rec_dirty(st, t, page, NULL);
-		return;
-	}
-	struct store_rec *r = loc_rec(st, loc, &t);
-	if (r)
-		mark_rec_dirty(st, t, loc_page(loc), r);
-}
-
-size_t store_dirty_collect(store_t *st, uint64_t *cursor, uint64_t *pages, size_t max)
-{
-	uint64_t end = LOAD(&st->next_page), p = *cursor;
-	size_t n = 0;
-	for (; p < end && n < max; p++)
-		if (LOAD(&st->dirty[p]) && __atomic_exchange_n(&st->dirty[p], 0, __ATOMIC_ACQ_REL))
-			pages[n++] = p;
-	*cursor = p;
-	return n;
-}
-
-void *store_pool(store_t *st, size_t *bytes)
-{
-	if (bytes)
-		*bytes = st->pool_bytes;
-	return st->pool;
-}
-
-uint32_t store_page_size(const store_t *st)
-{
-	return st->page_size;
 }
 
 /* ---- slot allocation ---- */
@@ -833,7 +251,7 @@ static store_loc_t shard_pop(store_t *st, struct table *t, struct shard *sh)
  * Order: own shard; free slots of other shards (so that slots freed by one
  * thread are reused by another before the table grows); a new extent; any
  * shard's partly carved extent. */
-static store_loc_t slot_alloc(store_t *st, struct table *t)
+store_loc_t slot_alloc(store_t *st, struct table *t)
 {
 	unsigned me = my_shard();
 	struct shard *sh = &t->shard[me];
@@ -861,7 +279,7 @@ static store_loc_t slot_alloc(store_t *st, struct table *t)
 }
 
 /* Put a free slot (odd generation) on this thread's free list. */
-static void slot_link(store_t *st, struct table *t, store_loc_t loc)
+void slot_link(store_t *st, struct table *t, store_loc_t loc)
 {
 	struct shard *sh = &t->shard[my_shard()];
 	store_loc_t l = loc_make(loc_page(loc), loc_slot(loc), 0);
@@ -1262,24 +680,9 @@ int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen)
 
 /* ---- reservations ---- */
 
-/* The free slots of one table that a reservation holds (locations, no tag). */
-struct resv_group {
-	uint16_t table;
-	unsigned n, cap;
-	unsigned ix_n;                /* inserts reserved in the table's index */
-	store_loc_t *loc;
-};
-
-struct store_resv {
-	unsigned ngroups, cap;
-	struct resv_group *group;     /* one per table touched */
-	uint64_t *pinned;             /* tiered: pages pinned for the holder */
-	unsigned npinned, cap_pinned;
-};
-
 /* The group of table (created if asked; a pointer valid until the next
  * creation), or NULL. */
-static struct resv_group *resv_group(store_resv_t *r, uint16_t table, int create)
+struct resv_group *resv_group(store_resv_t *r, uint16_t table, int create)
 {
 	for (unsigned i = 0; r && i < r->ngroups; i++)
 		if (r->group[i].table == table)
@@ -1300,7 +703,7 @@ static struct resv_group *resv_group(store_resv_t *r, uint16_t table, int create
 	return g;
 }
 
-static int resv_push(store_resv_t **rp, uint16_t table, store_loc_t l)
+int resv_push(store_resv_t **rp, uint16_t table, store_loc_t l)
 {
 	if (!*rp && !(*rp = calloc(1, sizeof(**rp))))
 		return -ENOMEM;
@@ -1738,107 +1141,6 @@ int store_rebuild_finish(store_t *st, uint64_t pages_used)
 	if (LOAD(&st->next_page) < pages_used + 1)
 		STORE(&st->next_page, pages_used + 1);
 	return 0;
-}
-
-/* ---- tiered stores: eviction, page access, stats ---- */
-
-size_t store_evict_pick(store_t *st, unsigned part, unsigned nparts,
-			struct store_victim *v, size_t max, size_t *dropped)
-{
-	if (!st->tiered || nparts == 0 || part >= nparts || max == 0)
-		return 0;
-	uint64_t nf = st->nframes - 1;
-	uint64_t lo = 1 + nf * part / nparts, hi = 1 + nf * (part + 1) / nparts;
-	if (hi <= lo)
-		return 0;
-	uint64_t *hand = &st->part_hand[part % EVICT_PARTS];
-	size_t n = 0, freed = 0;
-	for (uint64_t i = 0; i < 2 * (hi - lo) && n + freed < max; i++) {
-		uint32_t f = (uint32_t)(lo + ADD(hand, 1) % (hi - lo));
-		uint64_t page;
-		int r = clock_visit(st, f, 1, &page);
-		if (r == 1) {
-			frame_put(st, f);
-			freed++;
-		} else if (r == 2) {
-			v[n].page = page;
-			v[n].frame = f;
-			v[n].buf = st->pool + ((size_t)f << st->page_shift);
-			n++;
-		}
-	}
-	if (dropped)
-		*dropped += freed;
-	return n;
-}
-
-void store_evict_done(store_t *st, const struct store_victim *v, int status)
-{
-	uint64_t *w = &st->pstate[v->page];
-	uint64_t s = LOAD(w);
-	if (!(s & PS_LOCKED) || PS_FRAME(s) != v->frame) {
-		log_error("store: evict_done for page %" PRIu64 " that is not a victim", v->page);
-		return;
-	}
-	if (status < 0) {            /* stays resident; to be written again */
-		ADD(&st->evict_errors, 1);
-		STORE_REL(w, (s & ~PS_LOCKED) | PS_DIRTY);
-		return;
-	}
-	STORE(&st->frame_page[v->frame], 0);
-	__atomic_fetch_sub(&st->resident, 1, __ATOMIC_RELAXED);
-	ADD(&st->evict_dirty, 1);
-	STORE_REL(w, PS_BACKED);
-	frame_put(st, v->frame);
-}
-
-unsigned store_free_frames(const store_t *st)
-{
-	return st->tiered ? LOAD(&st->nfree) : 0;
-}
-
-void *store_page_get(store_t *st, uint64_t page, int *err)
-{
-	unsigned char *base;
-	int rc = page == 0 || page >= st->npages ? -EINVAL : page_pin(st, page, PIN_QUIET, &base);
-	if (err)
-		*err = rc;
-	return rc ? NULL : base;
-}
-
-void store_page_put(store_t *st, uint64_t page)
-{
-	page_unpin(st, page);
-}
-
-void store_tier_stats(store_t *st, struct store_tier_stats *s)
-{
-	memset(s, 0, sizeof(*s));
-	if (!st->tiered)
-		return;
-	s->frames = st->nframes - 1;
-	s->pages = st->npages;
-	s->resident = LOAD(&st->resident);
-	s->free_frames = LOAD(&st->nfree);
-	for (uint32_t f = 1; f < st->nframes; f++) {
-		uint64_t page = LOAD(&st->frame_page[f]);
-		if (page && (LOAD(&st->pstate[page]) & (PS_RESIDENT | PS_DIRTY)) ==
-			    (PS_RESIDENT | PS_DIRTY))
-			s->dirty++;
-	}
-	s->misses = LOAD(&st->misses);
-	s->miss_ns_sum = LOAD(&st->miss_ns_sum);
-	s->miss_ns_max = LOAD(&st->miss_ns_max);
-	s->miss_errors = LOAD(&st->miss_errors);
-	s->miss_zero = LOAD(&st->miss_zero);
-	s->evict_clean = LOAD(&st->evict_clean);
-	s->evict_dirty = LOAD(&st->evict_dirty);
-	s->evict_errors = LOAD(&st->evict_errors);
-	s->frame_waits = LOAD(&st->frame_waits);
-	s->frame_timeouts = LOAD(&st->frame_timeouts);
-	s->prefetched = LOAD(&st->prefetched);
-	s->prefetch_batches = LOAD(&st->prefetch_batches);
-	s->prefetch_errors = LOAD(&st->prefetch_errors);
 }
 
 /* ---- scan and stats ---- */
