@@ -5,9 +5,10 @@
  * Only src/store/store*.c include it (scripts/check-layers checks).
  *
  *   store.c       the store and its tables, locations and slots, slot
- *                 allocation, records, reservations, recovery, scan and stats
+ *                 allocation, records, recovery, scan and stats
  *   store_tier.c  the tier buffer manager: frames, pins, misses, CLOCK,
  *                 dirty pages, eviction, page access, tier stats
+ *   store_resv.c  reservations (all-or-nothing commits)
  *
  * What runs per record access stays static inline here (locations, the
  * untiered side of page_pin/page_unpin, the dirty marks), so that no call on
@@ -125,7 +126,7 @@ struct store {
 	uint64_t prefetched, prefetch_batches, prefetch_errors;
 };
 
-/* ---- reservations ---- */
+/* ---- reservations (store_resv.c) ---- */
 
 /* The free slots of one table that a reservation holds (locations, no tag). */
 struct resv_group {
@@ -252,7 +253,7 @@ static inline void mark_rec_dirty(store_t *st, const struct table *t, uint64_t p
 store_loc_t slot_alloc(store_t *st, struct table *t);
 void slot_link(store_t *st, struct table *t, store_loc_t loc);
 
-/* store.c: the reservation's group of a table (created if asked), and
+/* store_resv.c: the reservation's group of a table (created if asked), and
  * a free slot handed to a reservation. */
 struct resv_group *resv_group(store_resv_t *r, uint16_t table, int create);
 int resv_push(store_resv_t **rp, uint16_t table, store_loc_t l);
