@@ -237,7 +237,7 @@ static inline void mark_range_dirty(store_t *st, size_t off, size_t len)
 /* r is a record of logical page `page` (a tiered page is pinned for write,
  * which set its DIRTY flag; the checkpointer's mark is separate). */
 static inline void mark_rec_dirty(store_t *st, const struct table *t, uint64_t page,
-			   const struct store_rec *r)
+				  const struct store_rec *r)
 {
 	if (st->tiered) {
 		if (!LOAD(&st->dirty[page]))
