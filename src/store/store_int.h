@@ -5,10 +5,12 @@
  * Only src/store/store*.c include it (scripts/check-layers checks).
  *
  *   store.c       the store and its tables, locations and slots, slot
- *                 allocation, records, recovery, scan and stats
+ *                 allocation, records, scan and stats
  *   store_tier.c  the tier buffer manager: frames, pins, misses, CLOCK,
  *                 dirty pages, eviction, page access, tier stats
  *   store_resv.c  reservations (all-or-nothing commits)
+ *   store_rebuild.c
+ *                 recovery from a checkpoint image
  *
  * What runs per record access stays static inline here (locations, the
  * untiered side of page_pin/page_unpin, the dirty marks), so that no call on
@@ -249,9 +251,17 @@ static inline void mark_rec_dirty(store_t *st, const struct table *t, uint64_t p
 
 /* ---- shared by the files ---- */
 
-/* store.c: take a free slot of t (0: no space); put one back. */
+/* Free-list link, stored over value_len/reserved of a free slot. */
+static inline uint64_t *rec_link(struct store_rec *r)
+{
+	return (uint64_t *)&r->value_len;
+}
+
+/* store.c: take a free slot of t (0: no space); put one back; push one on a
+ * tiered shard's DRAM free list (under its mutex, or before other use). */
 store_loc_t slot_alloc(store_t *st, struct table *t);
 void slot_link(store_t *st, struct table *t, store_loc_t loc);
+int fl_push(struct shard *sh, store_loc_t l);
 
 /* store_resv.c: the reservation's group of a table (created if asked), and
  * a free slot handed to a reservation. */
