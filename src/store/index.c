@@ -207,7 +207,7 @@ static void skey_init(struct skey *k, const void *b, unsigned len)
 /* ---- reserved nodes ----
  *
  * A commit's writes are logged before they are applied, so applying them must
- * not fail.  Their records' slots are reserved beforehand (store.c); the index
+ * not fail.  Their records' slots are reserved first (store_resv.c); the index
  * nodes their inserts may need are too: index_reserve(n) keeps enough spare
  * blocks for n more inserts in the worst case - a new leaf and its extension,
  * a split of every inner node on the path plus a new root, and a slab for a

@@ -57,7 +57,7 @@ void store_destroy(store_t *st);
  * The pool (memory_bytes) becomes a set of frames; records live in logical
  * pages 1..capacity/page_size, each resident in some frame or not resident
  * (its bytes then live wherever the durable side put them).  A location still
- * names a logical page.  Every extent is one page.  See store.c. */
+ * names a logical page.  Every extent is one page.  See store_tier.c. */
 struct store_tier_opts {
 	uint64_t capacity;          /* bytes of logical page space (> memory_bytes) */
 	/* Read logical page `page` into buf (page_size bytes): 0 done, 1 there
