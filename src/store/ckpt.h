@@ -14,7 +14,8 @@
  *      apply it, so every change in a copy is durable before the copy is.
  *      (Implementation: two images, DIR/pages-a.dat and pages-b.dat, alternate
  *      so that a crash or a damaged page falls back to the previous one; see
- *      ckpt.c and docs/durability.md.)
+ *      ckpt.c (the run), ckpt_files.c (the files), ckpt_recover.c and
+ *      docs/durability.md.)
  *   3. Per-page CRC32Cs go to DIR/pages.crc; then the manifest
  *      DIR/MANIFEST (begin LSN, pages used, tables) is written atomically:
  *      write a temporary file, fsync it, rename it, fsync the directory.
