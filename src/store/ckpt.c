@@ -1,12 +1,14 @@
 /*
- * ckpt.c - fuzzy checkpoints (the page writer) and page recovery.
+ * ckpt.c - fuzzy checkpoints: the change gate, one checkpoint (ckpt_run), the
+ * page writer thread, open / close.
  *
- * Files in DIR (see docs/durability.md):
- *   pages-a.dat, pages-b.dat   page images; page p at offset p * page_size
- *   pages-a.crc, pages-b.crc   CRC32C of every page of that image (header +
- *                              u32 per page; replaced atomically)
- *   MANIFEST                   the last checkpoint: seq, image, begin LSN,
- *                              pages used, the previous checkpoint, tables
+ * The module is three files and a private header (ckpt_int.h):
+ *   ckpt.c          this file: taking checkpoints
+ *   ckpt_files.c    the files in DIR: names, atomic replacement, the
+ *                   per-page CRC files, MANIFEST
+ *   ckpt_recover.c  recovery: loading an image back (eager for an untiered
+ *                   store, lazy for a tiered one), with the fallback to the
+ *                   previous image
  *
  * Two images alternate: checkpoint seq writes image seq & 1, so the image of
  * the previous checkpoint is never touched while a new one is written.  A
@@ -69,99 +71,16 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "store/ckpt.h"
+#include "store/ckpt_int.h"
 #include "store/pwriter.h"
 
-#define CK_GATE_SHARDS   64
 #define CK_COPY_BATCH    256u           /* pages copied per gate closure */
 #define CK_MAX_RUN       (1u << 20)     /* bytes per coalesced write */
-#define CK_READ_CHUNK    (1u << 20)
-#define CK_READ_DEPTH    256u
-#define CK_CRC_MAGIC     0x3143524350434b4cull  /* "LKCPCRC1" */
-#define CK_MANIFEST      "MANIFEST"
 #define CK_DEF_INFLIGHT  4096u
 #define CK_DEF_TRIGGER   (256ull << 20)
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-
-/* pages-X.crc header; u32 crc[npages] follows. */
-struct crc_hdr {
-	uint64_t magic;
-	uint64_t seq;
-	uint64_t npages;     /* entries that follow: pages 0..npages-1 */
-	uint32_t page_size;
-	uint32_t crc;        /* CRC32C of the entries */
-	uint64_t reserved[4];
-};
-_Static_assert(sizeof(struct crc_hdr) == 64, "crc header is 64 bytes");
-
-/* What the manifest says about one checkpoint. */
-struct ck_info {
-	uint64_t seq;        /* 0: none */
-	uint64_t begin_lsn, pages_used;
-	uint64_t need_lsn;   /* recovery from this image reads the log from here:
-			      * min(begin, oldest PREPARE undecided at begin) */
-	unsigned image;      /* 0 = a, 1 = b */
-};
-
-struct gate_shard {
-	int64_t active;
-} __attribute__((aligned(CACHELINE)));
-
-/* The log-growth trigger: a redo_notify callback may outlive the ckpt. */
-struct trigger {
-	pthread_mutex_t mu;
-	int refs;
-	struct ckpt *c;      /* NULL once the ckpt closed */
-};
-
-struct ckpt {
-	store_t *st;
-	redo_t *log;
-	char dir[4096];
-	unsigned max_inflight;
-	enum io_backend backend;
-	uint64_t log_trigger;
-	unsigned interval_ms;
-	int checkpoint_on_close;
-	uint32_t page_size;
-	uint64_t npages;            /* pool pages (tiered: logical pages) */
-	int tiered;                 /* store_tiered(): pages are reached through pins */
-	unsigned pin_max;           /* tiered: most pages pinned at once */
-
-	/* gate */
-	int closed;
-	struct gate_shard gate[CK_GATE_SHARDS];
-
-	/* run state, under run_mu */
-	pthread_mutex_t run_mu;
-	uint8_t *stale;             /* per page: bit i = image i must be rewritten */
-	uint32_t *crc[2];           /* per image: CRC of each page it holds */
-	uint64_t crc_n[2];          /* entries valid in crc[i] (pages 0..n-1) */
-	uint64_t marked_upto;       /* pages <= this had their stale bits set once */
-	struct ck_info last, prev;
-	uint64_t seq_floor;
-	uint64_t recovered_seq;     /* ckpt_opts.recovered_seq */
-	void (*on_begin)(void *arg);
-	void *on_begin_arg;         /* after a fallback: the damaged checkpoint's seq */
-	unsigned char *staging;
-	size_t staging_bytes;
-	int own_staging;            /* mmap'ed here (else the caller's: ckpt_opts) */
-	/* Through the page writers (ckpt_opts.writers): each image's fd, open
-	 * for the ckpt's life, and its file id in the writers' rings. */
-	pwriter_t *pw;
-	int pw_fd[2], pw_file[2];
-	unsigned pw_next;           /* round robin over the writers */
-	uint64_t keep_lsn;          /* atomic */
-
-	/* page writer thread */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t thread;
-	int thread_started, stop, kicked, armed;
-	struct trigger *trig;
-	uint64_t last_begin;        /* atomic: begin LSN of the last checkpoint */
-};
 
 static __thread unsigned gate_slot = UINT32_MAX;
 static unsigned gate_next;
@@ -219,283 +138,6 @@ static void gate_close(struct ckpt *c)
 static void gate_open(struct ckpt *c)
 {
 	__atomic_store_n(&c->closed, 0, __ATOMIC_SEQ_CST);
-}
-
-/* ---- files ---- */
-
-static void ck_path(char *out, size_t n, const char *dir, const char *name)
-{
-	snprintf(out, n, "%s/%s", dir, name);
-}
-
-static const char *image_name(unsigned image, int crc)
-{
-	static const char *const names[2][2] = { { "pages-a.dat", "pages-a.crc" },
-						 { "pages-b.dat", "pages-b.crc" } };
-	return names[image & 1][crc];
-}
-
-
-static int write_all(int fd, const void *buf, size_t len, off_t off)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
-/* Replace DIR/name atomically: temp file, fsync, rename, fsync dir. */
-static int replace_file(const char *dir, const char *name, const void *a, size_t alen,
-			const void *b, size_t blen)
-{
-	char tmp[4200], dst[4200];
-	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, name);
-	ck_path(dst, sizeof(dst), dir, name);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int err = -errno;
-		log_error("ckpt: create %s: %s", tmp, strerror(errno));
-		return err;
-	}
-	int rc = write_all(fd, a, alen, 0);
-	if (!rc && blen)
-		rc = write_all(fd, b, blen, (off_t)alen);
-	if (!rc && fsync(fd))
-		rc = -errno;
-	close(fd);
-	if (!rc && rename(tmp, dst))
-		rc = -errno;
-	if (!rc)
-		rc = fsync_dir(dir);
-	if (rc) {
-		log_error("ckpt: writing %s: %s", dst, strerror(-rc));
-		unlink(tmp);
-	}
-	return rc;
-}
-
-/* ---- manifest (text, one "key value" per line, CRC of the text last) ---- */
-
-static void name_encode(const char *in, char *out, size_t n)
-{
-	size_t o = 0;
-	for (; *in && o + 4 < n; in++) {
-		unsigned char ch = (unsigned char)*in;
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		    ch == '_' || ch == '-' || ch == '.')
-			out[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(out + o, n - o, "%%%02x", ch);
-	}
-	out[o] = '\0';
-}
-
-static void name_decode(const char *in, char *out, size_t n)
-{
-	size_t o = 0;
-	while (*in && o + 1 < n) {
-		unsigned v;
-		if (in[0] == '%' && sscanf(in + 1, "%2x", &v) == 1) {
-			out[o++] = (char)v;
-			in += 3;
-		} else {
-			out[o++] = *in++;
-		}
-	}
-	out[o] = '\0';
-}
-
-static int manifest_write(struct ckpt *c, const struct ck_info *cur, const struct ck_info *prev,
-			  uint64_t log_from)
-{
-	size_t cap = 4096 + (size_t)store_table_count(c->st) * 200, len = 0;
-	char *buf = malloc(cap);
-	if (!buf)
-		return -ENOMEM;
-#define EMIT(...) (len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__))
-	EMIT("lotus-manifest 1\n");
-	EMIT("page_size %u\n", c->page_size);
-	EMIT("seq %" PRIu64 "\nimage %s\nbegin_lsn %" PRIu64 "\npages_used %" PRIu64
-	     "\nneed_lsn %" PRIu64 "\n", cur->seq, image_name(cur->image, 0), cur->begin_lsn,
-	     cur->pages_used, cur->need_lsn);
-	if (prev->seq)
-		EMIT("prev_seq %" PRIu64 "\nprev_image %s\nprev_begin_lsn %" PRIu64
-		     "\nprev_pages_used %" PRIu64 "\nprev_need_lsn %" PRIu64 "\n", prev->seq,
-		     image_name(prev->image, 0), prev->begin_lsn, prev->pages_used,
-		     prev->need_lsn);
-	EMIT("log_kept_from %" PRIu64 "\n", log_from);
-	unsigned nt = store_table_count(c->st);
-	for (unsigned i = 0; i < nt; i++) {
-		char name[STORE_TABLE_NAME_MAX + 1], enc[3 * STORE_TABLE_NAME_MAX + 4];
-		uint32_t maxv = 0;
-		if (store_table_info(c->st, (uint16_t)i, name, sizeof(name), &maxv))
-			break;
-		name_encode(name, enc, sizeof(enc));
-		EMIT("table %u %u %s\n", i, maxv, enc);
-	}
-	uint32_t crc = crc32c(0, buf, len);
-	EMIT("crc %08x\n", crc);
-#undef EMIT
-	int rc = len < cap ? replace_file(c->dir, CK_MANIFEST, buf, len, NULL, 0) : -EOVERFLOW;
-	free(buf);
-	return rc;
-}
-
-struct manifest {
-	uint32_t page_size;
-	struct ck_info cur, prev;
-	uint64_t log_from;
-	unsigned ntables;
-	struct { char name[STORE_TABLE_NAME_MAX + 1]; uint32_t max_value; } tables[STORE_MAX_TABLES];
-};
-
-static int image_of(const char *s, unsigned *image)
-{
-	if (!strcmp(s, "pages-a.dat"))
-		*image = 0;
-	else if (!strcmp(s, "pages-b.dat"))
-		*image = 1;
-	else
-		return -1;
-	return 0;
-}
-
-/* 0, -ENOENT (no manifest: a new database) or -EIO (damaged, logged). */
-static int manifest_read(const char *dir, struct manifest *m)
-{
-	char path[4200], *buf = NULL;
-	ck_path(path, sizeof(path), dir, CK_MANIFEST);
-	memset(m, 0, sizeof(*m));
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ENOENT : -errno;
-	size_t cap = 1 << 20;
-	buf = malloc(cap);
-	size_t len = buf ? fread(buf, 1, cap - 1, f) : 0;
-	fclose(f);
-	if (!buf)
-		return -ENOMEM;
-	buf[len] = '\0';
-	int rc = -EIO;
-	char *crcline = strstr(buf, "\ncrc ");
-	unsigned want;
-	if (strncmp(buf, "lotus-manifest 1\n", 17) || !crcline ||
-	    sscanf(crcline + 5, "%x", &want) != 1 ||
-	    crc32c(0, buf, (size_t)(crcline + 1 - buf)) != want) {
-		log_error("ckpt: %s is damaged (bad header or CRC); recovery cannot continue", path);
-		goto out;
-	}
-	*crcline = '\0';
-	char *save = NULL;
-	unsigned have_need = 0;
-	for (char *ln = strtok_r(buf, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
-		char key[32], val[200];
-		unsigned id, maxv;
-		if (sscanf(ln, "table %u %u %199s", &id, &maxv, val) == 3) {
-			if (id != m->ntables || id >= STORE_MAX_TABLES)
-				goto bad;
-			name_decode(val, m->tables[id].name, sizeof(m->tables[id].name));
-			m->tables[id].max_value = maxv;
-			m->ntables++;
-			continue;
-		}
-		if (sscanf(ln, "%31s %199s", key, val) != 2)
-			continue;
-		uint64_t v = strtoull(val, NULL, 10);
-		if (!strcmp(key, "page_size")) m->page_size = (uint32_t)v;
-		else if (!strcmp(key, "seq")) m->cur.seq = v;
-		else if (!strcmp(key, "begin_lsn")) m->cur.begin_lsn = v;
-		else if (!strcmp(key, "pages_used")) m->cur.pages_used = v;
-		else if (!strcmp(key, "prev_seq")) m->prev.seq = v;
-		else if (!strcmp(key, "prev_begin_lsn")) m->prev.begin_lsn = v;
-		else if (!strcmp(key, "prev_pages_used")) m->prev.pages_used = v;
-		else if (!strcmp(key, "log_kept_from")) m->log_from = v;
-		else if (!strcmp(key, "need_lsn")) m->cur.need_lsn = v, have_need |= 1;
-		else if (!strcmp(key, "prev_need_lsn")) m->prev.need_lsn = v, have_need |= 2;
-		else if (!strcmp(key, "image") && image_of(val, &m->cur.image)) goto bad;
-		else if (!strcmp(key, "prev_image") && image_of(val, &m->prev.image)) goto bad;
-	}
-	if (!m->cur.seq || !m->page_size)
-		goto bad;
-	/* manifests written before need_lsn existed: the begin LSN (their rule) */
-	if (!(have_need & 1))
-		m->cur.need_lsn = m->cur.begin_lsn;
-	if (!(have_need & 2))
-		m->prev.need_lsn = m->prev.begin_lsn;
-	rc = 0;
-	goto out;
-bad:
-	log_error("ckpt: %s: malformed line; recovery cannot continue", path);
-out:
-	free(buf);
-	return rc;
-}
-
-/* Read DIR/pages-X.crc.  0 (crc malloc'ed, *n entries), or -errno / -EIO. */
-static int crc_read(const char *dir, unsigned image, uint64_t seq, uint32_t page_size,
-		    uint32_t **crc, uint64_t *n, int quiet)
-{
-	char path[4200];
-	ck_path(path, sizeof(path), dir, image_name(image, 1));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int err = -errno;
-		if (!quiet)
-			log_error("ckpt: open %s: %s", path, strerror(errno));
-		return err;
-	}
-	struct crc_hdr h;
-	int rc = -EIO;
-	uint32_t *v = NULL;
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != CK_CRC_MAGIC ||
-	    h.page_size != page_size || h.npages > (1ull << 40)) {
-		if (!quiet)
-			log_error("ckpt: %s: bad header", path);
-		goto out;
-	}
-	if (seq && h.seq != seq) {
-		if (!quiet)
-			log_error("ckpt: %s belongs to checkpoint %" PRIu64 ", not %" PRIu64, path,
-				  h.seq, seq);
-		goto out;
-	}
-	v = malloc(MAX(h.npages, 1) * sizeof(*v));
-	rc = -ENOMEM;
-	if (!v)
-		goto out;
-	rc = -EIO;
-	size_t bytes = h.npages * sizeof(*v);
-	if (pread(fd, v, bytes, sizeof(h)) != (ssize_t)bytes || crc32c(0, v, bytes) != h.crc) {
-		if (!quiet)
-			log_error("ckpt: %s is damaged (short or bad CRC)", path);
-		free(v);
-		v = NULL;
-		goto out;
-	}
-	*crc = v;
-	*n = h.npages;
-	rc = 0;
-out:
-	close(fd);
-	return rc;
-}
-
-static int crc_write(struct ckpt *c, unsigned image, uint64_t seq, uint64_t npages)
-{
-	struct crc_hdr h = { .magic = CK_CRC_MAGIC, .seq = seq, .npages = npages,
-			     .page_size = c->page_size };
-	h.crc = crc32c(0, c->crc[image], npages * sizeof(uint32_t));
-	return replace_file(c->dir, image_name(image, 1), &h, sizeof(h), c->crc[image],
-			    npages * sizeof(uint32_t));
 }
 
 /* ---- one checkpoint ---- */
@@ -776,7 +418,7 @@ static int run_setup(struct run *r, struct ckpt *c, unsigned image)
 			return -ENOMEM;
 		return c->pw_fd[image];
 	}
-	ck_path(path, sizeof(path), c->dir, image_name(image, 0));
+	ck_path(path, sizeof(path), c->dir, ck_image_name(image, 0));
 	int fd = io_open_direct(path, O_RDWR | O_CREAT, 0644);
 	if (fd < 0)
 		return fd;
@@ -861,7 +503,7 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 	if (!rc)
 		crash_point("checkpoint");  /* tests: pages written, manifest not */
 	if (!rc)
-		rc = crc_write(c, cur.image, cur.seq, cur.pages_used + 1);
+		rc = ck_crc_write(c, cur.image, cur.seq, cur.pages_used + 1);
 	uint64_t keep = LOAD(&c->keep_lsn);
 	/* Keep what a recovery from either image needs: the previous image (the
 	 * fallback) replays from its begin and needs the PREPAREs that were open
@@ -869,10 +511,10 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 	uint64_t log_from = MIN(c->last.seq ? MIN(c->last.need_lsn, cur.need_lsn) : cur.need_lsn,
 				keep);
 	if (!rc)
-		rc = manifest_write(c, &cur, &c->last, log_from);
+		rc = ck_manifest_write(c, &cur, &c->last, log_from);
 	if (rc) {
 		log_error("ckpt: checkpoint %" PRIu64 " to %s/%s failed: %s; the previous one "
-			  "stays in effect", cur.seq, c->dir, image_name(cur.image, 0),
+			  "stays in effect", cur.seq, c->dir, ck_image_name(cur.image, 0),
 			  lotus_strerror(rc));
 		return rc;
 	}
@@ -888,7 +530,7 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 	out->elapsed_ns = clock_now_ns() - t0;
 	out->cpu_ns = clock_thread_cpu_ns() - cpu0;
 	log_debug("ckpt: checkpoint %" PRIu64 ": %" PRIu64 " pages to %s in %.1f ms, begin LSN %"
-		  PRIu64, cur.seq, r.pages, image_name(cur.image, 0), out->elapsed_ns / 1e6,
+		  PRIu64, cur.seq, r.pages, ck_image_name(cur.image, 0), out->elapsed_ns / 1e6,
 		  cur.begin_lsn);
 	return 0;
 }
@@ -1003,7 +645,7 @@ int ckpt_start(ckpt_t *c)
 static void ckpt_load_state(struct ckpt *c)
 {
 	struct manifest *m = malloc(sizeof(*m));
-	if (!m || manifest_read(c->dir, m) || m->page_size != c->page_size) {
+	if (!m || ck_manifest_read(c->dir, m) || m->page_size != c->page_size) {
 		free(m);
 		return;  /* new database (or unreadable): every page is new */
 	}
@@ -1025,7 +667,7 @@ static void ckpt_load_state(struct ckpt *c)
 		const struct ck_info *ci = infos[i];
 		uint32_t *v;
 		uint64_t n;
-		if (!ci->seq || crc_read(c->dir, ci->image, ci->seq, c->page_size, &v, &n, 1))
+		if (!ci->seq || ck_crc_read(c->dir, ci->image, ci->seq, c->page_size, &v, &n, 1))
 			continue;
 		n = MIN(n, c->npages);
 		memcpy(c->crc[ci->image], v, n * sizeof(*v));
@@ -1071,7 +713,7 @@ static int ckpt_open_writers(struct ckpt *c, pwriter_t *pw)
 {
 	char path[4200];
 	for (unsigned i = 0; i < 2; i++) {
-		ck_path(path, sizeof(path), c->dir, image_name(i, 0));
+		ck_path(path, sizeof(path), c->dir, ck_image_name(i, 0));
 		c->pw_fd[i] = io_open_direct(path, O_RDWR | O_CREAT, 0644);
 		if (c->pw_fd[i] < 0)
 			return c->pw_fd[i];
@@ -1192,476 +834,4 @@ void ckpt_close(ckpt_t *c)
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);
-}
-
-/* ---- recovery ---- */
-
-struct loader {
-	io_ctx_t *ctx;
-	int file;
-	unsigned char *pool;
-	uint32_t ps;
-	const uint32_t *crc;
-	const char *path;
-	uint64_t bad, first_bad;
-	int err;
-};
-
-static void load_check(struct loader *l, const struct io_cqe *e, uint64_t off, size_t len)
-{
-	if (e->res != (int64_t)len) {
-		if (!l->err) {
-			l->err = e->res < 0 ? (int)e->res : -EIO;
-			log_error("ckpt: reading %s at offset %" PRIu64 ": %s", l->path, off,
-				  e->res < 0 ? strerror((int)-e->res)
-					     : "the file is shorter than the manifest says");
-		}
-		return;
-	}
-	for (uint64_t p = off / l->ps; p < (off + len) / l->ps; p++) {
-		uint32_t got = crc32c(0, l->pool + p * l->ps, l->ps);
-		if (got != l->crc[p]) {
-			if (l->bad++ < 8)
-				log_error("ckpt: page %" PRIu64 " of %s is damaged (CRC %08x, "
-					  "expected %08x)", p, l->path, got, l->crc[p]);
-			if (!l->first_bad)
-				l->first_bad = p;
-		}
-	}
-}
-
-/* Read image ci into the pool, checking every page's CRC.  0 or -EIO. */
-static int load_image(store_t *st, const char *dir, const struct ck_info *ci,
-		      enum io_backend backend, struct ckpt_recover_stats *out)
-{
-	uint32_t ps = store_page_size(st), *crc = NULL;
-	uint64_t ncrc = 0, P = ci->pages_used;
-	char path[4200];
-	ck_path(path, sizeof(path), dir, image_name(ci->image, 0));
-	if (crc_read(dir, ci->image, ci->seq, ps, &crc, &ncrc, 0))
-		return -EIO;
-	size_t pool_bytes;
-	struct loader l = { .pool = store_pool(st, &pool_bytes), .ps = ps, .crc = crc,
-			    .path = path, .file = -1 };
-	int fd = -1, rc = -EIO;
-	if (ncrc < P + 1 || (P + 1) * ps > pool_bytes) {
-		log_error("ckpt: %s: %" PRIu64 " pages do not fit (crc entries %" PRIu64
-			  ", pool %zu bytes)", path, P, ncrc, pool_bytes);
-		goto out;
-	}
-	if (P == 0) {
-		rc = 0;
-		goto out;
-	}
-	fd = io_open_direct(path, O_RDONLY, 0);
-	if (fd < 0)
-		goto out;
-	struct io_opts o = { .backend = backend, .depth = CK_READ_DEPTH, .flags = IO_F_NO_CPU_STATS };
-	rc = io_ctx_create(&o, &l.ctx);
-	if (rc < 0)
-		goto out;
-	/* The pool is not registered: pinning a freshly mapped pool costs more
-	 * (about 1.8 s per GiB here) than one pass of reads into it saves. */
-	l.file = io_ctx_add_file(l.ctx, fd);
-	rc = l.file < 0 ? l.file : 0;
-	uint64_t off = ps, end = (P + 1) * ps;
-	unsigned inflight = 0;
-	struct io_cqe cqes[64];
-	while (!rc && !l.err && (off < end || inflight)) {
-		while (off < end && inflight < CK_READ_DEPTH) {
-			size_t len = (size_t)MIN((uint64_t)CK_READ_CHUNK, end - off);
-			rc = io_prep_read(l.ctx, l.file, l.pool + off, len, (off_t)off, off);
-			if (rc < 0)
-				break;
-			off += len;
-			inflight++;
-		}
-		if (rc < 0 || (rc = io_submit_batch(l.ctx)) < 0)
-			break;
-		rc = io_reap(l.ctx, cqes, ARRAY_SIZE(cqes), 1);
-		if (rc < 0)
-			break;
-		for (int i = 0; i < rc; i++) {
-			uint64_t o2 = cqes[i].user_data;
-			load_check(&l, &cqes[i], o2, (size_t)MIN((uint64_t)CK_READ_CHUNK, end - o2));
-		}
-		inflight -= (unsigned)rc;
-		rc = 0;
-	}
-	if (l.ctx) {
-		while (inflight) { /* drain after an error */
-			int n = io_reap(l.ctx, cqes, ARRAY_SIZE(cqes), 1);
-			if (n <= 0)
-				break;
-			inflight -= (unsigned)n;
-		}
-		out->backend = io_backend_name(io_ctx_backend(l.ctx));
-		io_ctx_destroy(l.ctx);
-	}
-	if (rc < 0 && !l.err)
-		log_error("ckpt: reading %s: %s", path, strerror(-rc));
-	if (!rc && !l.err && l.bad == 0) {
-		out->pages = P;
-		out->bytes = P * ps;
-		rc = 0;
-	} else {
-		if (l.bad)
-			log_error("ckpt: %s: %" PRIu64 " damaged page(s), first page %" PRIu64,
-				  path, l.bad, l.first_bad);
-		rc = -EIO;
-	}
-out:
-	if (fd >= 0)
-		close(fd);
-	free(crc);
-	return rc;
-}
-
-/* Untiered: image ci, loaded into the pool with every CRC right, must also
- * be one store_rebuild can take (a damaged copy checkpointed with its damage
- * has a valid CRC).  0, or -EIO (logged) so that the caller falls back. */
-static int image_rebuildable(store_t *st, const char *dir, const struct ck_info *ci)
-{
-	uint64_t page = 0;
-	int rc = store_rebuild_check(st, ci->pages_used, &page);
-	if (rc == 0)
-		return 0;
-	log_error("ckpt: page %" PRIu64 " of %s/%s has the right CRC but cannot be rebuilt (%s): "
-		  "the image holds a damaged copy", page, dir, image_name(ci->image, 0),
-		  lotus_strerror(rc));
-	return -EIO;
-}
-
-/* ---- lazy recovery of a tiered store ----
- * The image is streamed through a staging buffer (CK_LAZY_DEPTH reads of
- * CK_READ_CHUNK in flight), never into the frames wholesale: the image can
- * be larger than the pool.  Pass 1 checks every page's CRC, and that a page
- * with the right CRC can be rebuilt (store_rebuild_page_check: a damaged
- * copy that was checkpointed with its damage has a valid CRC), so that a
- * damaged image is refused before any of it is indexed and the previous
- * image can be used instead; pass 2 reads it again and hands each page to
- * store_rebuild_page, which indexes it and keeps it resident while frames
- * are free.  The rest stays on the image until a request touches it. */
-#define CK_LAZY_DEPTH 32u
-
-struct streamer {
-	struct loader l;
-	store_t *st;
-	int rebuild;
-	unsigned char *staging;
-	uint64_t slot_off[CK_LAZY_DEPTH];
-	uint32_t free_slots[CK_LAZY_DEPTH];
-	unsigned nfree;
-	uint64_t end;
-};
-
-static void stream_done(struct streamer *sm, const struct io_cqe *e)
-{
-	unsigned slot = (unsigned)e->user_data;
-	uint64_t off = sm->slot_off[slot];
-	size_t len = (size_t)MIN((uint64_t)CK_READ_CHUNK, sm->end - off);
-	unsigned char *buf = sm->staging + (size_t)slot * CK_READ_CHUNK;
-	uint32_t ps = sm->l.ps;
-	sm->free_slots[sm->nfree++] = slot;
-	if (e->res != (int64_t)len) {
-		if (!sm->l.err) {
-			sm->l.err = e->res < 0 ? (int)e->res : -EIO;
-			log_error("ckpt: reading %s at offset %" PRIu64 ": %s", sm->l.path, off,
-				  e->res < 0 ? strerror((int)-e->res)
-					     : "the file is shorter than the manifest says");
-		}
-		return;
-	}
-	for (uint64_t i = 0; i < len / ps; i++) {
-		uint64_t p = off / ps + i;
-		const unsigned char *img = buf + i * ps;
-		uint32_t got = crc32c(0, img, ps);
-		if (got != sm->l.crc[p]) {
-			if (sm->l.bad++ < 8)
-				log_error("ckpt: page %" PRIu64 " of %s is damaged (CRC %08x, "
-					  "expected %08x)", p, sm->l.path, got, sm->l.crc[p]);
-			if (!sm->l.first_bad)
-				sm->l.first_bad = p;
-			continue;
-		}
-		if (!sm->rebuild) {
-			int rc = store_rebuild_page_check(sm->st, p, img);
-			if (rc) {
-				if (sm->l.bad++ < 8)
-					log_error("ckpt: page %" PRIu64 " of %s has the right CRC but "
-						  "cannot be rebuilt (%s): the image holds a damaged "
-						  "copy", p, sm->l.path, lotus_strerror(rc));
-				if (!sm->l.first_bad)
-					sm->l.first_bad = p;
-			}
-			continue;
-		}
-		if (!sm->l.err) {
-			int rc = store_rebuild_page(sm->st, p, img);
-			if (rc) {
-				log_error("ckpt: page %" PRIu64 " of %s cannot be rebuilt: %s", p,
-					  sm->l.path, lotus_strerror(rc));
-				sm->l.err = rc;
-			}
-		}
-	}
-}
-
-/* Stream image ci (pages 1..pages_used); rebuild: name the image the pages'
- * home (home may be NULL), then index the pages.  0 or -EIO (damage, logged)
- * or another error. */
-static int stream_image(store_t *st, const char *dir, const struct ck_info *ci,
-			enum io_backend backend, int rebuild, ckpt_home_fn home, void *home_arg,
-			struct ckpt_recover_stats *out)
-{
-	uint32_t ps = store_page_size(st), *crc = NULL;
-	uint64_t ncrc = 0, P = ci->pages_used;
-	char path[4200];
-	ck_path(path, sizeof(path), dir, image_name(ci->image, 0));
-	if (crc_read(dir, ci->image, ci->seq, ps, &crc, &ncrc, 0))
-		return -EIO;
-	struct streamer sm = { .l = { .ps = ps, .crc = crc, .path = path, .file = -1 }, .st = st,
-			       .rebuild = rebuild, .end = (P + 1) * ps };
-	int fd = -1, rc = -EIO;
-	if (ncrc < P + 1 || P + 1 > store_npages(st)) {
-		log_error("ckpt: %s: %" PRIu64 " pages do not fit (crc entries %" PRIu64
-			  ", %" PRIu64 " logical pages)", path, P, ncrc, store_npages(st));
-		goto out;
-	}
-	if (rebuild && home && P)
-		home(home_arg, 1, P, ci->image, crc);
-	if (P == 0) {
-		rc = 0;
-		goto out;
-	}
-	sm.staging = mmap(NULL, (size_t)CK_LAZY_DEPTH * CK_READ_CHUNK, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	rc = -ENOMEM;
-	if (sm.staging == MAP_FAILED) {
-		sm.staging = NULL;
-		goto out;
-	}
-	fd = io_open_direct(path, O_RDONLY, 0);
-	rc = fd;
-	if (fd < 0)
-		goto out;
-	struct io_opts o = { .backend = backend, .depth = CK_LAZY_DEPTH, .flags = IO_F_NO_CPU_STATS };
-	rc = io_ctx_create(&o, &sm.l.ctx);
-	if (rc < 0)
-		goto out;
-	io_ctx_register_buffer(sm.l.ctx, sm.staging, (size_t)CK_LAZY_DEPTH * CK_READ_CHUNK);
-	sm.l.file = io_ctx_add_file(sm.l.ctx, fd);
-	rc = sm.l.file < 0 ? sm.l.file : 0;
-	for (unsigned i = 0; i < CK_LAZY_DEPTH; i++)
-		sm.free_slots[sm.nfree++] = CK_LAZY_DEPTH - 1 - i;
-	uint64_t off = ps;
-	struct io_cqe cqes[CK_LAZY_DEPTH];
-	while (!rc && !sm.l.err && (off < sm.end || sm.nfree < CK_LAZY_DEPTH)) {
-		while (off < sm.end && sm.nfree) {
-			unsigned slot = sm.free_slots[--sm.nfree];
-			size_t len = (size_t)MIN((uint64_t)CK_READ_CHUNK, sm.end - off);
-			rc = io_prep_read(sm.l.ctx, sm.l.file, sm.staging + (size_t)slot * CK_READ_CHUNK,
-					  len, (off_t)off, slot);
-			if (rc < 0) {
-				sm.free_slots[sm.nfree++] = slot;
-				break;
-			}
-			sm.slot_off[slot] = off;
-			off += len;
-		}
-		if (rc < 0 || (rc = io_submit_batch(sm.l.ctx)) < 0)
-			break;
-		rc = io_reap(sm.l.ctx, cqes, CK_LAZY_DEPTH, 1);
-		if (rc < 0)
-			break;
-		for (int i = 0; i < rc; i++)
-			stream_done(&sm, &cqes[i]);
-		rc = 0;
-	}
-	if (sm.l.ctx) {
-		while (sm.nfree < CK_LAZY_DEPTH) {   /* drain after an error */
-			int n = io_reap(sm.l.ctx, cqes, CK_LAZY_DEPTH, 1);
-			if (n <= 0)
-				break;
-			sm.nfree += (unsigned)n;
-		}
-		out->backend = io_backend_name(io_ctx_backend(sm.l.ctx));
-		io_ctx_destroy(sm.l.ctx);
-	}
-	if (rc < 0 && !sm.l.err)
-		log_error("ckpt: reading %s: %s", path, strerror(-rc));
-	if (!rc && !sm.l.err && !sm.l.bad) {
-		out->pages = P;
-		out->bytes = P * ps;
-	} else {
-		if (sm.l.bad)
-			log_error("ckpt: %s: %" PRIu64 " damaged page(s), first page %" PRIu64,
-				  path, sm.l.bad, sm.l.first_bad);
-		rc = sm.l.err && sm.l.err != -EIO && !sm.l.bad ? sm.l.err : -EIO;
-	}
-out:
-	if (sm.staging)
-		munmap(sm.staging, (size_t)CK_LAZY_DEPTH * CK_READ_CHUNK);
-	if (fd >= 0)
-		close(fd);
-	free(crc);
-	return rc;
-}
-
-/* The tiered part of ckpt_recover_home: check the newest image (else the
- * previous one, as for untiered stores), name it the pages' home, rebuild. */
-static int recover_tiered(store_t *st, const char *dir, const struct manifest *m,
-			  enum io_backend backend, ckpt_home_fn home, void *home_arg,
-			  struct ckpt_recover_stats *out, const struct ck_info **used)
-{
-	if (m->cur.pages_used + 1 > store_npages(st)) {
-		log_error("ckpt: the checkpoint in %s holds %" PRIu64 " pages of %u bytes: it needs "
-			  "--capacity %" PRIu64 "M or more (this server holds %" PRIu64 " pages)", dir,
-			  m->cur.pages_used, store_page_size(st),
-			  (((m->cur.pages_used + 1) * store_page_size(st)) + (1u << 20) - 1) >> 20,
-			  store_npages(st));
-		return LOTUS_ENOSPACE;
-	}
-	*used = &m->cur;
-	int rc = stream_image(st, dir, &m->cur, backend, 0, NULL, NULL, out);
-	if (rc == -EIO && m->prev.seq && m->prev.need_lsn >= m->log_from) {
-		log_warn("ckpt: checkpoint %" PRIu64 " (%s) is damaged; recovering from the "
-			 "previous checkpoint %" PRIu64 " (%s) and a longer log replay from LSN %"
-			 PRIu64, m->cur.seq, image_name(m->cur.image, 0), m->prev.seq,
-			 image_name(m->prev.image, 0), m->prev.begin_lsn);
-		*used = &m->prev;
-		rc = stream_image(st, dir, &m->prev, backend, 0, NULL, NULL, out);
-	} else if (rc == -EIO && m->prev.seq) {
-		log_error("ckpt: checkpoint %" PRIu64 " (%s) is damaged and the log no longer "
-			  "reaches back to LSN %" PRIu64 ", which the previous checkpoint needs",
-			  m->cur.seq, image_name(m->cur.image, 0), m->prev.need_lsn);
-	}
-	if (rc) {
-		log_error("ckpt: recovery from %s failed: no undamaged checkpoint image", dir);
-		return -EIO;
-	}
-	rc = stream_image(st, dir, *used, backend, 1, home, home_arg, out);
-	if (rc == 0)
-		rc = store_rebuild_finish(st, (*used)->pages_used);
-	if (rc) {   /* pass 1 found the image sound: not damage (memory, a bug) */
-		log_error("ckpt: rebuilding the store from %s/%s failed: %s (the image passed "
-			  "its checks; the store is half built, so the other image cannot be "
-			  "tried in this process)", dir, image_name((*used)->image, 0),
-			  lotus_strerror(rc));
-		return -EIO;
-	}
-	return 0;
-}
-
-int ckpt_recover_home(store_t *st, const char *dir, enum io_backend backend, ckpt_home_fn home,
-		      void *home_arg, uint64_t *replay_from, struct ckpt_recover_stats *out)
-{
-	struct ckpt_recover_stats tmp;
-	if (!out)
-		out = &tmp;
-	memset(out, 0, sizeof(*out));
-	out->backend = "none";
-	uint64_t t0 = clock_now_ns();
-	*replay_from = 0;
-	struct manifest *m = malloc(sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	int rc = manifest_read(dir, m);
-	if (rc == -ENOENT) {
-		log_info("ckpt: no checkpoint in %s: a new database", dir);
-		rc = 0;
-		goto out;
-	}
-	if (rc)
-		goto out;
-	rc = -EINVAL;
-	if (m->page_size != store_page_size(st)) {
-		log_error("ckpt: %s was written with %u-byte pages, the store uses %u", dir,
-			  m->page_size, store_page_size(st));
-		goto out;
-	}
-	for (unsigned i = 0; i < m->ntables; i++) {
-		uint16_t id;
-		rc = store_table_create(st, m->tables[i].name, m->tables[i].max_value, &id);
-		if (rc || id != i) {
-			log_error("ckpt: re-creating table %u (%s) failed: %s", i, m->tables[i].name,
-				  rc ? lotus_strerror(rc) : "wrong id (store not fresh?)");
-			rc = rc ? rc : -EINVAL;
-			goto out;
-		}
-	}
-	const struct ck_info *used = &m->cur;
-	if (store_tiered(st)) {
-		rc = recover_tiered(st, dir, m, backend, home, home_arg, out, &used);
-		if (rc)
-			goto out;
-		goto rebuilt;
-	}
-	size_t pool_bytes0;
-	store_pool(st, &pool_bytes0);
-	if ((m->cur.pages_used + 1) * store_page_size(st) > pool_bytes0) {
-		/* not damage: the pool is smaller than when the image was taken */
-		/* the pool in the unit that shows it exactly (256K is not "0 MiB") */
-		bool mib = pool_bytes0 % (1u << 20) == 0;
-		log_error("ckpt: the checkpoint in %s holds %" PRIu64 " pages of %u bytes: it needs "
-			  "--memory %" PRIu64 "M or more (this server has %zu %s)", dir,
-			  m->cur.pages_used, store_page_size(st),
-			  (((m->cur.pages_used + 1) * store_page_size(st)) + (1u << 20) - 1) >> 20,
-			  mib ? pool_bytes0 >> 20 : pool_bytes0 >> 10, mib ? "MiB" : "KiB");
-		rc = LOTUS_ENOSPACE;
-		goto out;
-	}
-	rc = load_image(st, dir, &m->cur, backend, out);
-	if (rc == 0)
-		rc = image_rebuildable(st, dir, &m->cur);
-	if (rc == -EIO && m->prev.seq && m->prev.need_lsn < m->log_from)
-		log_error("ckpt: checkpoint %" PRIu64 " (%s) is damaged and the log no longer "
-			  "reaches back to LSN %" PRIu64 ", which the previous checkpoint needs",
-			  m->cur.seq, image_name(m->cur.image, 0), m->prev.need_lsn);
-	if (rc == -EIO && m->prev.seq && m->prev.need_lsn >= m->log_from) {
-		log_warn("ckpt: checkpoint %" PRIu64 " (%s) is damaged; recovering from the "
-			 "previous checkpoint %" PRIu64 " (%s) and a longer log replay from LSN %"
-			 PRIu64, m->cur.seq, image_name(m->cur.image, 0), m->prev.seq,
-			 image_name(m->prev.image, 0), m->prev.begin_lsn);
-		size_t pool_bytes;
-		unsigned char *pool = store_pool(st, &pool_bytes);
-		uint32_t ps = store_page_size(st);
-		uint64_t hi = MIN((m->cur.pages_used + 1) * ps, (uint64_t)pool_bytes);
-		memset(pool + ps, 0, hi > ps ? hi - ps : 0);
-		used = &m->prev;
-		rc = load_image(st, dir, &m->prev, backend, out);
-		if (rc == 0)
-			rc = image_rebuildable(st, dir, &m->prev);
-	}
-	if (rc) {
-		log_error("ckpt: recovery from %s failed: no undamaged checkpoint image", dir);
-		rc = -EIO;
-		goto out;
-	}
-	rc = store_rebuild(st, used->pages_used);
-	if (rc) {
-		log_error("ckpt: rebuilding the store from %s/%s failed: %s", dir,
-			  image_name(used->image, 0), lotus_strerror(rc));
-		rc = -EIO;
-		goto out;
-	}
-rebuilt:;
-	struct store_stats ss;
-	store_stats(st, &ss);
-	out->records = ss.records;
-	out->begin_lsn = used->begin_lsn;
-	out->log_from = m->log_from;
-	out->seq = used->seq;
-	out->fell_back = used == &m->prev;
-	*replay_from = used->begin_lsn;
-out:
-	free(m);
-	out->elapsed_ns = clock_now_ns() - t0;
-	return rc;
-}
-
-int ckpt_recover(store_t *st, const char *dir, enum io_backend backend, uint64_t *replay_from,
-		 struct ckpt_recover_stats *out)
-{
-	return ckpt_recover_home(st, dir, backend, NULL, NULL, replay_from, out);
 }

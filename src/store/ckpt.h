@@ -14,7 +14,8 @@
  *      apply it, so every change in a copy is durable before the copy is.
  *      (Implementation: two images, DIR/pages-a.dat and pages-b.dat, alternate
  *      so that a crash or a damaged page falls back to the previous one; see
- *      ckpt.c and docs/durability.md.)
+ *      ckpt.c (the run), ckpt_files.c (the files), ckpt_recover.c and
+ *      docs/durability.md.)
  *   3. Per-page CRC32Cs go to DIR/pages.crc; then the manifest
  *      DIR/MANIFEST (begin LSN, pages used, tables) is written atomically:
  *      write a temporary file, fsync it, rename it, fsync the directory.
@@ -52,7 +53,7 @@ struct ckpt_opts {
 	enum io_backend backend;   /* AUTO */
 	uint64_t log_trigger;      /* checkpoint when the log grew this much (default 256 MiB) */
 	unsigned interval_ms;      /* and at least this often (0: no timer) */
-	/* Added: 1 = ckpt_close() takes a final checkpoint first (clean shutdown). */
+	/* 1 = ckpt_close() takes a final checkpoint first (clean shutdown). */
 	int checkpoint_on_close;
 	/* The checkpoint ckpt_recover loaded (ckpt_recover_stats.seq; 0: the
 	 * newest).  After a fallback the next checkpoint overwrites the damaged
@@ -63,7 +64,7 @@ struct ckpt_opts {
 	 * above begin, so a recovery from this checkpoint replays them. */
 	void (*on_begin)(void *arg);
 	void *on_begin_arg;
-	/* Added: write the checkpoints through these page writers (pwriter.h;
+	/* The page writers the checkpoints are written through (pwriter.h;
 	 * NULL: this module's own ring), from staging (staging_bytes >=
 	 * max_inflight pages; NULL: mmap'ed here) - the writers register it
 	 * with the pool, so the writes are WRITE_FIXED.  The writers must
@@ -86,7 +87,7 @@ struct ckpt_stats {
 	uint64_t begin_lsn, pages, bytes, ios, elapsed_ns, cpu_ns, syscalls;
 	const char *backend;
 };
-/* Added: the change gate.  A worker brackets "append a change's redo record,
+/* The change gate.  A worker brackets "append a change's redo record,
  * then apply it to the store" with these two calls (any thread, no nesting,
  * nothing that waits on the log in between; c may be NULL: no-op).  The
  * checkpointer briefly closes the gate to take its begin LSN and to copy a
@@ -103,7 +104,7 @@ int ckpt_start(ckpt_t *c);
 struct ckpt_recover_stats {
 	uint64_t begin_lsn, pages, bytes, records, elapsed_ns;
 	const char *backend;
-	/* Added: the log is kept from this LSN (min of the previous checkpoint's
+	/* The LSN the log is kept from (min of the previous checkpoint's
 	 * begin and the keep LSN at checkpoint time): scan from here for the
 	 * PREPAREs of undecided transactions. */
 	uint64_t log_from;

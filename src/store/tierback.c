@@ -45,7 +45,7 @@
  * describes, and a crash loses both together.  The page layout and the swap
  * file's format stay as they were (a page-sized write straight from the
  * frame, WRITE_FIXED, with no room for a trailer); the images keep their own
- * CRC files (ckpt.c).
+ * CRC files (ckpt_files.c).
  *
  * The miss read is the paper's foreground path: one pread (io_read_sync) on
  * the thread that missed, off io_uring by design.  Reader contexts are a
