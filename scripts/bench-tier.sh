@@ -135,7 +135,7 @@ server "$work/seed-c" "$seed" uring --memory "${MEM}M" --capacity "${CAP}M"
 Y --threads 2 --no-run >"$work/seed.json" 2>"$work/seed.err" || die "load failed: $(tail -n 2 "$work/seed.err")"
 cluster_stop
 say "loaded: $(cat "$work/seed.json")"
-copy_seed() { rm -rf "$1"; mkdir -p "$1"; cp -a "$seed/ms0" "$1/ms0"; }
+copy_seed() { rm -rf "$1"; mkdir -p "$1"; cp -a "$seed/ms0" "$1/ms0"; cp "$seed/cluster-id" "$1/"; }   # the copy is of the same cluster
 
 # ---- (a) update IOPS ----------------------------------------------------------------
 part_update() {
