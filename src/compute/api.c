@@ -70,6 +70,8 @@ static int cluster_connect(const struct lotus_options *o, lotus_cluster_t **out)
  * logs, and taken back if the connect fails. */
 int lotus_connect(const struct lotus_options *o, lotus_cluster_t **out)
 {
+	if (!o || !out)
+		return -EINVAL;
 	if (o->log_fn)
 		log_set_sink((log_sink_fn)o->log_fn, o->log_arg);
 	int rc = cluster_connect(o, out);
