@@ -292,7 +292,11 @@ static inline void flood_amplify(struct flood *f, const struct flood_args *a, ui
 static inline int flood_run(const struct flood_args *a, struct flood_result *r)
 {
 	struct net_handlers h = { .on_msg = flood_on_msg, .on_close = flood_on_close };
-	struct net_opts no = { .transport = "tcp" };
+	/* as a lotus client does: UCX's interfaces are those that reach the server
+	 * (a worker address listing every interface is refused by the server's
+	 * address check when their device addresses differ from its own) */
+	const char *hosts[] = { a->host };
+	struct net_opts no = { .transport = "tcp", .hosts = hosts, .nhosts = 1 };
 	net_ctx_t *ctx = NULL;
 	struct flood f = { .r = r };
 	uint64_t start = clock_now_ns(), deadline;
