@@ -67,6 +67,7 @@
 #include "common/crash.h"
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "store/ckpt.h"
 #include "store/pwriter.h"

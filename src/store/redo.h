@@ -31,6 +31,7 @@
 #ifndef LOTUS_REDO_H
 #define LOTUS_REDO_H
 #include <stdint.h>
+#include "common/crc32c.h"   /* the records' checksum */
 #include "io/io.h"
 
 enum redo_type {
@@ -127,7 +128,5 @@ int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg
 int redo_replay_mode(const char *dir, uint64_t from_lsn, enum redo_recovery mode,
 		     redo_replay_fn cb, void *arg, struct redo_replay_stats *st,
 		     uint64_t *next_lsn);
-
-uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 
 #endif
