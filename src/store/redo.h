@@ -78,12 +78,12 @@ int redo_status(redo_t *r);
 /* Delete the segment files that lie wholly below lsn (after a checkpoint). */
 int redo_truncate(redo_t *r, uint64_t lsn);
 
+/* writes counts group-commit batches (one per wake-up of the log writer);
+ * ios counts the I/Os they were split into (pieces of at most max_write). */
 struct redo_stats {
 	uint64_t writes, records, bytes, syscalls, cpu_ns;
 	uint64_t notified, segments_created, segments_deleted;
 	const char *backend;
-	/* Added: writes counts group-commit batches (one per wake-up of the log
-	 * writer); ios counts the I/Os they were split into (max_write pieces). */
 	uint64_t ios;
 	uint64_t marks;   /* watermark writes into segment headers */
 };
