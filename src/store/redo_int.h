@@ -62,8 +62,16 @@ struct redo_hdr {
 	uint8_t zero[3];
 	uint32_t magic;
 };
+/* The layouts below are read back by later builds: a change that trips one
+ * of these needs a new format version, not a silent reinterpretation. */
 _Static_assert(sizeof(struct redo_hdr) == 32, "record header is 32 bytes");
+_Static_assert(sizeof(struct redo_hdr) % 8 == 0, "records stay 8-byte aligned");
+_Static_assert(offsetof(struct redo_hdr, len) == 0, "len at 0");
+_Static_assert(offsetof(struct redo_hdr, crc) == 4, "crc at 4");
 _Static_assert(offsetof(struct redo_hdr, lsn) == 8, "lsn at 8");
+_Static_assert(offsetof(struct redo_hdr, txn_id) == 16, "txn_id at 16");
+_Static_assert(offsetof(struct redo_hdr, type) == 24, "type at 24");
+_Static_assert(offsetof(struct redo_hdr, zero) == 25, "zero at 25");
 _Static_assert(offsetof(struct redo_hdr, magic) == 28, "magic at 28");
 
 /* A segment's header (format 1), one copy in each of the first two sectors of
@@ -80,7 +88,15 @@ struct seg_hdr {
 	uint32_t crc;         /* crc32c of this struct with crc = 0 */
 };
 _Static_assert(sizeof(struct seg_hdr) == 40, "segment header is 40 bytes");
+_Static_assert(sizeof(struct seg_hdr) <= SEG_SLOT, "a header copy fits its sector");
+_Static_assert(offsetof(struct seg_hdr, magic) == 0, "magic at 0");
+_Static_assert(offsetof(struct seg_hdr, version) == 4, "version at 4");
+_Static_assert(offsetof(struct seg_hdr, hdr_bytes) == 6, "hdr_bytes at 6");
+_Static_assert(offsetof(struct seg_hdr, first) == 8, "first at 8");
+_Static_assert(offsetof(struct seg_hdr, seq) == 16, "seq at 16");
 _Static_assert(offsetof(struct seg_hdr, mark) == 24, "mark at 24");
+_Static_assert(offsetof(struct seg_hdr, flags) == 32, "flags at 32");
+_Static_assert(offsetof(struct seg_hdr, crc) == 36, "crc at 36");
 
 static inline uint64_t rec_size(uint32_t len)
 {
