@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "store/redo.h"
 #include "store/redo_int.h"
