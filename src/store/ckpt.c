@@ -69,6 +69,7 @@
 #include "common/crash.h"
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "store/ckpt.h"
 #include "store/ckpt_int.h"

@@ -31,6 +31,7 @@
 #ifndef LOTUS_REDO_H
 #define LOTUS_REDO_H
 #include <stdint.h>
+#include "common/crc32c.h"   /* the records' checksum */
 #include "io/io.h"
 
 enum redo_type {
@@ -77,12 +78,12 @@ int redo_status(redo_t *r);
 /* Delete the segment files that lie wholly below lsn (after a checkpoint). */
 int redo_truncate(redo_t *r, uint64_t lsn);
 
+/* writes counts group-commit batches (one per wake-up of the log writer);
+ * ios counts the I/Os they were split into (pieces of at most max_write). */
 struct redo_stats {
 	uint64_t writes, records, bytes, syscalls, cpu_ns;
 	uint64_t notified, segments_created, segments_deleted;
 	const char *backend;
-	/* Added: writes counts group-commit batches (one per wake-up of the log
-	 * writer); ios counts the I/Os they were split into (max_write pieces). */
 	uint64_t ios;
 	uint64_t marks;   /* watermark writes into segment headers */
 };
@@ -127,7 +128,5 @@ int redo_replay(const char *dir, uint64_t from_lsn, redo_replay_fn cb, void *arg
 int redo_replay_mode(const char *dir, uint64_t from_lsn, enum redo_recovery mode,
 		     redo_replay_fn cb, void *arg, struct redo_replay_stats *st,
 		     uint64_t *next_lsn);
-
-uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 
 #endif

@@ -75,10 +75,10 @@
 #include <unistd.h>
 #include "common/clock.h"
 #include "common/common.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "io/io.h"
 #include "store/pwriter.h"
-#include "store/redo.h"
 #include "store/tierback.h"
 
 #define TB_READERS   16u

@@ -8,6 +8,7 @@
  * its damage: its CRC was computed over the damage) -> recovery falls back
  * to the previous image, as for a CRC mismatch, and matches the model.
  */
+#include "common/crc32c.h"
 #include "test_ckpt_model.h"
 
 static char errlog[1200];

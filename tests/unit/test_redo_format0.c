@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include "common/common.h"
+#include "common/crc32c.h"
 #include "store/redo.h"
 #include "test_redo_util.h"
 

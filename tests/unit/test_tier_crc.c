@@ -28,8 +28,8 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include "common/common.h"
+#include "common/crc32c.h"
 #include "store/ckpt.h"
-#include "store/redo.h"
 #include "store/store.h"
 #include "store/tierback.h"
 #include "test_redo_util.h"
