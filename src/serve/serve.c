@@ -1,6 +1,7 @@
 /*
- * serve.c - `lotus serve`: threads, event loops, connections, and the
- * commands that change a connection (AUTH, HELLO, MULTI/EXEC, ...).
+ * serve.c - `lotus serve`: threads, event loops and connections.  The
+ * commands that change a connection (AUTH, HELLO, MULTI/EXEC, ...) are in
+ * serve_conncmds.c, the commands on keys in serve_data.c and serve_cmds.c.
  *
  * Threads.  The main thread connects to the cluster, creates the table, opens
  * the listening socket and starts --threads workers; then it only waits for
@@ -43,17 +44,8 @@
  * ACCEPT_LOG_NS, with a count.  --timeout S closes a client that sent and
  * received nothing for S seconds and has no job in flight.
  *
- * AUTH throttle (auth_throttle): each failed AUTH (or HELLO ... AUTH) holds
- * the connection, its reply and everything after it, for a delay that
- * doubles per failure, 100 ms up to 3.2 s.  Failures are counted per
- * connection and per client address (the last minute's, in a table of
- * AUTH_SLOTS; addresses share a slot only when the AUTH_PROBE slots an
- * address may take are all taken), and the larger count sets the delay, so
- * many connections from one address are slowed down together.  While its address has recent
- * failures, a right password is held as long as a wrong one: else a client
- * could tell a wrong guess by the missing immediate answer and move on to a
- * fresh connection.  A held connection is neither read nor written; the
- * worker lets it go in its loop (worker_tick), so the loop never blocks.
+ * AUTH throttle: a failed AUTH holds its connection for a growing delay
+ * (serve_conncmds.c); the loop lets a held connection go (worker_tick).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -79,14 +71,11 @@
 #define MAX_BULK    (8u << 20)
 #define LISTEN_PAUSE_NS   100000000ULL    /* accept failing for want of memory/fds */
 #define ACCEPT_LOG_NS     10000000000ULL
-#define AUTH_DELAY_NS     100000000ULL    /* after the first failure; doubles */
-#define AUTH_DELAY_DOUBLINGS 5            /* to 3.2 s at most */
-#define AUTH_FORGET_NS    60000000000ULL  /* an address's failures are forgotten */
 
 static struct server *g_server;   /* for the signal handler */
 static char tag_listen, tag_wake, tag_stop;
 
-static uint64_t now_ns(void)
+uint64_t serve_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -210,7 +199,7 @@ static int listen_on(const char *hostport, uint16_t *bound)
 
 /* ---- connections ---------------------------------------------------------- */
 
-static void conn_events(struct conn *c)
+void conn_events(struct conn *c)
 {
 	size_t inq = c->in.len - c->in_off, outq = c->out.len - c->out_off;
 	if (c->dead)
@@ -275,7 +264,7 @@ static int conn_flush(struct conn *c)
 				 MSG_NOSIGNAL);
 		if (n > 0) {
 			c->out_off += (size_t)n;
-			c->last_ns = now_ns();
+			c->last_ns = serve_now_ns();
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -495,7 +484,7 @@ static void conn_read(struct conn *c)
 		if (n > 0) {
 			c->in.len += (size_t)n;
 			got += (size_t)n;
-			c->last_ns = now_ns();
+			c->last_ns = serve_now_ns();
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -525,7 +514,7 @@ static void conn_new(struct worker *w, int fd)
 	c->id = atomic_fetch_add(&w->sv->next_conn_id, 1) + 1;
 	c->authed = w->sv->o.requirepass == NULL;
 	c->reading = 1;
-	c->last_ns = now_ns();
+	c->last_ns = serve_now_ns();
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev)) {
 		close(fd);
@@ -557,7 +546,7 @@ static void refuse_client(struct server *sv, int fd)
 
 static void accept_log(struct server *sv, int err)
 {
-	uint64_t now = now_ns();
+	uint64_t now = serve_now_ns();
 	sv->accept_refused++;
 	if (now < sv->accept_log_ns)
 		return;
@@ -594,7 +583,7 @@ static int accept_failed(struct worker *w, int err)
 	 * watching the listener for a while rather than wake on it at once. */
 	struct epoll_event ev = { .events = 0, .data.ptr = &tag_listen };
 	epoll_ctl(w->ep, EPOLL_CTL_MOD, sv->lfd, &ev);
-	sv->listen_resume_ns = now_ns() + LISTEN_PAUSE_NS;
+	sv->listen_resume_ns = serve_now_ns() + LISTEN_PAUSE_NS;
 	return -1;
 }
 
@@ -661,382 +650,6 @@ static void take_inbox(struct worker *w)
 		uint64_t one = 1;
 		if (write(w->efd, &one, sizeof(one)) < 0) { /* woken anyway */ }
 	}
-}
-
-/* ---- connection commands ---------------------------------------------------- */
-
-static int pass_equal(const char *want, const struct resp_arg *got)
-{
-	size_t n = strlen(want);
-	unsigned char diff = (unsigned char)(n != got->len);
-	for (size_t i = 0; i < got->len; i++)
-		diff |= (unsigned char)(got->p[i] ^ (i < n ? want[i] : 0));
-	return diff == 0;
-}
-
-/* The client's address as 16 bytes (IPv4 mapped into IPv6); zeros if unknown. */
-static void peer_key(int fd, unsigned char key[16])
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	memset(key, 0, 16);
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
-		return;
-	if (ss.ss_family == AF_INET6) {
-		memcpy(key, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-	} else if (ss.ss_family == AF_INET) {
-		key[10] = key[11] = 0xff;
-		memcpy(key + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
-	}
-}
-
-/* The slot of key's address (under auth_mu): its own among the AUTH_PROBE
- * slots from its hash on, else a free one; when all are taken by other
- * addresses, it shares the first. */
-static struct auth_ent *auth_slot(struct server *sv, const unsigned char key[16], uint64_t now)
-{
-	uint64_t h = sv->auth_seed;
-	struct auth_ent *free_e = NULL;
-	for (int i = 0; i < 16; i++)
-		h = (h ^ key[i]) * 0x100000001b3ULL;
-	for (unsigned i = 0; i < AUTH_PROBE; i++) {
-		struct auth_ent *e = &sv->auth[(h + i) % AUTH_SLOTS];
-		if (e->fails && now - e->last_ns > AUTH_FORGET_NS)
-			e->fails = 0;
-		if (e->fails && !memcmp(e->addr, key, 16))
-			return e;
-		if (!e->fails && !free_e)
-			free_e = e;
-	}
-	if (!free_e)
-		return &sv->auth[h % AUTH_SLOTS];
-	memcpy(free_e->addr, key, 16);
-	return free_e;
-}
-
-/* Count an AUTH's outcome and return how long to hold the connection (see
- * the file comment): the delay of the larger of the connection's and the
- * address's failure counts; 0 for a right password from an address without
- * recent failures. */
-static uint64_t auth_throttle(struct conn *c, int ok)
-{
-	struct server *sv = c->w->sv;
-	unsigned char key[16];
-	uint64_t now = now_ns();
-	peer_key(c->fd, key);
-	pthread_mutex_lock(&sv->auth_mu);
-	struct auth_ent *e = auth_slot(sv, key, now);
-	unsigned addr_fails = e->fails;
-	if (!ok) {
-		e->fails += e->fails < 1000000;
-		e->last_ns = now;
-	}
-	pthread_mutex_unlock(&sv->auth_mu);
-	unsigned n = addr_fails;
-	if (!ok) {
-		c->auth_fails += c->auth_fails < 1000000;
-		n = c->auth_fails > addr_fails + 1 ? c->auth_fails : addr_fails + 1;
-	}
-	if (!n)
-		return 0;
-	return AUTH_DELAY_NS << (n - 1 < AUTH_DELAY_DOUBLINGS ? n - 1 : AUTH_DELAY_DOUBLINGS);
-}
-
-/* Neither read nor write c for delay_ns; worker_tick lets it go. */
-static void conn_hold(struct conn *c, uint64_t delay_ns)
-{
-	if (!c->hold_until_ns)
-		c->w->nheld++;
-	c->hold_until_ns = now_ns() + delay_ns;
-	conn_events(c);
-}
-
-static int auth_check(struct conn *c, const struct resp_arg *user, const struct resp_arg *pass,
-		      struct rbuf *b)
-{
-	const char *pw = c->w->sv->o.requirepass;
-	if (!pw) {
-		resp_error(b, "ERR AUTH <password> called without any password configured for "
-			   "the default user. Are you sure your configuration is correct?");
-		return -1;
-	}
-	int ok = !(user && !resp_arg_is(user, "default")) && pass_equal(pw, pass);
-	uint64_t hold = auth_throttle(c, ok);
-	if (hold)
-		conn_hold(c, hold);
-	if (!ok) {
-		resp_error(b, "WRONGPASS invalid username-password pair or user is disabled.");
-		return -1;
-	}
-	c->authed = 1;
-	return 0;
-}
-
-void cmd_auth(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	if (cmd->argc > 3) {
-		resp_error(b, "ERR syntax error");
-		return;
-	}
-	if (auth_check(c, cmd->argc == 3 ? &cmd->argv[1] : NULL, &cmd->argv[cmd->argc - 1], b) == 0)
-		resp_simple(b, "OK");
-}
-
-static int set_name(struct conn *c, const struct resp_arg *a, struct rbuf *b)
-{
-	for (size_t i = 0; i < a->len; i++)
-		if (a->p[i] <= ' ' || a->p[i] > '~') {
-			resp_error(b, "ERR Client names cannot contain spaces, newlines or special "
-				   "characters.");
-			return -1;
-		}
-	size_t n = a->len < sizeof(c->name) - 1 ? a->len : sizeof(c->name) - 1;
-	memcpy(c->name, a->p, n);
-	c->name[n] = 0;
-	return 0;
-}
-
-void cmd_hello(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	long long proto = 2;
-	if (cmd->argc >= 2 && (resp_arg_ll(&cmd->argv[1], &proto) || proto != 2)) {
-		if (resp_arg_ll(&cmd->argv[1], &proto))
-			resp_error(b, "ERR Protocol version is not an integer or out of range");
-		else
-			resp_error(b, "NOPROTO sorry, this protocol version is not supported "
-				   "(lotus serve speaks RESP2)");
-		return;
-	}
-	for (unsigned a = 2; a < cmd->argc; a++) {
-		if (resp_arg_is(&cmd->argv[a], "AUTH") && a + 2 < cmd->argc) {
-			if (auth_check(c, &cmd->argv[a + 1], &cmd->argv[a + 2], b))
-				return;
-			a += 2;
-		} else if (resp_arg_is(&cmd->argv[a], "SETNAME") && a + 1 < cmd->argc) {
-			if (set_name(c, &cmd->argv[a + 1], b))
-				return;
-			a += 1;
-		} else {
-			resp_error(b, "ERR Syntax error in HELLO option '%.*s'",
-				   (int)cmd->argv[a].len, cmd->argv[a].p);
-			return;
-		}
-	}
-	if (!c->authed) {
-		resp_error(b, "NOAUTH HELLO must be called with the client already authenticated, "
-			   "otherwise the HELLO <proto> AUTH <user> <pass> option can be used");
-		return;
-	}
-	resp_array(b, 14);
-	resp_bulk_str(b, "server");
-	resp_bulk_str(b, "lotus");
-	resp_bulk_str(b, "version");
-	resp_bulk_str(b, "7.0.0");
-	resp_bulk_str(b, "proto");
-	resp_int(b, 2);
-	resp_bulk_str(b, "id");
-	resp_int(b, (long long)c->id);
-	resp_bulk_str(b, "mode");
-	resp_bulk_str(b, "standalone");
-	resp_bulk_str(b, "role");
-	resp_bulk_str(b, "master");
-	resp_bulk_str(b, "modules");
-	resp_array(b, 0);
-}
-
-void cmd_select(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	long long db;
-	if (resp_arg_ll(&cmd->argv[1], &db))
-		resp_error(b, "ERR value is not an integer or out of range");
-	else if (db != 0)
-		resp_error(b, "ERR DB index is out of range (lotus serve has one database, 0)");
-	else
-		resp_simple(b, "OK");
-}
-
-void cmd_quit(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	resp_simple(b, "OK");
-	c->close_after = 1;
-}
-
-void cmd_client(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	const struct resp_arg *sub = &cmd->argv[1];
-	if (resp_arg_is(sub, "SETNAME") && cmd->argc == 3) {
-		if (set_name(c, &cmd->argv[2], b) == 0)
-			resp_simple(b, "OK");
-	} else if (resp_arg_is(sub, "GETNAME") && cmd->argc == 2) {
-		if (c->name[0])
-			resp_bulk_str(b, c->name);
-		else
-			resp_null(b);
-	} else if (resp_arg_is(sub, "ID") && cmd->argc == 2) {
-		resp_int(b, (long long)c->id);
-	} else if (resp_arg_is(sub, "SETINFO") && cmd->argc == 4) {
-		resp_simple(b, "OK");
-	} else {
-		resp_error(b, "ERR CLIENT %.*s is not supported by lotus serve (SETNAME, GETNAME, "
-			   "ID, SETINFO are)", (int)sub->len, sub->p);
-	}
-}
-
-void cmd_multi(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	if (c->multi) {
-		resp_error(b, "ERR MULTI calls can not be nested");
-		return;
-	}
-	c->mq = job_new(c, 1);
-	if (!c->mq) {
-		resp_error(b, "ERR out of memory");
-		return;
-	}
-	c->multi = 1;
-	c->multi_err = 0;
-	resp_simple(b, "OK");
-}
-
-static void multi_end(struct conn *c)
-{
-	job_free(c->mq);
-	c->mq = NULL;
-	c->multi = c->multi_err = 0;
-}
-
-void cmd_exec(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	if (!c->multi) {
-		resp_error(b, "ERR EXEC without MULTI");
-		return;
-	}
-	if (c->multi_err) {
-		multi_end(c);
-		resp_error(b, "EXECABORT Transaction discarded because of previous errors.");
-		return;
-	}
-	struct job *j = c->mq;
-	c->mq = NULL;
-	multi_end(c);
-	if (job_has_data(j))
-		job_start(j);
-	else
-		job_reply_now(j);
-}
-
-void cmd_discard(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	if (!c->multi) {
-		resp_error(b, "ERR DISCARD without MULTI");
-		return;
-	}
-	multi_end(c);
-	resp_simple(b, "OK");
-}
-
-void cmd_watch(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	if (resp_arg_is(&cmd->argv[0], "UNWATCH")) {
-		resp_simple(b, "OK");   /* nothing can be watched, so nothing to forget */
-		return;
-	}
-	resp_error(b, "ERR WATCH is not supported by lotus serve: put the reads and the writes "
-		   "in one MULTI/EXEC, which runs as one serializable lotus transaction");
-}
-
-void cmd_reset(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	multi_end(c);
-	c->name[0] = 0;
-	c->authed = c->w->sv->o.requirepass == NULL;
-	resp_simple(b, "RESET");
-}
-
-static void info_lotus(struct conn *c, struct rbuf *t)
-{
-	struct server *sv = c->w->sv;
-	struct lotus_net_counters sum = { 0 };
-	char line[2300];
-	for (unsigned i = 0; i < sv->nworkers; i++) {
-		struct worker *w = &sv->workers[i];
-		pthread_mutex_lock(&w->stats_mu);
-		sum.msgs_sent += w->net.msgs_sent;
-		sum.bytes_sent += w->net.bytes_sent;
-		sum.msgs_recv += w->net.msgs_recv;
-		sum.bytes_recv += w->net.bytes_recv;
-		sum.reqs_sent += w->net.reqs_sent;
-		pthread_mutex_unlock(&w->stats_mu);
-	}
-	static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait" };
-	int n = snprintf(line, sizeof(line),
-		"# Lotus\r\nlotus_memory_servers:%u\r\nlotus_transport:%s\r\nlotus_cc:%s\r\n"
-		"lotus_table:%s\r\nlotus_max_value:%u\r\nlotus_pipeline_max:%u\r\n"
-		"lotus_txn_committed:%llu\r\nlotus_txn_retried:%llu\r\nlotus_txn_failed:%llu\r\n"
-		"lotus_msgs_sent:%llu\r\nlotus_bytes_sent:%llu\r\nlotus_msgs_recv:%llu\r\n"
-		"lotus_bytes_recv:%llu\r\nlotus_requests_sent:%llu\r\nlotus_requests_per_msg:%.2f\r\n",
-		lotus_cluster_servers(sv->cl), lotus_cluster_transport(sv->cl),
-		ccs[sv->o.lo.cc % 3], sv->o.table, (unsigned)sv->max_value, sv->o.pipeline_max,
-		(unsigned long long)sv->ctr.txn_commit, (unsigned long long)sv->ctr.txn_retry,
-		(unsigned long long)sv->ctr.txn_fail, (unsigned long long)sum.msgs_sent,
-		(unsigned long long)sum.bytes_sent, (unsigned long long)sum.msgs_recv,
-		(unsigned long long)sum.bytes_recv, (unsigned long long)sum.reqs_sent,
-		sum.msgs_sent ? (double)sum.reqs_sent / (double)sum.msgs_sent : 0.0);
-	rbuf_put(t, line, (size_t)n);
-	for (unsigned i = 0; i < lotus_cluster_servers(sv->cl); i++) {
-		const char *js = lotus_server_stats(c->w->s, i);   /* one round trip */
-		n = snprintf(line, sizeof(line), "lotus_memserver%u:%s\r\n", i,
-			     js ? js : "unreachable");
-		rbuf_put(t, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-	}
-}
-
-void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
-{
-	struct server *sv = c->w->sv;
-	struct rbuf t;
-	char line[1024];
-	int all = cmd->argc == 1;
-	int want[5] = { all, all, all, all, all };
-	static const char *const names[] = { "server", "clients", "stats", "lotus", "keyspace" };
-	for (unsigned a = 1; a < cmd->argc; a++)
-		for (int i = 0; i < 5; i++)
-			if (resp_arg_is(&cmd->argv[a], names[i]) || resp_arg_is(&cmd->argv[a], "all") ||
-			    resp_arg_is(&cmd->argv[a], "everything") ||
-			    resp_arg_is(&cmd->argv[a], "default"))
-				want[i] = 1;
-	rbuf_init(&t);
-	uint64_t up = (now_ns() - sv->start_ns) / 1000000000ULL;
-	if (want[0]) {
-		int n = snprintf(line, sizeof(line),
-			"# Server\r\nredis_version:7.0.0\r\nlotus_serve:1\r\nredis_mode:standalone\r\n"
-			"process_id:%d\r\ntcp_port:%u\r\nuptime_in_seconds:%llu\r\n"
-			"io_threads_active:%u\r\n\r\n", (int)getpid(), sv->port,
-			(unsigned long long)up, sv->nworkers);
-		rbuf_put(&t, line, (size_t)n);
-	}
-	if (want[1]) {
-		int n = snprintf(line, sizeof(line), "# Clients\r\nconnected_clients:%lld\r\n"
-				 "maxclients:%u\r\n\r\n", (long long)sv->ctr.conns_now,
-				 sv->o.max_clients);
-		rbuf_put(&t, line, (size_t)n);
-	}
-	if (want[2]) {
-		int n = snprintf(line, sizeof(line),
-			"# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
-			"rejected_connections:%llu\r\nprotocol_errors:%llu\r\n\r\n",
-			(unsigned long long)sv->ctr.conns_total, (unsigned long long)sv->ctr.commands,
-			(unsigned long long)sv->ctr.rejected, (unsigned long long)sv->ctr.proto_errors);
-		rbuf_put(&t, line, (size_t)n);
-	}
-	if (want[3]) {
-		info_lotus(c, &t);
-		rbuf_put(&t, "\r\n", 2);
-	}
-	if (want[4])   /* empty: counting keys takes a scan (DBSIZE) */
-		rbuf_put(&t, "# Keyspace\r\n", 12);
-	resp_bulk(b, t.data ? t.data : "", t.len);
-	rbuf_free(&t);
 }
 
 /* ---- the worker loop -------------------------------------------------------- */
@@ -1106,7 +719,7 @@ static void worker_events(struct worker *w, struct epoll_event *ev, int n)
 static void worker_tick(struct worker *w)
 {
 	struct server *sv = w->sv;
-	uint64_t now = now_ns();
+	uint64_t now = serve_now_ns();
 	int idle = sv->o.timeout_s && now >= w->idle_check_ns;
 	if (idle)
 		w->idle_check_ns = now + 1000000000ULL;
@@ -1133,8 +746,8 @@ static void worker_tick(struct worker *w)
 /* Stop: finish the jobs in flight (bounded), write their replies, close. */
 static void worker_drain(struct worker *w)
 {
-	uint64_t deadline = now_ns() + 5000000000ULL;
-	while (w->inflight && now_ns() < deadline) {
+	uint64_t deadline = serve_now_ns() + 5000000000ULL;
+	while (w->inflight && serve_now_ns() < deadline) {
 		lotus_session_poll(w->s, 1);
 		worker_run_delayed(w);
 		run_runnable(w);
@@ -1161,12 +774,12 @@ static void worker_drain(struct worker *w)
  * the old session and is repeated at most once a second. */
 static void worker_renew(struct worker *w)
 {
-	if (!w->renew || w->inflight || now_ns() < w->renew_after_ns)
+	if (!w->renew || w->inflight || serve_now_ns() < w->renew_after_ns)
 		return;
 	lotus_session_t *s;
 	int rc = lotus_session_open(w->sv->cl, &s);
 	if (rc) {
-		w->renew_after_ns = now_ns() + 1000000000ull;
+		w->renew_after_ns = serve_now_ns() + 1000000000ull;
 		return;
 	}
 	worker_snapshot(w);
@@ -1236,7 +849,7 @@ static int worker_setup(struct server *sv, struct worker *w, unsigned id)
 {
 	w->sv = sv;
 	w->id = id;
-	w->rnd = 0x9e3779b97f4a7c15ULL * (id + 1) ^ (uint64_t)now_ns();
+	w->rnd = 0x9e3779b97f4a7c15ULL * (id + 1) ^ (uint64_t)serve_now_ns();
 	pthread_mutex_init(&w->inbox_mu, NULL);
 	pthread_mutex_init(&w->stats_mu, NULL);
 	w->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -1305,13 +918,13 @@ int serve_run(const struct serve_opts *o)
 	sv->o = *o;
 	sv->lfd = sv->stop_efd = -1;
 	sv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	sv->auth_seed = now_ns() ^ ((uint64_t)getpid() << 32) ^ 0xcbf29ce484222325ULL;
+	sv->auth_seed = serve_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0xcbf29ce484222325ULL;
 	pthread_mutex_init(&sv->auth_mu, NULL);
 	sv->max_value = o->max_value;
 	sv->lim.max_bulk = MAX_BULK;
 	sv->lim.max_args = 1u << 20;
 	sv->lim.max_inline = 64u << 10;
-	sv->start_ns = now_ns();
+	sv->start_ns = serve_now_ns();
 	pthread_mutex_init(&sv->cursor_mu, NULL);
 	pthread_mutex_init(&sv->ready_mu, NULL);
 	pthread_cond_init(&sv->ready_cv, NULL);

@@ -1,7 +1,8 @@
 /*
  * serve_int.h - internals of `lotus serve`, shared by serve.c (threads, event
- * loops, connections, connection commands) and serve_data.c (jobs: commands
- * on keys run as lotus transactions).
+ * loops, connections), serve_conncmds.c (the commands that change a
+ * connection) and serve_data.c (jobs: commands on keys run as lotus
+ * transactions).
  *
  * Ownership: a worker thread owns its lotus session, its epoll set, its
  * connections and their jobs; nothing of those is touched by another thread.
@@ -179,6 +180,8 @@ struct conn {
 
 /* ---- serve.c ---- */
 void conn_job_done(struct conn *c);
+void conn_events(struct conn *c);  /* re-arm c's epoll interest from its state */
+uint64_t serve_now_ns(void);       /* CLOCK_MONOTONIC */
 /* ---- serve_data.c ---- */
 struct job *job_new(struct conn *c, int is_exec);
 void job_free(struct job *j);      /* back to the worker's pool, or freed */
