@@ -34,7 +34,8 @@
  *   net_conn.c     connections: table, connecting, listening, accepting,
  *                  closing, lost peers (connection states are drawn there)
  *   net_liveness.c leases;  net_fault.c fault injection;  door.c the
- *                  handshake;  ucx_addr.c worker address checks;  wire.c
+ *                  handshake;  ucx_addr.c worker address checks;  wire.c the
+ *                  wire format
  */
 #include <errno.h>
 #include <poll.h>

@@ -46,6 +46,8 @@
 
 /* ---- connection table ---------------------------------------------------------- */
 
+/* (the lookup and the put, per message, are inline in net_int.h) */
+
 static void net_conn_link(net_worker_t *w, net_conn_t *c)
 {
 	unsigned b = net_hash_ep(c->ep);
@@ -132,6 +134,37 @@ void net_conn_close_ep(net_conn_t *c, int force)
 		net_conn_put(c);
 	ucp_worker_progress(w->ucp);   /* drain what the close left missed */
 	net_fd_unlock();
+}
+
+/* Deliver on_close for lost connections and close their endpoints. */
+int net_reap_lost(net_worker_t *w)
+{
+	int n = 0;
+	/* on_close may close other connections: rescan from the head each time. */
+	while (w->nlost) {
+		net_conn_t *c = w->conns;
+		while (c && c->state != CONN_LOST)
+			c = c->next;
+		if (!c)
+			break;
+		int reason = c->lost_reason;
+		w->st.conns_lost += reason != 0;
+		c->refs++;   /* keep c valid through on_close */
+		if (w->h.on_close)
+			w->h.on_close(w->arg, c, reason);
+		if (c->state == CONN_LOST && (reason == LOTUS_ETOOBIG || reason == LOTUS_ELIMIT)) {
+			/* closed by our own limit, the peer is alive: say goodbye, or
+			 * an endpoint made from a worker address never learns it */
+			c->state = CONN_OPEN;
+			w->nlost--;
+			net_conn_close(c);
+		} else if (c->state == CONN_LOST) {
+			net_conn_close_ep(c, 1);
+		}
+		net_conn_put(c);
+		n++;
+	}
+	return n;
 }
 
 /* ---- accepting ------------------------------------------------------------------- */
@@ -504,36 +537,4 @@ void net_listener_destroy(net_listener_t *l)
 	door_close(l->door);
 	free(l->targets);
 	free(l);
-}
-
-
-/* Deliver on_close for lost connections and close their endpoints. */
-int net_reap_lost(net_worker_t *w)
-{
-	int n = 0;
-	/* on_close may close other connections: rescan from the head each time. */
-	while (w->nlost) {
-		net_conn_t *c = w->conns;
-		while (c && c->state != CONN_LOST)
-			c = c->next;
-		if (!c)
-			break;
-		int reason = c->lost_reason;
-		w->st.conns_lost += reason != 0;
-		c->refs++;   /* keep c valid through on_close */
-		if (w->h.on_close)
-			w->h.on_close(w->arg, c, reason);
-		if (c->state == CONN_LOST && (reason == LOTUS_ETOOBIG || reason == LOTUS_ELIMIT)) {
-			/* closed by our own limit, the peer is alive: say goodbye, or
-			 * an endpoint made from a worker address never learns it */
-			c->state = CONN_OPEN;
-			w->nlost--;
-			net_conn_close(c);
-		} else if (c->state == CONN_LOST) {
-			net_conn_close_ep(c, 1);
-		}
-		net_conn_put(c);
-		n++;
-	}
-	return n;
 }
