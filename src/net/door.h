@@ -4,8 +4,8 @@
  *
  * A client connects to the door, both sides prove they know the cluster
  * secret (HMAC-SHA-256 over fresh nonces of both sides, libsodium), and only
- * then do they swap UCX worker addresses over the socket; net.c connects the
- * endpoints by those addresses.  The socket is closed after the swap.
+ * then do they swap UCX worker addresses over the socket; net_conn.c connects
+ * the endpoints by those addresses.  The socket is closed after the swap.
  *
  *   client                                   server (door thread)
  *   HELLO     magic "lotus-d2", Nc   ----->

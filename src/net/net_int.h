@@ -8,8 +8,10 @@
  */
 #ifndef LOTUS_NET_INT_H
 #define LOTUS_NET_INT_H
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <ucp/api/ucp.h>
 #include "net/door.h"
 #include "net/net.h"
@@ -146,9 +148,77 @@ void net_fault_init(struct net_fault *f);
 /* 1: drop this message (caller frees it); may corrupt buf in place. */
 int net_fault_apply(net_ctx_t *ctx, void *buf, size_t len);
 
-/* net.c, used by the liveness code */
-int net_send_ping(net_conn_t *c, int type, uint16_t flags);
+/* net_setup.c: the fd guard (its essay is there); inline, as every
+ * progress call takes it */
+extern pthread_rwlock_t net_fd_lock;
+extern pthread_once_t net_fd_once;
+void net_fd_lock_init(void);
+
+static inline void net_fd_shared(void)
+{
+	pthread_once(&net_fd_once, net_fd_lock_init);
+	pthread_rwlock_rdlock(&net_fd_lock);
+}
+
+static inline void net_fd_exclusive(void)
+{
+	pthread_once(&net_fd_once, net_fd_lock_init);
+	pthread_rwlock_wrlock(&net_fd_lock);
+}
+
+static inline void net_fd_unlock(void)
+{
+	pthread_rwlock_unlock(&net_fd_lock);
+}
+
+static inline unsigned net_ucp_progress(ucp_worker_h w)
+{
+	net_fd_shared();
+	unsigned n = ucp_worker_progress(w);
+	net_fd_unlock();
+	return n;
+}
+
+/* net_conn.c: the connection table (lookup and put are inline: they run
+ * per message), closing and lost peers */
+static inline unsigned net_hash_ep(ucp_ep_h ep)
+{
+	uintptr_t v = (uintptr_t)ep;
+	v ^= v >> 17;
+	v *= 0x9e3779b97f4a7c15ULL;
+	return (unsigned)(v >> 40) % NET_HASH_BUCKETS;
+}
+
+static inline net_conn_t *net_conn_lookup(net_worker_t *w, ucp_ep_h ep)
+{
+	for (net_conn_t *c = w->hash[net_hash_ep(ep)]; c; c = c->hnext)
+		if (c->ep == ep)
+			return c;
+	return NULL;
+}
+
+static inline void net_conn_put(net_conn_t *c)
+{
+	assert(c->refs > 0);
+	if (--c->refs == 0) {
+		assert(c->state == CONN_CLOSED);
+		free(c);
+	}
+}
+
 void net_conn_mark_lost(net_conn_t *c, int reason);
+/* Start closing c's endpoint; c is off every list afterwards. */
+void net_conn_close_ep(net_conn_t *c, int force);
+/* A MAIL_CONN_REQ: the door admitted a client to w. */
+void net_accept(net_worker_t *w, struct net_mail *m);
+/* Deliver on_close for lost connections and close their endpoints. */
+int net_reap_lost(net_worker_t *w);
+/* Progress only UCX (no handlers) for at most ms milliseconds. */
+void net_ucx_wait(net_worker_t *w, int ms);
+
+/* net.c */
+int net_send_ping(net_conn_t *c, int type, uint16_t flags);
+int net_mail_push(net_worker_t *w, struct net_mail *m);
 /* net_liveness.c */
 void net_lease_check(net_worker_t *w, uint64_t now);
 /* Before anything is received or sent after a pause: conns this process has
