@@ -88,13 +88,15 @@ static void run(int fd, char *bufs, unsigned flags, const char *name)
 	CHECK_EQ(r, 4);
 	got += 4;
 	printf("%s: first reap made %llu enters\n", name, (unsigned long long)(enters(ctx) - e0));
-	CHECK(enters(ctx) - e0 == (uint64_t)dt);
+	/* at most once: the submit's own enter may already have run the
+	 * deferred completions of reads that finished inline */
+	CHECK(enters(ctx) - e0 <= (uint64_t)dt);
 	while (got < NIO) {
 		r = io_reap(ctx, cqe, 4, 0);
 		CHECK_EQ(r, 4);
 		got += 4;
 	}
-	CHECK(enters(ctx) - e0 == (uint64_t)dt);
+	CHECK(enters(ctx) - e0 <= (uint64_t)dt);
 
 	/* 4. completions already held: no call to look for more */
 	prep_reads(ctx, f, bufs, NIO, 0);
