@@ -300,6 +300,35 @@ static inline void dt_wait_settled(lotus_session_t *s)
 	}
 }
 
+/* How many of the n keys first, first+1, ... hold the values "<prefix><round>-<i>",
+ * read once nothing is prepared (the values a round's transaction wrote). */
+static inline int dt_count_round(lotus_session_t *s, lotus_table_t tb, uint64_t first, unsigned n,
+				 const char *prefix, unsigned round)
+{
+	lotus_txn_t *t;
+	int ops[64], have = 0;
+	CHECK(n <= 64);
+	dt_wait_settled(s);
+	CHECK_RC(lotus_txn_begin(s, &t));
+	for (unsigned i = 0; i < n; i++) {
+		unsigned char k[8];
+		key_from_u64(first + i, k);
+		ops[i] = lotus_txn_read(t, tb, k, 8);
+	}
+	CHECK_RC(lotus_txn_execute(t));
+	for (unsigned i = 0; i < n; i++) {
+		const void *v;
+		size_t vl;
+		char want[48];
+		snprintf(want, sizeof(want), "%s%u-%u", prefix, round, i);
+		have += lotus_txn_result(t, ops[i], &v, &vl) == 0 && vl == strlen(want) &&
+			!memcmp(v, want, vl);
+	}
+	CHECK_RC(lotus_txn_commit(t));
+	lotus_txn_free(t);
+	return have;
+}
+
 /* Read every key; for each call check(key, version found or 0, arg).
  * Waits first until no server holds an undecided PREPARE. */
 typedef void (*dt_check_fn)(uint64_t key, uint32_t found, void *arg);

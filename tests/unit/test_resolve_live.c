@@ -95,27 +95,7 @@ static void start_commit(lotus_txn_t *t, lotus_table_t tb, unsigned r)
 /* How many of round r's keys hold its values, once nothing is prepared. */
 static int count_written(lotus_session_t *s, lotus_table_t tb, unsigned r)
 {
-	lotus_txn_t *t;
-	int ops[NKEYS], have = 0;
-	dt_wait_settled(s);
-	CHECK_RC(lotus_txn_begin(s, &t));
-	for (unsigned i = 0; i < NKEYS; i++) {
-		unsigned char k[8];
-		key_from_u64(1000 * r + i, k);
-		ops[i] = lotus_txn_read(t, tb, k, 8);
-	}
-	CHECK_RC(lotus_txn_execute(t));
-	for (unsigned i = 0; i < NKEYS; i++) {
-		const void *v;
-		size_t vl;
-		char want[32];
-		snprintf(want, sizeof(want), "r%u-%u", r, i);
-		have += lotus_txn_result(t, ops[i], &v, &vl) == 0 && vl == strlen(want) &&
-			!memcmp(v, want, vl);
-	}
-	CHECK_RC(lotus_txn_commit(t));
-	lotus_txn_free(t);
-	return have;
+	return dt_count_round(s, tb, 1000 * r, NKEYS, "r", r);
 }
 
 /* Round 1's client, in a child process: create the table, commit, say when

@@ -73,26 +73,7 @@ static void a_done(lotus_txn_t *t, int result, void *arg)
 
 static void check_values(lotus_session_t *s, lotus_table_t tb, unsigned round)
 {
-	lotus_txn_t *t;
-	int ops[NKEYS], have = 0;
-	dt_wait_settled(s);
-	CHECK_RC(lotus_txn_begin(s, &t));
-	for (unsigned i = 0; i < NKEYS; i++) {
-		unsigned char k[8];
-		key_from_u64(1000 * round + i, k);
-		ops[i] = lotus_txn_read(t, tb, k, 8);
-	}
-	CHECK_RC(lotus_txn_execute(t));
-	for (unsigned i = 0; i < NKEYS; i++) {
-		const void *v;
-		size_t vl;
-		char want[32];
-		snprintf(want, sizeof(want), "A-%u-%u", round, i);
-		have += lotus_txn_result(t, ops[i], &v, &vl) == 0 && vl == strlen(want) &&
-			!memcmp(v, want, vl);
-	}
-	CHECK_RC(lotus_txn_commit(t));
-	lotus_txn_free(t);
+	int have = dt_count_round(s, tb, 1000 * round, NKEYS, "A-", round);
 	fprintf(stderr, "round %u: %d of %d keys hold A's values\n", round, have, NKEYS);
 	CHECK(have == NKEYS);
 }
