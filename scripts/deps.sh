@@ -2,6 +2,9 @@
 # Installs the Debian packages lotus needs, only those that are missing.
 # Runs `apt-get update` once, and only when something must be installed.
 set -euo pipefail
+case ${1:-} in
+  -h|--help) echo "usage: scripts/deps.sh      (as root, or with sudo)"; sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 # fio, jq: scripts/compare-fio; gnuplot-nox, jq: scripts/plot-iobench and the
 # plots of scripts/bench-ycsb; python3 (/usr/bin/python3): the tests' JSON checks.
 need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev libsodium-dev fio gnuplot-nox jq python3

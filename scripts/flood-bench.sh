@@ -6,6 +6,7 @@
 #   scripts/flood-bench.sh [ROUNDS [SECONDS]]     (needs `make stress`)
 # Only 127.0.0.1; stops what it started.
 set -u
+case ${1:-} in -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 B=${LOTUS_BUILD:-build}
 rounds=${1:-5} secs=${2:-3}
 lotus=$B/bin/lotus flood=$B/stress/flood

@@ -165,7 +165,8 @@ int cmd_netbench(int argc, char **argv)
 		{ "warmup", OPT_DOUBLE, &warmup, "S", "unmeasured warm-up per run (default 0.2)",
 		  .min = 0, .max = 3600 },
 		{ "spin-us", OPT_U64, &spin_us, "US",
-		  "busy-poll time before a side sleeps on its wakeup fd (default 1000)", .min = 1,
+		  "busy-poll time before a side sleeps on its wakeup fd (default 1000, or "
+		  "$LOTUS_NET_SPIN_US; 0: sleep at once, as on a host whose cores are shared)",
 		  .max = 10000000 },
 		{ "connect", OPT_STR, &connect, "HOST:PORT", "use a running `netbench --serve` server" },
 		{ "serve", OPT_STR, &serve, "HOST:PORT", "be the server: echo messages until SIGINT/TERM" },
@@ -183,6 +184,14 @@ int cmd_netbench(int argc, char **argv)
 		return rc == 1 ? 0 : rc;
 	if (connect && serve)
 		return cli_fail("netbench", "--connect and --serve exclude each other");
+	/* The transport reads a spin budget of 0 in its options as "the default";
+	 * LOTUS_NET_SPIN_US is the one knob that means 0 too, and the server
+	 * process inherits it.  The flag wins over the variable, as in ycsb. */
+	if (cli_find(opts, "spin-us")->seen) {
+		char buf[24];
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)spin_us);
+		setenv("LOTUS_NET_SPIN_US", buf, 1);
+	}
 
 	char host[256] = "127.0.0.1";
 	uint16_t port = 0;

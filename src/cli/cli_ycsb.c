@@ -34,7 +34,7 @@ int cmd_ycsb(int argc, char **argv)
 		.sthreads_help = "threads per local memory server (default: cores)",
 		.smem_help = "buffer pool per local memory server (default: fits the data)",
 		.data_dir_help = "local servers keep their data in DIR/ms<i> (a new cluster when no DIR/ms<i> exists yet; one missing beside the others is refused)",
-		.durability_help = "local servers' durability (default none; needs --data-dir)",
+		.durability_help = "local servers' durability (default: sync with --data-dir, else none)",
 		.compute_id_help = "this compute server's id, unique in the cluster (default 0)",
 	};
 	uint64_t records, rsize, ops, threads = 0, inflight = 1, seed;
