@@ -56,7 +56,7 @@ int cmd_serve(int argc, char **argv)
 	int rc = cli_parse("serve", "Serve the Redis protocol (RESP2) on --listen, so redis-cli, redis-benchmark\n"
 			   "and Redis client libraries use lotus as a database.  Each command is atomic;\n"
 			   "MULTI ... EXEC is one lotus transaction; conflicts are retried inside.\n"
-			   "Runs until SIGINT or SIGTERM.  Commands: see the README.",
+			   "Runs until SIGINT or SIGTERM.  Commands: docs/serve.md.",
 			   opts, argc, argv, NULL, NULL);
 	if (rc)
 		return rc == 1 ? 0 : rc;
