@@ -18,3 +18,11 @@ for want in no-such-file.md no-such.png results/no-such.png '#no-such-heading'; 
 done
 echo "$out" | grep -q '#title' && fail "check-docs flagged a good anchor: $out"
 echo "ok: check-docs catches $(echo "$out" | wc -l) planted problems"
+
+# The README names every subcommand `lotus --help` lists.
+cmds=$("$L" --help 2>&1 | awk '/^commands:/ {on=1; next} on && NF {print $1}')
+[ "$(echo "$cmds" | wc -w)" -ge 8 ] || fail "lotus --help lists too few commands: $cmds"
+for c in $cmds; do
+  grep -q "\`lotus $c\`" "$ROOT/README.md" || fail "the README does not name \`lotus $c\`"
+done
+echo "ok: the README names all $(echo "$cmds" | wc -w) subcommands"
