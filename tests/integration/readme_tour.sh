@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # timeout: 120
+# sanitizers: skip (a walk through binaries the other tests cover, 35 s under ASan; CI time)
 # The README's five-minute tour, as printed: its three shell blocks (a --local
 # cluster; a durable 2-server cluster from a config file with a secret, one
 # server killed -9 and recovered, then bank --verify; lotus serve on that
