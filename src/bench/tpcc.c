@@ -95,11 +95,12 @@ static void *term_main(void *arg)
 {
 	struct term_thread *th = arg;
 	lotus_txn_t *t = NULL;
+	enum tpcc_type type = TX_NEW_ORDER;
 	int rc = lotus_session_open(th->c, &th->tm.s);
 	if (rc == 0)
 		rc = lotus_txn_begin(th->tm.s, &t);
 	while (rc == 0 && !atomic_load(&tpcc_stopping) && clock_now_ns() < atomic_load(&run_deadline_ns)) {
-		enum tpcc_type type = draw_type(&th->tm.rng);
+		type = draw_type(&th->tm.rng);
 		struct tpcc_type_result *r = &th->res[type];
 		struct lotus_txn_counters before, after;
 		lotus_session_txn_counters(th->tm.s, &before);
@@ -122,8 +123,12 @@ static void *term_main(void *arg)
 	}
 	if (rc && !th->error) {
 		th->error = server_lost(rc) ? LOTUS_EUNAVAIL : rc;
-		snprintf(th->msg, sizeof(th->msg), "%s", server_lost(rc)
-			 ? "memory server lost" : lotus_strerror(rc));
+		if (server_lost(rc))
+			snprintf(th->msg, sizeof(th->msg), "memory server lost (%s in %s)",
+				 lotus_strerror(rc), tpcc_type_names[type]);
+		else   /* EPROTO: a row that contradicts another (see tpcc_txn.c) */
+			snprintf(th->msg, sizeof(th->msg), "%s failed: %s", tpcc_type_names[type],
+				 lotus_strerror(rc));
 		tpcc_stop();
 	}
 	if (th->tm.s) {
