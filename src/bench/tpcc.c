@@ -206,10 +206,8 @@ int tpcc_main(const struct tpcc_opts *o, struct tpcc_result *r)
 	struct meta_row meta;
 	memset(r, 0, sizeof(*r));
 	int rc = lotus_connect(&o->lo, &c);
-	if (rc) {
-		snprintf(r->message, sizeof(r->message), "cannot connect: %s", lotus_strerror(rc));
-		return rc;
-	}
+	if (rc)
+		return rc;   /* the library logged why; the CLI adds a line only if not */
 	r->servers = lotus_cluster_servers(c);
 	if ((rc = lotus_session_open(c, &s)))
 		goto out;
@@ -256,8 +254,6 @@ int tpcc_main(const struct tpcc_opts *o, struct tpcc_result *r)
 			snprintf(r->message, sizeof(r->message), "check: %s", lotus_strerror(rc));
 	}
 out:
-	if (rc && !r->message[0])
-		snprintf(r->message, sizeof(r->message), "%s", lotus_strerror(rc));
 	if (s)
 		lotus_session_close(s);
 	lotus_disconnect(c);
