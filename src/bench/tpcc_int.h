@@ -228,8 +228,8 @@ struct tpcc_term {               /* one driver thread: its own session and input
 /* One transaction of the type, with inputs drawn once and kept over retries
  * of conflicts.  0 committed, 1 rolled back as the spec asks (New-Order's
  * unused item), or the error of the attempt that was not retried:
- * a non-retryable error, or a conflict after stop (*attempts counts the
- * aborted attempts). */
+ * a non-retryable error, or a conflict after stop (*aborts counts the
+ * aborted attempts, each retried). */
 int tpcc_txn_run(struct tpcc_term *tm, lotus_txn_t *t, enum tpcc_type type, uint64_t *aborts);
 
 /* ---- the consistency conditions (tpcc_check.c) ---- */

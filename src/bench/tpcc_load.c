@@ -8,8 +8,8 @@
  * their name-index rows and one HISTORY row each) and its orders (with their
  * ORDER-LINE rows, the customer-order index rows and the NEW-ORDER rows of
  * the last 900).  A unit inserts its rows in transactions of at most
- * LOAD_ROWS rows or LOAD_BYTES bytes; a conflict (none is expected: units
- * are disjoint) retries that transaction.  The meta row is written last,
+ * LOAD_ROWS rows or LOAD_BYTES bytes; any failure (a conflict is not
+ * expected: units are disjoint) ends the load.  The meta row is written last,
  * with loaded = 1, so a load killed midway is recognised and refused.
  */
 #include <errno.h>
