@@ -88,12 +88,14 @@ SRV_STATS := $(BUILD)/bin/srv-stats
 SCAN_ALL := $(BUILD)/bin/scan-all
 # A host program's log sink (tests/integration/log_sink.sh), public-API only.
 LOG_SINK := $(BUILD)/bin/log-sink
+# Breaks a TPC-C condition through the public API (tests/integration/tpcc_check.sh).
+TPCC_CORRUPT := $(BUILD)/bin/tpcc-corrupt
 
 .PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean cppcheck FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK) $(TPCC_CORRUPT)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -202,6 +204,11 @@ $(LOG_SINK): $(BUILD)/tests/integration/log_sink.o $(LIB_A)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
+$(TPCC_CORRUPT): $(BUILD)/tests/integration/tpcc_corrupt.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -251,4 +258,4 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/tests/checker/la_client.d \
   $(BUILD)/tests/integration/lease_client.d $(BUILD)/tests/integration/srv_stats.d \
-  $(BUILD)/tests/integration/log_sink.d
+  $(BUILD)/tests/integration/log_sink.d $(BUILD)/tests/integration/tpcc_corrupt.d

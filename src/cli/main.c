@@ -20,6 +20,7 @@ static const struct {
 	{ "ycsb", cmd_ycsb, "run YCSB transactions against a cluster (or a --local one)" },
 	{ "serve", cmd_serve, "serve the Redis protocol (redis-cli, redis-py) on top of lotus" },
 	{ "bank", cmd_bank, "concurrent transfers with a ledger; --verify checks the data" },
+	{ "tpcc", cmd_tpcc, "TPC-C: the five transactions, then consistency conditions 1-4" },
 	{ "txn-status", cmd_txn_status, "ask a memory server what it knows about a transaction" },
 	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },
 	{ "iobench", cmd_iobench, "the hybrid I/O layer's microbenchmarks (paper §3)" },

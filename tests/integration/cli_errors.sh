@@ -64,7 +64,7 @@ echo "ok: $out"
 # A runtime error (no server at the address) is one line, exit 1.
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 printf '[cluster]\ntransport = tcp\n[memserver 0]\nlisten = 127.0.0.1:%s\n' "$port" >"$dir/down.ini"
-for cmd in "ycsb --seconds 1" "bank --seconds 1 --ledger $dir/down.ledger"; do
+for cmd in "ycsb --seconds 1" "bank --seconds 1 --ledger $dir/down.ledger" "tpcc --seconds 1"; do
   out=$("$L" $cmd --config "$dir/down.ini" 2>&1 >/dev/null); rc=$?
   [ $rc -eq 1 ] || fail "lotus $cmd on no server exited $rc, want 1 ($out)"
   [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "lotus $cmd on no server: want one line, got: $out"
