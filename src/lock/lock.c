@@ -260,7 +260,7 @@ static void owner_link(struct lk *L, struct lock_own *o)
 
 static struct lock_own *own_alloc(uint32_t bucket, lock_txn_t *t, unsigned mode)
 {
-	struct lock_own *o = lkc_alloc(LKC_OWN);
+	struct lock_own *o = own_node(t);
 	if (o)
 		*o = (struct lock_own){ .txn = t, .bucket = bucket, .mode = (uint8_t)mode };
 	return o;
@@ -369,7 +369,7 @@ static void finish_waiter(lock_table_t *lt, struct lk *L, struct lock_waiter *w,
 	latch_lock(&t->latch);
 	if (!txn_unlist_waiter(t, w)) {
 		latch_unlock(&t->latch);
-		lkc_free(LKC_OWN, o);
+		own_free(o);
 		return;
 	}
 	if (result == 0 && atomic_load(&t->status) == TXN_PREEMPTED)
@@ -387,7 +387,7 @@ static void finish_waiter(lock_table_t *lt, struct lk *L, struct lock_waiter *w,
 	atomic_fetch_add(&t->inflight, 1);
 	txn_ref(t);
 	latch_unlock(&t->latch);
-	lkc_free(LKC_OWN, o);
+	own_free(o);
 	count_result(lt, w, result);
 	batch_note(b, w, result);
 }
@@ -575,7 +575,7 @@ static int grant_now(struct acq *a, struct lock_own *mine)
 	if (t->closed || atomic_load(&t->status) == TXN_PREEMPTED) {
 		int rc = t->closed ? LOTUS_EABORTED : LOTUS_EPREEMPTED;
 		latch_unlock(&t->latch);
-		lkc_free(LKC_OWN, o);
+		own_free(o);
 		return rc;
 	}
 	if (mine) {
@@ -788,7 +788,7 @@ void lock_release_detached(lock_table_t *lt, struct lock_own *held, struct lock_
 			lk_maybe_free(bk, L);
 		}
 		latch_unlock(&bk->latch);
-		lkc_free(LKC_OWN, held);
+		own_free(held);
 		held = next;
 	}
 	batch_finish(lt, &b);
