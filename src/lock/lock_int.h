@@ -7,6 +7,8 @@
  *                                         -> the lock-table bucket latch
  *   lock_txn.held, .waiting, .closed      -> the txn's own latch
  *   lock_txn.status                       -> atomic (CAS), see lock.c's diagram
+ *   lock_txn.inl_used                     -> atomic (a slot is taken once)
+ *   struct lk.word                        -> the lock-table bucket latch
  *   lock_txn.hnext, .in_table             -> the status-table bucket latch
  */
 #ifndef LOTUS_LOCK_INT_H
@@ -165,7 +167,7 @@ static inline struct lock_own *own_node(lock_txn_t *t)
 /* o (NULL or a node of o->txn) is done with: inline slots go with the txn. */
 static inline void own_free(struct lock_own *o)
 {
-	if (o && (o < o->txn->inl || o >= o->txn->inl + LOCK_TXN_INLINE))
+	if (o && (uintptr_t)o - (uintptr_t)o->txn->inl >= sizeof(*o) * LOCK_TXN_INLINE)
 		lkc_free(LKC_OWN, o);
 }
 
