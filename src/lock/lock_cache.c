@@ -35,7 +35,7 @@ struct lk_cache {
 
 static const size_t lkc_size[LKC_N] = {
 	[LKC_LK] = LK_ENTRY_SIZE, [LKC_OWN] = sizeof(struct lock_own),
-	[LKC_TXN] = sizeof(struct lock_txn),
+	[LKC_TXN] = LOCK_TXN_SIZE,
 };
 
 static _Thread_local struct lk_cache tl_cache;

@@ -7,6 +7,8 @@
  *                                         -> the lock-table bucket latch
  *   lock_txn.held, .waiting, .closed      -> the txn's own latch
  *   lock_txn.status                       -> atomic (CAS), see lock.c's diagram
+ *   lock_txn.inl_used                     -> atomic (a slot is taken once)
+ *   struct lk.word                        -> the lock-table bucket latch
  *   lock_txn.hnext, .in_table             -> the status-table bucket latch
  */
 #ifndef LOTUS_LOCK_INT_H
@@ -71,7 +73,17 @@ struct lock_txn {
 	lock_table_t *lt;              /* for the user hook */
 	void *_Atomic user;            /* lock_txn_set_user */
 	_Atomic uint64_t dep;          /* lock_txn_dep_note: highest dependency */
+	atomic_uint inl_used;          /* slots of .inl handed out (never reused) */
+	/* The txn's first LOCK_TXN_INLINE owner nodes live here, beside the
+	 * txn, instead of coming from the allocator: a grant and its release
+	 * then touch the lock entry and the txn's own memory.  A slot is taken
+	 * once (atomic: a grant may run on another thread than the txn's own
+	 * requests) and goes with the txn; later nodes come from lock_cache.c.
+	 * Stays last: lock_txn_get clears only what comes before it. */
+	struct lock_own inl[];
 };
+#define LOCK_TXN_INLINE 16
+#define LOCK_TXN_SIZE (sizeof(struct lock_txn) + LOCK_TXN_INLINE * sizeof(struct lock_own))
 
 enum {
 	ST_ACQUIRES, ST_IMMEDIATE, ST_WAITS, ST_WAIT_NS, ST_AFTER_WAIT, ST_REJECTS,
@@ -139,6 +151,24 @@ void txn_table_destroy(lock_table_t *lt);
 static inline void txn_ref(lock_txn_t *t)
 {
 	atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+/* An owner node for t: an inline slot while there is one, else the cache. */
+static inline struct lock_own *own_node(lock_txn_t *t)
+{
+	if (atomic_load_explicit(&t->inl_used, memory_order_relaxed) < LOCK_TXN_INLINE) {
+		unsigned i = atomic_fetch_add_explicit(&t->inl_used, 1, memory_order_relaxed);
+		if (i < LOCK_TXN_INLINE)
+			return &t->inl[i];
+	}
+	return lkc_alloc(LKC_OWN);
+}
+
+/* o (NULL or a node of o->txn) is done with: inline slots go with the txn. */
+static inline void own_free(struct lock_own *o)
+{
+	if (o && (uintptr_t)o - (uintptr_t)o->txn->inl >= sizeof(*o) * LOCK_TXN_INLINE)
+		lkc_free(LKC_OWN, o);
 }
 
 /* lock.c: release a detached held list and waiter list (no latch held). */

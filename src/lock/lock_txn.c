@@ -69,7 +69,7 @@ static void txn_free(lock_txn_t *t)
 		t->lt->user_hook(t->lt->user_arg, user);
 	for (; o; o = next) {
 		next = o->txn_next;
-		lkc_free(LKC_OWN, o);
+		own_free(o);
 	}
 	lkc_free(LKC_TXN, t);
 }
@@ -106,7 +106,7 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 	}
 	t = lkc_alloc(LKC_TXN);
 	if (t) {
-		memset(t, 0, sizeof(*t));
+		memset(t, 0, sizeof(*t));   /* not the inline owner slots behind it */
 		t->id = txn_id;
 		t->priority = priority;
 		t->owner = owner;
