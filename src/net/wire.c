@@ -288,7 +288,13 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	case OP_ABORT:
 	case OP_STATS:
 	case OP_TXN_STATUS:
-		return 0;
+	case OP_BACKUP_HOLD:
+	case OP_BACKUP_MARK:
+	case OP_BACKUP_BEGIN:
+	case OP_BACKUP_END:
+		return r->op >= OP_BACKUP_HOLD && (r->key_len || r->value_len) ? LOTUS_EPROTO : 0;
+	case OP_BACKUP_READ:   /* a file name: redo-<16 hex>.log is the longest */
+		return r->key_len == 0 || r->key_len > 64 || r->value_len ? LOTUS_EPROTO : 0;
 	case OP_CREATE_TABLE:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;
 	default:
@@ -337,6 +343,8 @@ const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
 				       "scan", "commit", "abort", "create_table", "stats",
-				       "writeback", "txn_status", "prepare", "os_attach" };
+				       "writeback", "txn_status", "prepare", "os_attach",
+				       "backup_hold", "backup_mark", "backup_begin", "backup_read",
+				       "backup_end" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }

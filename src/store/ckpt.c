@@ -543,9 +543,17 @@ int ckpt_run(ckpt_t *c, struct ckpt_stats *out)
 		out = &tmp;
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&c->run_mu);
-	int rc = ckpt_run_locked(c, out);
+	/* a backup is copying the images and the log: leave them as they are */
+	int rc = clock_now_ns() < LOAD(&c->backup_until) ? -EBUSY : ckpt_run_locked(c, out);
 	pthread_mutex_unlock(&c->run_mu);
 	return rc;
+}
+
+void ckpt_backup_pin(ckpt_t *c, uint64_t until_ns)
+{
+	pthread_mutex_lock(&c->run_mu);   /* waits for a checkpoint under way */
+	STORE(&c->backup_until, until_ns);
+	pthread_mutex_unlock(&c->run_mu);
 }
 
 void ckpt_set_keep_lsn(ckpt_t *c, uint64_t lsn)
