@@ -108,7 +108,7 @@ int seghdr_get(const unsigned char *p, size_t size, uint64_t first, struct seg_h
 			continue;
 		h.crc = want;
 		if (h.version != SEG_VERSION) {
-			newer |= h.version > SEG_VERSION;
+			newer = MAX(newer, h.version > SEG_VERSION ? (int)h.version : 0);
 			continue;
 		}
 		if (h.first != first || h.hdr_bytes != SEG_HDR)
@@ -119,8 +119,11 @@ int seghdr_get(const unsigned char *p, size_t size, uint64_t first, struct seg_h
 	}
 	if (found)
 		return SEG_V1;
-	if (newer)
+	if (newer) {   /* out->version: the newer format, for the message */
+		memset(out, 0, sizeof(*out));
+		out->version = (uint16_t)newer;
 		return SEG_NEWER;
+	}
 	struct redo_hdr r;
 	if (size >= sizeof(r)) {
 		memcpy(&r, p, sizeof(r));
