@@ -7,7 +7,8 @@
 #    back the exact YCSB digest of the original;
 #  - restore refuses a non-empty data directory (and a directory a running
 #    server holds) and replaces it with --force;
-#  - a backup taken while `lotus bank` runs transfers across both servers
+#  - a backup taken while `lotus bank` runs transfers across both servers (and
+#    checkpoints come every 1M of log, so the copy must hold them off)
 #    restores to a bank that passes `bank --verify --no-ledger` (no transfer
 #    half applied at the cut), while the original keeps serving and passes
 #    its ledger's --verify.
@@ -30,7 +31,7 @@ start_on() {
 }
 
 CLUSTER_DATA=$top/data CLUSTER_DURABILITY=sync
-cluster_start "$top" 2 --threads 1 --memory 64M || fail "the cluster did not start"
+cluster_start "$top" 2 --threads 1 --memory 64M --checkpoint-log 1M || fail "the cluster did not start"
 Y --threads 2 --no-run >/dev/null 2>"$top/load.err" || fail "load: $(cat "$top/load.err")"
 d0=$(Y --no-load --workload A --threads 1 --txns 300 --seed 7 --digest | digest_of)
 [ -n "$d0" ] || fail "no digest from the original"
