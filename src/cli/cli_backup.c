@@ -252,7 +252,11 @@ int cmd_backup(int argc, char **argv)
 	}
 	n = lotus_cluster_servers(cl);
 	rc = take_cut(s, n, sv, (unsigned)pause_ms, (unsigned)max_pause_ms, &used_ms);
-	if (rc) {
+	if (rc) {   /* the holds end by themselves; let the checkpoints go on now */
+		for (unsigned i = 0; i < n; i++) {
+			struct wire_req e = { .op = OP_BACKUP_END };
+			session_admin(s, i, &e, NULL, NULL, 2000);
+		}
 		log_error("backup: no consistent cut: %s (nothing was copied; every hold has ended)",
 			  lotus_strerror(rc));
 		goto out;

@@ -15,14 +15,16 @@
  * argument in docs/durability.md ("Backups: the cut") needs.  A hold always
  * ends by itself after W, so a client that dies leaves nothing held.
  *
- * The copy.  OP_BACKUP_BEGIN(cut) waits until the log is durable at the
- * cut, pins the checkpoint files (ckpt_backup_pin: no checkpoint runs, so
- * no image, CRC file, manifest or log segment changes but by appends to
- * the newest segment) and lists IDENTITY, MANIFEST, the images and their
+ * The copy.  The HOLD already pinned the checkpoint files (ckpt_backup_pin:
+ * no checkpoint runs, so no image, CRC file, manifest or log segment
+ * changes but by appends to the newest segment, and the newest image
+ * begins below the cut and holds no change logged after it).
+ * OP_BACKUP_BEGIN(cut) waits until the log is durable at the cut and lists IDENTITY, MANIFEST, the images and their
  * CRC files, and every log segment that starts below the cut, the last
  * one up to the cut.  OP_BACKUP_READ returns a chunk of a listed file;
- * each read renews the pin for BK_PIN_MS, and OP_BACKUP_END lifts it, so
- * a client that dies stops checkpoints for at most that long.  One copy
+ * each read renews the pin for BK_PIN_MS, and OP_BACKUP_END lifts it (the
+ * client sends it after a failed cut too), so a client that dies stops
+ * checkpoints for at most that long.  One copy
  * at a time: a BEGIN replaces the previous list.
  *
  * Threads: any worker; the hold under prep_mu, the list under bk_mu.
@@ -78,6 +80,10 @@ static void h_hold(struct ms_worker *wk, const struct wire_req *r)
 	struct ms_server *srv = wk->srv;
 	if (r->arg == 0 || r->arg > 10000)
 		return reply(wk, r, -EINVAL, 0, NULL, 0);
+	/* No checkpoint from before the cut on: the image the copy lists must
+	 * begin at or below the cut (a checkpoint under way finishes first, so
+	 * this may take a while; the client then tries a longer pause). */
+	ckpt_backup_pin(srv->ckpt, clock_now_ns() + BK_PIN_MS * 1000000ull);
 	pthread_mutex_lock(&srv->prep_mu);   /* no decision is half way now */
 	uint64_t now = clock_now_ns(), id = 0;
 	int rc = 0;
@@ -190,7 +196,7 @@ static void h_begin(struct ms_worker *wk, const struct wire_req *r)
 		rc = redo_wait(srv->log, r->arg);
 	if (rc)
 		return reply(wk, r, rc, 0, NULL, 0);
-	ckpt_backup_pin(srv->ckpt, clock_now_ns() + BK_PIN_MS * 1000000ull);
+	ckpt_backup_pin(srv->ckpt, clock_now_ns() + BK_PIN_MS * 1000000ull);   /* renewed */
 	pthread_mutex_lock(&b->mu);
 	rc = list_build(srv, b, r->arg);
 	if (rc == 0) {
