@@ -76,10 +76,10 @@ echo "ok: non-empty: $out"
 start_on "$top/data" || fail "the original servers did not restart"
 "$L" bank --config "$CLUSTER_INI" --accounts 200 --threads 2 --seconds 1 --ledger "$top/bank.ledger" \
     --quiet >/dev/null 2>"$top/bank0.err" || fail "bank setup: $(cat "$top/bank0.err")"
-"$L" bank --config "$CLUSTER_INI" --threads 3 --seconds 6 --ledger "$top/bank.ledger" --quiet \
+"$L" bank --config "$CLUSTER_INI" --threads 3 --seconds 4 --ledger "$top/bank.ledger" --quiet \
     --json >"$top/bank.json" 2>"$top/bank.err" &
 bankpid=$!
-sleep 2
+sleep 1.5
 "$L" backup --config "$CLUSTER_INI" --out "$top/bk2" --json >"$top/bk2.json" 2>"$top/bk2.err" \
   || fail "online backup: $(cat "$top/bk2.err")"
 echo "online backup: $(cat "$top/bk2.json")"
