@@ -224,6 +224,8 @@ static void h_read(struct ms_worker *wk, const struct wire_req *r, const unsigne
 	struct ms_server *srv = wk->srv;
 	struct ms_backup *b = srv->backup;
 	char name[65], path[4200];
+	if (r->key_len >= sizeof(name))   /* no listed name is that long */
+		return reply(wk, r, -ENOENT, 0, NULL, 0);
 	snprintf(name, sizeof(name), "%.*s", (int)r->key_len, (const char *)key);
 	pthread_mutex_lock(&b->mu);
 	uint64_t bytes = 0;

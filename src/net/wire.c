@@ -291,10 +291,8 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	case OP_BACKUP_HOLD:
 	case OP_BACKUP_MARK:
 	case OP_BACKUP_BEGIN:
-	case OP_BACKUP_END:
-		return r->op >= OP_BACKUP_HOLD && (r->key_len || r->value_len) ? LOTUS_EPROTO : 0;
-	case OP_BACKUP_READ:   /* a file name: redo-<16 hex>.log is the longest */
-		return r->key_len == 0 || r->key_len > 64 || r->value_len ? LOTUS_EPROTO : 0;
+	case OP_BACKUP_END:   /* a key or value is ignored; READ's key: the default */
+		return 0;
 	case OP_CREATE_TABLE:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;
 	default:

@@ -92,7 +92,8 @@ enum wire_op {
 	OP_BACKUP_BEGIN,  /* arg = that cut LSN: wait until the log is durable
 			     there, stop checkpoints, list what a restore needs;
 			     reply value = "NAME BYTES\n" lines */
-	OP_BACKUP_READ,   /* key = a NAME of the list, arg = offset: reply value
+	OP_BACKUP_READ,   /* key = a NAME of the list (1..64 bytes; no other
+			     name is served), arg = offset: reply value
 			     = up to WIRE_BACKUP_CHUNK bytes from there, arg =
 			     their count (0: the end) */
 	OP_BACKUP_END,    /* the copy is done: checkpoints go on */
