@@ -695,7 +695,8 @@ int bank_main(const struct bank_opts *o, struct bank_run_result *run,
 	lotus_session_t *s = NULL;
 	memset(run, 0, sizeof(*run));
 	memset(ver, 0, sizeof(*ver));
-	int lock_fd = ledger_lock(o->ledger, o->run, run->message, sizeof(run->message));
+	int lock_fd = o->no_ledger ? -1 : ledger_lock(o->ledger, o->run, run->message,
+							    sizeof(run->message));
 	if (lock_fd == -2)
 		return -EBUSY;
 	if (o->run && o->lo.local_servers > 0 && !o->lo.data_dir && lock_fd >= 0) {

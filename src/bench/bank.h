@@ -26,7 +26,9 @@ struct bank_opts {
 	unsigned threads;         /* transfer threads */
 	unsigned inflight;        /* transfers in flight per thread */
 	double seconds;
-	const char *ledger;       /* required */
+	const char *ledger;       /* required unless no_ledger */
+	bool no_ledger;           /* verify only, without a ledger: the bank's own
+				     invariants (V2, V3; bank_verify.c) */
 	bool run;                 /* run transfers */
 	bool verify;              /* verify afterwards (or only) */
 	bool quiet;               /* no progress lines */

@@ -5,6 +5,8 @@ int cmd_memserver(int argc, char **argv);
 int cmd_ycsb(int argc, char **argv);
 int cmd_bank(int argc, char **argv);
 int cmd_txn_status(int argc, char **argv);
+int cmd_backup(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
 int cmd_netbench(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

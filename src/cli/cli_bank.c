@@ -106,6 +106,7 @@ int cmd_bank(int argc, char **argv)
 	struct cli_opt own[] = {
 		{ "ledger", OPT_STR, &o.ledger, "FILE", "ledger of acknowledged transfer ids (appended to; required)" },
 		{ "verify", OPT_FLAG, &o.verify, NULL, "check the database against the ledger (after the run, if any)" },
+		{ "no-ledger", OPT_FLAG, &o.no_ledger, NULL, "with --verify alone: check the bank's own invariants without a ledger (total conserved, every balance = opening + its transfers; not that acknowledged transfers are there)" },
 		{ "seconds", OPT_DOUBLE, &o.seconds, "S", "how long to run transfers (default 10)", .min = 0.1, .max = 864000 },
 		{ "accounts", OPT_U64, &accounts, "N", "accounts of a new bank (default 1000; an existing bank keeps its own)", .min = 2, .max = 1e8 },
 		{ "opening", OPT_U64, &opening, "X", "opening balance of every account (default 1000)", .min = 0, .max = 1e12 },
@@ -128,8 +129,12 @@ int cmd_bank(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	const char *config = co.config, *data_dir = co.data_dir;
-	if (!o.ledger)
-		return cli_fail("bank", "--ledger FILE is required");
+	if (o.no_ledger && (o.ledger || !o.verify || cli_find(opts, "seconds")->seen ||
+			    (!config && !data_dir)))
+		return cli_fail("bank", "--no-ledger goes with --verify alone, on --config or "
+				"--data-dir, and without --ledger or --seconds");
+	if (!o.ledger && !o.no_ledger)
+		return cli_fail("bank", "--ledger FILE is required (or --verify --no-ledger)");
 	if (config && cli_find(opts, "local")->seen)
 		return cli_fail("bank", "--config and --local exclude each other");
 	if (config && (cli_find(opts, "server-threads")->seen || cli_find(opts, "server-memory")->seen ||

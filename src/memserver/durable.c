@@ -951,6 +951,12 @@ static int prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, i
 		return 0;
 	unsigned t = ckpt_change_begin(srv->ckpt);
 	pthread_mutex_lock(&srv->prep_mu);
+	/* `lotus backup` holds decisions for a moment (backup.c): wait it out */
+	for (uint64_t now; ms_hold_check_locked(srv, now = clock_now_ns());) {
+		struct timespec ts = { .tv_sec = (time_t)(srv->hold.until_ns / 1000000000u),
+				       .tv_nsec = (long)(srv->hold.until_ns % 1000000000u) };
+		pthread_cond_timedwait(&srv->hold.cv, &srv->prep_mu, &ts);
+	}
 	struct ms_prep_ent *e = prep_find(srv, txn_id);
 	*rc = 0;
 	if (e && client && !commit && (e->promised || e->recovered)) {

@@ -1050,12 +1050,21 @@ static void h_os_attach(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	free(info);
 }
 
+/* `lotus backup` (backup.c, through the hook). */
+static void h_backup(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	wk->srv->hooks.backup_req(wk, seq, r, key);
+}
+
 static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_READ] = h_lockop,   [OP_READ_X] = h_lockop, [OP_LOCK_X] = h_lockop,
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
 	[OP_COMMIT] = h_commit, [OP_ABORT] = h_abort,   [OP_CREATE_TABLE] = h_create_table,
 	[OP_STATS] = h_stats,   [OP_WRITEBACK] = h_writeback, [OP_TXN_STATUS] = h_txn_status,
 	[OP_PREPARE] = h_prepare, [OP_OS_ATTACH] = h_os_attach,
+	[OP_BACKUP_HOLD] = h_backup, [OP_BACKUP_MARK] = h_backup, [OP_BACKUP_BEGIN] = h_backup,
+	[OP_BACKUP_READ] = h_backup, [OP_BACKUP_END] = h_backup,
 };
 
 /* Ops that bring data back or may park.  While the connection has more than

@@ -32,6 +32,7 @@
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
 #include "memserver/durable.h"
+#include "memserver/backup.h"
 #include "memserver/termination.h"
 #include "store/tierback.h"
 #include "onesided/os_region.h"
@@ -102,7 +103,9 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 	ms_handlers_register(srv);
 	ms_durable_register(srv);
 	ms_term_register(srv);
-	int rc = ms_store_create(srv, o);
+	int rc = ms_backup_register(srv);
+	if (rc == 0)
+		rc = ms_store_create(srv, o);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
 	if (rc == 0)  /* a txn's slot reservation goes back with the txn */
@@ -172,6 +175,7 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		lock_table_destroy(srv->locks);
 	tierback_stop(srv->tier);   /* ms_durable_close did, unless start failed early */
 	ms_prep_close(srv);         /* before the store: it gives back their reservations */
+	ms_backup_free(srv);
 	if (srv->store)
 		store_destroy(srv->store);
 	tierback_destroy(srv->tier);

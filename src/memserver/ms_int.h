@@ -12,6 +12,8 @@
  *   durable.c      redo log, checkpoints, recovery,     durable.h
  *                  the prepared table, replies that
  *                  wait for the log
+ *   backup.c       `lotus backup`: the decision hold,   backup.h
+ *                  the copy over the wire (layer 4 too)
  *   outcomes.c     the decisions remembered for 2PC     outcomes.h
  *   handlers.c     request handlers, applying writes    handlers.h
  *   conn.c         connections, messages, lost clients  conn.h
@@ -255,6 +257,21 @@ struct ms_hooks {
 	/* termination.c: OP_TXN_STATUS: the enum wire_txn_status answer; *lsn: a
 	 * REFUSE record the answer must wait for (0: none). */
 	int (*txn_status)(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn);
+	/* backup.c: the OP_BACKUP_* requests (`lotus backup`); replies in wk->rep. */
+	void (*backup_req)(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
+			   const unsigned char *key);
+};
+
+/* The decision hold of `lotus backup` (backup.c; docs/operations.md): from
+ * start_ns to until_ns no prepared txn is decided here (prepared_decide in
+ * durable.c waits on cv); the first thread that sees it expired records the
+ * cut, redo_next_lsn() at that moment, and ends it.  Under prep_mu. */
+struct ms_hold {
+	pthread_cond_t cv;          /* CLOCK_MONOTONIC */
+	uint64_t id;                /* of the latest hold */
+	uint64_t start_ns, until_ns; /* until_ns 0: no hold in effect */
+	uint64_t cut, held_ns;      /* of the latest ended hold */
+	int ended;
 };
 
 struct ms_server {
@@ -290,6 +307,8 @@ struct ms_server {
 	_Atomic unsigned nprep;
 	uint64_t prep_min_lsn;      /* lowest PREPARE LSN in the table (nprep > 0) */
 	struct ms_outcomes *outcomes;
+	struct ms_hold hold;        /* `lotus backup`'s cut (under prep_mu) */
+	struct ms_backup *backup;   /* the copy in progress (backup.c) */
 	const char *config_path;    /* the cluster (--config, else --peers), to ask
 				       the other participants about undecided txns;
 				       a --peers file may appear after the start */
@@ -302,6 +321,23 @@ struct ms_server {
 	struct os_regions *onesided;  /* the one-sided baseline's regions (src/onesided/) */
 };
 #define MS_DEP_SLOTS (1u << 16)
+
+/* prep_mu held: if the decision hold has run out, record its cut and end it.
+ * Returns 1 while it is still in effect. */
+static inline int ms_hold_check_locked(struct ms_server *srv, uint64_t now)
+{
+	struct ms_hold *h = &srv->hold;
+	if (!h->until_ns)
+		return 0;
+	if (now < h->until_ns)
+		return 1;
+	h->cut = srv->log ? redo_next_lsn(srv->log) : 0;
+	h->held_ns = now - h->start_ns;
+	h->until_ns = 0;
+	h->ended = 1;
+	pthread_cond_broadcast(&h->cv);
+	return 0;
+}
 #define MS_PREP_BUCKETS 1024
 static inline unsigned ms_prep_bucket(uint64_t txn_id)
 {

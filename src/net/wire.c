@@ -288,6 +288,10 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	case OP_ABORT:
 	case OP_STATS:
 	case OP_TXN_STATUS:
+	case OP_BACKUP_HOLD:
+	case OP_BACKUP_MARK:
+	case OP_BACKUP_BEGIN:
+	case OP_BACKUP_END:   /* a key or value is ignored; READ's key: the default */
 		return 0;
 	case OP_CREATE_TABLE:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;
@@ -337,6 +341,8 @@ const char *wire_op_name(unsigned op)
 {
 	static const char *names[] = { "none", "read", "read_x", "lock_x", "insert", "delete",
 				       "scan", "commit", "abort", "create_table", "stats",
-				       "writeback", "txn_status", "prepare", "os_attach" };
+				       "writeback", "txn_status", "prepare", "os_attach",
+				       "backup_hold", "backup_mark", "backup_begin", "backup_read",
+				       "backup_end" };
 	return op < ARRAY_SIZE(names) ? names[op] : "unknown";
 }

@@ -37,6 +37,8 @@
  * about 250 values of the 64 KiB maximum), or a batch of replies, which the
  * server splits at this size (SCAN replies stop at 4 MiB). */
 #define WIRE_MAX_MSG (16u << 20)
+/* The most file bytes one OP_BACKUP_READ reply carries. */
+#define WIRE_BACKUP_CHUNK (1u << 20)
 
 enum wire_type {
 	WIRE_REQ = 1,     /* batch of requests */
@@ -80,6 +82,21 @@ enum wire_op {
 			     value = struct os_attach_info and the packed rkey
 			     of the table's region (src/onesided/os_layout.h),
 			     built from the table's records at the first call */
+	/* `lotus backup` (src/memserver/backup.c, docs/operations.md): */
+	OP_BACKUP_HOLD,   /* arg = W ms (1..10000): hold every commit decision
+			     on prepared txns here for W ms, then record the
+			     cut LSN; reply arg = the hold's id */
+	OP_BACKUP_MARK,   /* arg = hold id: wait for the hold's end; reply arg =
+			     its cut LSN, value = the ns it held decisions
+			     (decimal text) */
+	OP_BACKUP_BEGIN,  /* arg = that cut LSN: wait until the log is durable
+			     there, stop checkpoints, list what a restore needs;
+			     reply value = "NAME BYTES\n" lines */
+	OP_BACKUP_READ,   /* key = a NAME of the list (1..64 bytes; no other
+			     name is served), arg = offset: reply value
+			     = up to WIRE_BACKUP_CHUNK bytes from there, arg =
+			     their count (0: the end) */
+	OP_BACKUP_END,    /* the copy is done: checkpoints go on */
 	OP_MAX
 };
 

@@ -543,9 +543,17 @@ int ckpt_run(ckpt_t *c, struct ckpt_stats *out)
 		out = &tmp;
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&c->run_mu);
-	int rc = ckpt_run_locked(c, out);
+	/* a backup is copying the images and the log: leave them as they are */
+	int rc = clock_now_ns() < LOAD(&c->backup_until) ? -EBUSY : ckpt_run_locked(c, out);
 	pthread_mutex_unlock(&c->run_mu);
 	return rc;
+}
+
+void ckpt_backup_pin(ckpt_t *c, uint64_t until_ns)
+{
+	pthread_mutex_lock(&c->run_mu);   /* waits for a checkpoint under way */
+	STORE(&c->backup_until, until_ns);
+	pthread_mutex_unlock(&c->run_mu);
 }
 
 void ckpt_set_keep_lsn(ckpt_t *c, uint64_t lsn)
@@ -618,11 +626,20 @@ static void *page_writer_main(void *arg)
 			continue;
 		c->kicked = 0;
 		pthread_mutex_unlock(&c->mu);
+		int rc = 0;
 		if (!c->log || redo_next_lsn(c->log) != LOAD(&c->last_begin) || !timed_out) {
 			struct ckpt_stats s;
-			ckpt_run(c, &s);
+			rc = ckpt_run(c, &s);
 		}
 		pthread_mutex_lock(&c->mu);
+		if (rc == -EBUSY && !c->stop) {
+			/* a backup pins the files: the checkpoint is still due, try
+			 * again in a while (the log trigger would fire at once) */
+			struct timespec again;
+			clock_deadline_in(CLOCK_MONOTONIC, &again, 100);
+			pthread_cond_timedwait(&c->cv, &c->mu, &again);
+			c->kicked = 1;
+		}
 		clock_deadline_in(CLOCK_MONOTONIC, &deadline, c->interval_ms);
 	}
 	pthread_mutex_unlock(&c->mu);

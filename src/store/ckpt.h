@@ -96,8 +96,12 @@ struct ckpt_stats {
 unsigned ckpt_change_begin(ckpt_t *c);
 void ckpt_change_end(ckpt_t *c, unsigned token);
 
-/* Take one checkpoint now. */
+/* Take one checkpoint now; -EBUSY while a backup pins the files. */
 int ckpt_run(ckpt_t *c, struct ckpt_stats *out);
+/* `lotus backup`: no checkpoint runs (so no image, manifest or log segment
+ * changes but by appends) until clock_now_ns() reaches until_ns; 0 lifts it.
+ * Waits for a checkpoint under way to finish.  Any thread. */
+void ckpt_backup_pin(ckpt_t *c, uint64_t until_ns);
 /* Start the page writer thread (checkpoints on log growth and the timer). */
 int ckpt_start(ckpt_t *c);
 

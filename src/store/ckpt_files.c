@@ -37,8 +37,15 @@ struct crc_hdr {
 	uint64_t npages;     /* entries that follow: pages 0..npages-1 */
 	uint32_t page_size;
 	uint32_t crc;        /* CRC32C of the entries */
-	uint64_t reserved[4];
+	uint32_t version;    /* CK_CRC_VERSION; 0 in files from before it (read as 1) */
+	uint32_t reserved0;
+	uint64_t reserved[3];
 };
+/* The format of the CRC files, the header of a checkpoint image.  A file of a
+ * higher version is refused (naming both), never misread; 0 and 1 load. */
+#define CK_CRC_VERSION 1u
+/* The manifest's format: its first line, "lotus-manifest N". */
+#define CK_MANIFEST_VERSION 1u
 _Static_assert(sizeof(struct crc_hdr) == 64, "crc header is 64 bytes");
 
 
@@ -143,7 +150,7 @@ int ck_manifest_write(struct ckpt *c, const struct ck_info *cur, const struct ck
 	if (!buf)
 		return -ENOMEM;
 #define EMIT(...) (len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__))
-	EMIT("lotus-manifest 1\n");
+	EMIT("lotus-manifest %u\n", CK_MANIFEST_VERSION);
 	EMIT("page_size %u\n", c->page_size);
 	EMIT("seq %" PRIu64 "\nimage %s\nbegin_lsn %" PRIu64 "\npages_used %" PRIu64
 	     "\nneed_lsn %" PRIu64 "\n", cur->seq, ck_image_name(cur->image, 0), cur->begin_lsn,
@@ -200,7 +207,14 @@ int ck_manifest_read(const char *dir, struct manifest *m)
 	buf[len] = '\0';
 	int rc = -EIO;
 	char *crcline = strstr(buf, "\ncrc ");
-	unsigned want;
+	unsigned want, version = 0;
+	if (sscanf(buf, "lotus-manifest %u\n", &version) == 1 && version > CK_MANIFEST_VERSION) {
+		log_error("ckpt: %s was written by a newer lotus: manifest format version %u, and "
+			  "this lotus reads versions up to %u.  Refusing to start: run the newer lotus",
+			  path, version, CK_MANIFEST_VERSION);
+		rc = -EPROTO;
+		goto out;
+	}
 	if (strncmp(buf, "lotus-manifest 1\n", 17) || !crcline ||
 	    sscanf(crcline + 5, "%x", &want) != 1 ||
 	    crc32c(0, buf, (size_t)(crcline + 1 - buf)) != want) {
@@ -269,8 +283,15 @@ int ck_crc_read(const char *dir, unsigned image, uint64_t seq, uint32_t page_siz
 	struct crc_hdr h;
 	int rc = -EIO;
 	uint32_t *v = NULL;
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != CK_CRC_MAGIC ||
-	    h.page_size != page_size || h.npages > (1ull << 40)) {
+	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.magic == CK_CRC_MAGIC &&
+	    h.version > CK_CRC_VERSION) {
+		log_error("ckpt: %s was written by a newer lotus: checkpoint format version %u, and "
+			  "this lotus reads versions up to %u.  Refusing to start: run the newer lotus", path, h.version,
+			  CK_CRC_VERSION);
+		rc = -EPROTO;
+		goto out;
+	}
+	if (h.magic != CK_CRC_MAGIC || h.page_size != page_size || h.npages > (1ull << 40)) {
 		if (!quiet)
 			log_error("ckpt: %s: bad header", path);
 		goto out;
@@ -305,7 +326,7 @@ out:
 int ck_crc_write(struct ckpt *c, unsigned image, uint64_t seq, uint64_t npages)
 {
 	struct crc_hdr h = { .magic = CK_CRC_MAGIC, .seq = seq, .npages = npages,
-			     .page_size = c->page_size };
+			     .page_size = c->page_size, .version = CK_CRC_VERSION };
 	h.crc = crc32c(0, c->crc[image], npages * sizeof(uint32_t));
 	return replace_file(c->dir, ck_image_name(image, 1), &h, sizeof(h), c->crc[image],
 			    npages * sizeof(uint32_t));

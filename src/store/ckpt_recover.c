@@ -79,8 +79,9 @@ static int load_image(store_t *st, const char *dir, const struct ck_info *ci,
 	uint64_t ncrc = 0, P = ci->pages_used;
 	char path[4200];
 	ck_path(path, sizeof(path), dir, ck_image_name(ci->image, 0));
-	if (ck_crc_read(dir, ci->image, ci->seq, ps, &crc, &ncrc, 0))
-		return -EIO;
+	int crc_rc = ck_crc_read(dir, ci->image, ci->seq, ps, &crc, &ncrc, 0);
+	if (crc_rc)   /* a newer format is refused, not taken for damage */
+		return crc_rc == -EPROTO ? -EPROTO : -EIO;
 	size_t pool_bytes;
 	struct loader l = { .pool = store_pool(st, &pool_bytes), .ps = ps, .crc = crc,
 			    .path = path, .file = -1 };
@@ -259,8 +260,9 @@ static int stream_image(store_t *st, const char *dir, const struct ck_info *ci,
 	uint64_t ncrc = 0, P = ci->pages_used;
 	char path[4200];
 	ck_path(path, sizeof(path), dir, ck_image_name(ci->image, 0));
-	if (ck_crc_read(dir, ci->image, ci->seq, ps, &crc, &ncrc, 0))
-		return -EIO;
+	int crc_rc = ck_crc_read(dir, ci->image, ci->seq, ps, &crc, &ncrc, 0);
+	if (crc_rc)   /* a newer format is refused, not taken for damage */
+		return crc_rc == -EPROTO ? -EPROTO : -EIO;
 	struct streamer sm = { .l = { .ps = ps, .crc = crc, .path = path, .file = -1 }, .st = st,
 			       .rebuild = rebuild, .end = (P + 1) * ps };
 	int fd = -1, rc = -EIO;

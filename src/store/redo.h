@@ -77,6 +77,13 @@ int redo_status(redo_t *r);
 
 /* Delete the segment files that lie wholly below lsn (after a checkpoint). */
 int redo_truncate(redo_t *r, uint64_t lsn);
+/* `lotus restore`: the log in dir (not open) was copied up to LSN cut, its
+ * last segment cut there.  Fill that segment's last block with zeros and
+ * lower its header's mark to the cut, clearing its next-segment flag, so
+ * that recovery replays exactly up to the cut.  0, -ENOENT (no segment
+ * below cut; nothing to do if there is no segment at all), -EEXIST (a
+ * segment at or past the cut) or -errno. */
+int redo_restore_tail(const char *dir, uint64_t cut);
 
 /* writes counts group-commit batches (one per wake-up of the log writer);
  * ios counts the I/Os they were split into (pieces of at most max_write). */

@@ -119,7 +119,8 @@ enum { SEG_V1 = 1, SEG_V0 = 0, SEG_BAD = -1, SEG_NEWER = -2 };
 
 /* What the first size bytes p of the segment starting at first hold: SEG_V1
  * (*out: the newest good copy), SEG_V0 (the format before headers: a record
- * at offset 0), SEG_NEWER (a header of a later format), or SEG_BAD. */
+ * at offset 0), SEG_NEWER (a header of a later format: out->version is it),
+ * or SEG_BAD. */
 int seghdr_get(const unsigned char *p, size_t size, uint64_t first, struct seg_hdr *out);
 /* Write the header block blk at offset 0 of fd and make it durable. */
 int seghdr_write(int fd, const unsigned char *blk, int odsync);

@@ -493,13 +493,16 @@ int redo_replay_mode(const char *dir, uint64_t from_lsn, enum redo_recovery mode
 					goto out;
 				continue;
 			}
-			log_error(sg.format == SEG_NEWER
-				  ? "redo: %s was written by a newer lotus (segment format above %d): "
-				    "this one cannot read it.  Refusing to start"
-				  : "redo: %s has no valid segment header (format %d, both copies at "
-				    "file offsets 0 and 512 fail their checks) and does not start with "
-				    "a record: it is damaged.  Refusing to start.  Restore the data "
-				    "directory", path, SEG_VERSION);
+			if (sg.format == SEG_NEWER)
+				log_error("redo: %s was written by a newer lotus: segment format "
+					  "version %u, and this lotus reads versions 0 to %d.  Refusing "
+					  "to start: run the newer lotus", path, sg.hdr.version,
+					  SEG_VERSION);
+			else
+				log_error("redo: %s has no valid segment header (format %d, both copies "
+					  "at file offsets 0 and 512 fail their checks) and does not "
+					  "start with a record: it is damaged.  Refusing to start.  "
+					  "Restore the data directory", path, SEG_VERSION);
 			rc = -EIO;
 			goto out;
 		}

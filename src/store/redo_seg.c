@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "common/crc32c.h"
 #include "store/redo_int.h"
@@ -106,7 +108,7 @@ int seghdr_get(const unsigned char *p, size_t size, uint64_t first, struct seg_h
 			continue;
 		h.crc = want;
 		if (h.version != SEG_VERSION) {
-			newer |= h.version > SEG_VERSION;
+			newer = MAX(newer, h.version > SEG_VERSION ? (int)h.version : 0);
 			continue;
 		}
 		if (h.first != first || h.hdr_bytes != SEG_HDR)
@@ -117,8 +119,11 @@ int seghdr_get(const unsigned char *p, size_t size, uint64_t first, struct seg_h
 	}
 	if (found)
 		return SEG_V1;
-	if (newer)
+	if (newer) {   /* out->version: the newer format, for the message */
+		memset(out, 0, sizeof(*out));
+		out->version = (uint16_t)newer;
 		return SEG_NEWER;
+	}
 	struct redo_hdr r;
 	if (size >= sizeof(r)) {
 		memcpy(&r, p, sizeof(r));
@@ -138,4 +143,59 @@ int seghdr_write(int fd, const unsigned char *blk, int odsync)
 	if (!odsync && fdatasync(fd))
 		return -errno;
 	return 0;
+}
+
+int redo_restore_tail(const char *dir, uint64_t cut)
+{
+	uint64_t *segs = NULL;
+	size_t n = 0;
+	int rc = seg_list(dir, &segs, &n);
+	if (rc || n == 0) {
+		free(segs);
+		return rc;
+	}
+	char path[4200];
+	uint64_t first = segs[n - 1];
+	free(segs);
+	if (first >= cut)
+		return -EEXIST;
+	seg_path(path, sizeof(path), dir, first);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	unsigned char *blk = NULL;
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		goto out;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	if (size > cut - first) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (ftruncate(fd, (off_t)ALIGN_UP(size, REDO_BLOCK))) {   /* zeros: no record */
+		rc = -errno;
+		goto out;
+	}
+	blk = calloc(1, SEG_HDR);
+	struct seg_hdr h;
+	if (!blk) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (size >= SEG_HDR && pread(fd, blk, SEG_HDR, 0) == (ssize_t)SEG_HDR &&
+	    seghdr_get(blk, SEG_HDR, first, &h) == SEG_V1) {
+		uint64_t mark = MIN(h.mark, cut);
+		uint32_t flags = h.flags & ~SEG_F_NEXT;
+		seghdr_put(blk, 0, first, h.seq + 1, mark, flags);
+		seghdr_put(blk, 1, first, h.seq + 1, mark, flags);
+		rc = seghdr_write(fd, blk, 0);
+	}
+	if (rc == 0 && fsync(fd))
+		rc = -errno;
+out:
+	free(blk);
+	close(fd);
+	return rc;
 }

@@ -23,7 +23,7 @@ declare -A rank=(
 	[conn.h]=1 [conn.c]=1
 	[handlers.h]=2 [handlers.c]=2
 	[outcomes.h]=3 [outcomes.c]=3
-	[durable.h]=4 [durable.c]=4
+	[durable.h]=4 [durable.c]=4 [backup.h]=4 [backup.c]=4
 	[termination.h]=5 [termination.c]=5
 	[memserver.c]=6
 )
