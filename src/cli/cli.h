@@ -9,4 +9,5 @@ int cmd_netbench(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_durbench(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 #endif

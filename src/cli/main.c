@@ -20,6 +20,7 @@ static const struct {
 	{ "ycsb", cmd_ycsb, "run YCSB transactions against a cluster (or a --local one)" },
 	{ "serve", cmd_serve, "serve the Redis protocol (redis-cli, redis-py) on top of lotus" },
 	{ "bank", cmd_bank, "concurrent transfers with a ledger; --verify checks the data" },
+	{ "status", cmd_status, "one row per memory server: up or down, pool, log, clients (--json, --prometheus)" },
 	{ "txn-status", cmd_txn_status, "ask a memory server what it knows about a transaction" },
 	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },
 	{ "iobench", cmd_iobench, "the hybrid I/O layer's microbenchmarks (paper §3)" },
