@@ -143,7 +143,11 @@ static void st_ask(net_worker_t *nw, struct st_wait *w, const struct lotus_serve
 		net_conn_close(c);
 	if (rc) {
 		row->up = 0;
-		snprintf(row->reason, sizeof(row->reason), "%s: %s", stage, lotus_strerror(rc));
+		const char *why = rc == -EACCES ? "authentication failed (the cluster secrets differ)"
+				: rc == -EUSERS ? "the server is full (max_clients)"
+				: rc == LOTUS_ECONFIG ? "a server of another cluster"
+				: lotus_strerror(rc);
+		snprintf(row->reason, sizeof(row->reason), "%s: %s", stage, why);
 		free(w->text);
 	} else {
 		row->up = 1;
