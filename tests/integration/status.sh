@@ -144,11 +144,16 @@ check_prom "$dir/up.prom" 1 1 || fail "prometheus output (all up): $(head -n 20 
 
 # ---- a stopped server does not hang status ----
 kill -STOP "${pids[1]}"
+# SIGSTOP lands asynchronously: wait until every thread of it is stopped
+for _ in $(seq 100); do
+  ! grep -qv '^[0-9]* (.*) T' /proc/"${pids[1]}"/task/*/stat 2>/dev/null && break
+  sleep 0.05
+done
 t0=$(date +%s%N)
 timeout 30 "$L" status --config "$dir/c.ini" --json --timeout-ms 1000 >"$dir/stop.json" 2>"$dir/stop.err"; rc=$?
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 kill -CONT "${pids[1]}"
-[ $rc -eq 1 ] || fail "status with a stopped server exited $rc (want 1): $(cat "$dir/stop.err")"
+[ $rc -eq 1 ] || fail "status with a stopped server exited $rc (want 1): $(cat "$dir/stop.json" "$dir/stop.err"; grep -h "" /proc/"${pids[1]}"/task/*/stat | cut -d" " -f1-3)"
 $PY -c '
 import json, sys
 a, b = json.load(open(sys.argv[1]))["servers"]
