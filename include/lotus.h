@@ -215,8 +215,9 @@ struct lotus_options {
 	 * log_fn set, lotus_connect makes it the process's log sink: every line
 	 * lotus logs from then on (LOTUS_LOG=debug|info|warn|error sets which)
 	 * is passed to log_fn instead, without its newline, e.g.
-	 * "lotus: error: cannot reach memory server 0 at ...", with its level
-	 * and log_arg.  lotus_disconnect of that cluster puts stderr back.
+	 * "2026-12-02T00:50:24.123Z lotus: error: cannot reach memory server 0
+	 * at ..." (UTC timestamp with milliseconds, process tag, level: the
+	 * fields of every lotus log line), with its level and log_arg.  lotus_disconnect of that cluster puts stderr back.
 	 * Threads: log_fn is called from any thread of the process (the
 	 * caller's, sessions', the lease keeper's, the network's), possibly from
 	 * several at once, so it must be thread-safe; it must not call lotus.

@@ -10,6 +10,7 @@ esac
 need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev libsodium-dev fio gnuplot-nox jq python3
       iproute2 procps util-linux coreutils  # iproute2 (ip netns, tc): the netns_* tests
       redis-tools python3-redis redis-server  # the lotus serve tests and bench-resp
+      python3-prometheus-client  # the status test parses lotus status --prometheus
       e2fsprogs mount  # mkfs.ext4 and loop mounts: the disk_full test
       cppcheck)  # make cppcheck (a CI stage)
 missing=()

@@ -12,4 +12,5 @@ int cmd_iobench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_durbench(int argc, char **argv);
 int cmd_tpcc(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 #endif

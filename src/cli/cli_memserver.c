@@ -151,7 +151,7 @@ int cmd_memserver(int argc, char **argv)
 	uint64_t max_clients = 0;
 	bool insecure = false;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY, capacity = 0, pwriters = 0;
-	const char *data_dir = NULL, *cluster_id = NULL;
+	const char *data_dir = NULL, *cluster_id = NULL, *log_file = NULL;
 	bool init = false;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
 	uint64_t max_parked = MS_DEFAULT_MAX_PARKED, max_conn_bytes = MS_DEFAULT_MAX_CONN_BYTES;
@@ -180,6 +180,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "checkpoint-interval", OPT_U64, &ckpt_ms, "MS", "also checkpoint at least this often (default 0: no timer)", .min = 0, .max = 86400000 },
 		{ "max-parked", OPT_U64, &max_parked, "N", "requests one connection may have waiting in lock queues; more are refused with a 'limit' error that aborts their transaction (default 1024)", .min = 1, .max = 1000000 },
 		{ "max-conn-bytes", OPT_SIZE, &max_conn_bytes, "SIZE", "bytes in flight per connection (messages held, replies queued): above it the server fetches no more large messages and refuses reads with a 'limit' error; a step whose replies exceed it gets 'limit' errors for the rest (default 256M, at least 32M)" },
+		{ "log-file", OPT_STR, &log_file, "FILE", "append the log lines (and all else on stderr) to FILE once the arguments are checked; SIGHUP reopens it (logrotate: rename, then SIGHUP)" },
 		{ "recovery-mode", OPT_CHOICE, &recovery_mode, "M", "damage in the middle of the redo log: strict (default) refuses to start; tolerate-tail cuts it if it lies in the last segment; point-in-time recovers up to it and drops the rest (a torn tail is always cut)", recovery_modes },
 		{ 0 },
 	};
@@ -277,6 +278,8 @@ int cmd_memserver(int argc, char **argv)
 				"on a trusted network", host, port);
 	if (listen_probe(host, port, config, o.id))
 		return 1;
+	if (log_file && (rc = log_file_open(log_file)) != 0)
+		return cli_fail("memserver", "--log-file %s: %s", log_file, strerror(-rc));
 	char tag[32];
 	snprintf(tag, sizeof(tag), "memserver %u", o.id);
 	log_set_tag(tag);

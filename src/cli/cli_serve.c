@@ -17,6 +17,12 @@
 
 static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
 
+/* serve's own messages, as lotus's log lines (timestamp, tag, level) */
+static void serve_log(int level, const char *msg)
+{
+	log_msg((enum log_level)level, "%s", msg);
+}
+
 int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
@@ -30,6 +36,7 @@ int cmd_serve(int argc, char **argv)
 	};
 	uint64_t threads, maxv, pmax, retries, cache = 0, max_clients = 0, timeout_s = 0;
 	int cc = LOTUS_WOUND_WAIT;
+	const char *log_file = NULL;
 	serve_opts_init(&o);
 	threads = o.threads;
 	maxv = o.max_value;
@@ -48,6 +55,7 @@ int cmd_serve(int argc, char **argv)
 		{ "cache", OPT_SIZE, &cache, "SIZE", "lotus record cache (locations sent as hints), e.g. 64M (default 0: off)" },
 		{ "max-clients", OPT_U64, &max_clients, "N", "most clients connected at once; one more gets '-ERR max number of clients reached' (default 0: no limit but the descriptor limit)", .min = 0, .max = 10000000 },
 		{ "timeout", OPT_U64, &timeout_s, "S", "close a client idle for S seconds (default 0: never)", .min = 0, .max = 100000000 },
+		{ "log-file", OPT_STR, &log_file, "FILE", "append the log lines (and all else on stderr) to FILE once the arguments are checked; SIGHUP reopens it (logrotate: rename, then SIGHUP)" },
 	};
 	struct cli_opt opts[ARRAY_SIZE(own) + CLUSTER_OPTS_MAX + 1];
 	unsigned nopts = ARRAY_SIZE(own);
@@ -95,6 +103,9 @@ int cmd_serve(int argc, char **argv)
 	unsigned pollers = o.threads + (config ? 0 : (unsigned)(co.local * co.sthreads));
 	if (!getenv("LOTUS_NET_SPIN_US") && pollers >= cores)
 		setenv("LOTUS_NET_SPIN_US", "0", 1);
+	if (log_file && (rc = log_file_open(log_file)) != 0)
+		return cli_fail("serve", "--log-file %s: %s", log_file, strerror(-rc));
 	log_set_tag("serve");
+	o.log = serve_log;
 	return serve_run(&o);
 }

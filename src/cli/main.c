@@ -23,6 +23,7 @@ static const struct {
 	{ "tpcc", cmd_tpcc, "TPC-C: the five transactions, then consistency conditions 1-4" },
 	{ "backup", cmd_backup, "copy a running durable cluster's data, consistent across its servers" },
 	{ "restore", cmd_restore, "write a backup into the data directories of stopped servers" },
+	{ "status", cmd_status, "one row per memory server: up or down, pool, log, clients (--json, --prometheus)" },
 	{ "txn-status", cmd_txn_status, "ask a memory server what it knows about a transaction" },
 	{ "netbench", cmd_netbench, "measure the raw transport's round-trip rate" },
 	{ "iobench", cmd_iobench, "the hybrid I/O layer's microbenchmarks (paper §3)" },

@@ -1,10 +1,15 @@
 /* log.c - see log.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -50,6 +55,19 @@ int log_enabled(enum log_level lvl)
 	return (int)lvl >= log_level;
 }
 
+/* "2026-12-02T00:50:24.123Z " into buf (at least 32 bytes): UTC, ms. */
+static int log_stamp(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (!gmtime_r(&ts.tv_sec, &tm))
+		return snprintf(buf, len, "? ");
+	return snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ", tm.tm_year + 1900,
+			tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			ts.tv_nsec / 1000000);
+}
+
 void log_msg(enum log_level lvl, const char *fmt, ...)
 {
 	static const char *names[] = { "debug", "info", "warn", "error" };
@@ -57,16 +75,26 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	va_list ap;
 	if (!log_enabled(lvl))
 		return;
-	int n = snprintf(line, sizeof(line), "%s: %s: ", log_tag, names[lvl]);
+	int n = log_stamp(line, sizeof(line));
+	if (n > 0 && (size_t)n < sizeof(line))
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s: %s: ", log_tag, names[lvl]);
 	va_start(ap, fmt);
 	if (n > 0 && (size_t)n < sizeof(line))
 		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);
 	log_sink_fn fn = atomic_load_explicit(&log_sink, memory_order_acquire);
-	if (fn)
+	if (fn) {
 		fn(lvl, line, log_sink_arg);
-	else
-		fprintf(stderr, "%s\n", line);
+	} else {
+		/* one write per line: lines of several threads (and, with
+		 * --log-file, of an O_APPEND file) never interleave */
+		size_t len = strlen(line);
+		if (len == sizeof(line) - 1)
+			len--;   /* cut: make room for the newline */
+		line[len++] = '\n';
+		ssize_t w = write(STDERR_FILENO, line, len);
+		(void)w;   /* nowhere left to report it */
+	}
 	if (lvl == LOG_ERROR)
 		log_errors++;
 }
@@ -111,4 +139,42 @@ void log_sink_clear(log_sink_fn fn, void *arg)
 {
 	if (atomic_load_explicit(&log_sink, memory_order_acquire) == fn && log_sink_arg == arg)
 		log_set_sink(NULL, NULL);
+}
+
+/* --log-file: the path, and the reopen a SIGHUP does (open and dup2 are
+ * async-signal-safe; dup2 swaps fd 2 at once, so each line goes whole to
+ * the old file or to the new one). */
+static char log_path[4096];
+
+static int log_file_attach(void)
+{
+	int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return -errno;
+	int rc = dup2(fd, STDERR_FILENO) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+static void log_on_sighup(int sig)
+{
+	int saved = errno;
+	(void)sig;
+	log_file_attach();   /* failed: the lines keep going to the old file */
+	errno = saved;
+}
+
+int log_file_open(const char *path)
+{
+	if (snprintf(log_path, sizeof(log_path), "%s", path) >= (int)sizeof(log_path))
+		return -ENAMETOOLONG;
+	int rc = log_file_attach();
+	if (rc) {
+		log_path[0] = 0;
+		return rc;
+	}
+	struct sigaction sa = { .sa_handler = log_on_sighup, .sa_flags = SA_RESTART };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	return 0;
 }

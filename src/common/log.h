@@ -1,8 +1,13 @@
 /*
  * log.h - leveled logging to stderr, one line per call, thread-safe
- * (one fprintf per line), or to a sink the host program installs
+ * (one write per line), or to a sink the host program installs
  * (lotus_options.log_fn).  LOTUS_LOG=debug|info|warn|error sets the level;
- * the default is info.  Lines carry a process tag set with log_set_tag().
+ * the default is info.  Every line, on stderr or to the sink, reads
+ *
+ *   2026-12-02T00:50:24.123Z memserver 0: info: listening on ...
+ *
+ * a UTC timestamp (ISO 8601, milliseconds), the process tag set with
+ * log_set_tag() ("memserver N" carries the server id), the level, the text.
  */
 #ifndef LOTUS_LOG_H
 #define LOTUS_LOG_H
@@ -20,6 +25,11 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 typedef void (*log_sink_fn)(enum log_level lvl, const char *line, void *arg);
 void log_set_sink(log_sink_fn fn, void *arg);
 void log_sink_clear(log_sink_fn fn, void *arg);
+/* --log-file: make fd 2 (stderr: these lines and anything else the process
+ * prints there) an O_APPEND file at path, reopened on SIGHUP (logrotate:
+ * rename it, send SIGHUP, the next lines go to a new file at path).  Once,
+ * from the main thread before others start.  0 or -errno. */
+int log_file_open(const char *path);
 #define log_debug(...) do { if (log_enabled(LOG_DEBUG)) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

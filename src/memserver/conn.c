@@ -58,6 +58,8 @@ static int ms_keep_prepared(void *arg, uint64_t txn_id)
 static void ms_conn_release(struct ms_worker *wk, struct ms_conn *c, int reason)
 {
 	c->closed = 1;
+	if (reason == LOTUS_ETIMEOUT || reason == LOTUS_ELEASE)
+		wk->leases_lost++;   /* the stats' lease_losses */
 	int n = lock_release_owner(wk->srv->locks, c);
 	/* COMMITTING ones: a prepared txn waits for its decision (the resolver
 	 * takes it now); any other (the WOUND_WAIT round, a one-phase commit that

@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -60,6 +61,7 @@
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/config.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "memserver/memserver.h"
 #include "memserver/ms_int.h"
@@ -456,11 +458,37 @@ static void recovery_report(struct ms_server *srv)
 		 secs > 0 ? mb / secs : 0.0, r->next_lsn);
 }
 
+/* Bytes of the redo log's segment files in dir (what the disk holds now;
+ * checkpoints truncate it). */
+static uint64_t log_disk_bytes(const char *dir)
+{
+	uint64_t sum = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		struct stat st;
+		size_t l = strlen(e->d_name);
+		if (strncmp(e->d_name, "redo-", 5) || l < 9 || strcmp(e->d_name + l - 4, ".log"))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+			sum += (uint64_t)st.st_size;
+	}
+	closedir(d);
+	return sum;
+}
+
 static int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len)
 {
 	struct redo_stats rs;
+	struct ckpt_last cl = { 0 };
 	uint64_t waits = 0, immediate = 0;
+	char dir[4200];
 	redo_stats(srv->log, &rs);
+	if (srv->ckpt)
+		ckpt_last(srv->ckpt, &cl);
+	json_str_buf(dir, sizeof(dir), srv->data_dir ? srv->data_dir : "");
 	for (unsigned i = 0; i < srv->nworkers; i++) { /* racy reads of counters: fine */
 		waits += srv->workers[i].dur_waits;
 		immediate += srv->workers[i].dur_immediate;
@@ -469,10 +497,14 @@ static int ms_durable_stats_json(struct ms_server *srv, char *buf, size_t len)
 		",\"durability\":{\"mode\":\"%s\",\"readonly\":%d,\"durable_lsn\":%" PRIu64
 		",\"log_writes\":%" PRIu64 ",\"log_ios\":%" PRIu64 ",\"log_records\":%" PRIu64
 		",\"log_bytes\":%" PRIu64 ",\"reply_batches_waited\":%" PRIu64
-		",\"replies_at_once\":%" PRIu64 "}",
+		",\"replies_at_once\":%" PRIu64 ",\"data_dir\":%s,\"next_lsn\":%" PRIu64
+		",\"log_disk_bytes\":%" PRIu64 ",\"checkpoint\":{\"seq\":%" PRIu64
+		",\"begin_lsn\":%" PRIu64 ",\"unix_ms\":%" PRIu64 "}}",
 		config_durability_name(srv->durability), redo_status(srv->log) != 0,
 		redo_durable_lsn(srv->log), rs.writes, rs.ios, rs.records, rs.bytes, waits,
-		immediate);
+		immediate, dir, redo_next_lsn(srv->log),
+		srv->data_dir ? log_disk_bytes(srv->data_dir) : 0, cl.seq, cl.begin_lsn,
+		cl.wall_ns / 1000000);
 	if (srv->tier && n > 0 && (size_t)n < len)   /* memserver stats: the tier's figures */
 		n += tierback_stats_json(srv->tier, buf + n, len - (size_t)n);
 	return n;

@@ -80,6 +80,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "common/common.h"
 #include "common/log.h"
 #include "memserver/ms_int.h"
@@ -919,6 +920,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct lock_stats ls;
 	struct store_stats ss;
 	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0, pref = 0, bref = 0;
+	uint64_t leases = 0;
 	struct net_stats ns = { 0 };
 	char buf[8192];   /* a tiered server adds its page writers' figures */
 	lock_table_stats(srv->locks, &ls);
@@ -934,12 +936,17 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 			cpu_ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 		pref += srv->workers[i].parked_refused;
 		bref += srv->workers[i].bytes_refused;
+		leases += srv->workers[i].leases_lost;
 		struct net_stats one;
 		net_worker_stats(srv->workers[i].net, &one);
 		net_stats_add(&ns, &one);
 	}
+	/* pool: pages handed out so far (tiered: logical pages, some of them on
+	 * disk) against the pool's size */
+	uint64_t used = ss.pages_used * store_page_size(srv->store);
 	int n = snprintf(buf, sizeof(buf),
-		"{\"id\":%u,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
+		"{\"id\":%u,\"pid\":%d,\"tables\":%u,\"pool_used_bytes\":%llu,"
+		"\"pool_free_bytes\":%llu,\"lease_losses\":%llu,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
 		"\"bad_msgs\":%llu,\"hint_hits\":%llu,"
 		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
 		"\"prepared\":%u,"
@@ -949,7 +956,9 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		"\"limits\":{\"max_parked\":%u,\"parked_refused\":%llu,\"max_conn_bytes\":%llu,"
 		"\"bytes_refused\":%llu,\"rndv_deferred\":%llu,\"dispatch_deferred\":%llu,"
 		"\"bytes_closed\":%llu,\"max_msg\":%u,\"too_big_closed\":%llu}}",
-		srv->id, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
+		srv->id, (int)getpid(), store_table_count(srv->store), (unsigned long long)used,
+		(unsigned long long)(used < ss.pool_bytes ? ss.pool_bytes - used : 0),
+		(unsigned long long)leases, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
 		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,

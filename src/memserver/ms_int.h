@@ -88,6 +88,8 @@ struct ms_worker {
 	unsigned npend_free;
 	/* requests refused with LOTUS_ELIMIT: parked limit / bytes in flight */
 	uint64_t parked_refused, bytes_refused;
+	/* clients whose connection this server closed for a lapsed lease */
+	uint64_t leases_lost;
 };
 #define MS_PEND_CACHE 256
 

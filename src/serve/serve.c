@@ -54,6 +54,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,21 @@
 #define ACCEPT_LOG_NS     10000000000ULL
 
 static struct server *g_server;   /* for the signal handler */
+static void (*serve_log_fn)(int level, const char *msg);   /* serve_opts.log */
+
+/* One message of serve's own, through serve_opts.log (else stderr). */
+static void __attribute__((format(printf, 2, 3))) slog(int level, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (serve_log_fn)
+		serve_log_fn(level, msg);
+	else
+		fprintf(stderr, "lotus serve: %s\n", msg);
+}
 static char tag_listen, tag_wake, tag_stop;
 
 uint64_t serve_now_ns(void)
@@ -167,14 +183,14 @@ static int listen_on(const char *hostport, uint16_t *bound)
 	uint16_t port;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res;
 	if (split_hostport(hostport, host, sizeof(host), &port)) {
-		fprintf(stderr, "lotus serve: --listen %s: expected HOST:PORT\n", hostport);
+		slog(LOTUS_LOG_ERROR, "--listen %s: expected HOST:PORT", hostport);
 		return -EINVAL;
 	}
 	char ps[8];
 	snprintf(ps, sizeof(ps), "%u", port);
 	int rc = getaddrinfo(host, ps, &hints, &res);
 	if (rc) {
-		fprintf(stderr, "lotus serve: --listen %s: %s\n", hostport, gai_strerror(rc));
+		slog(LOTUS_LOG_ERROR, "--listen %s: %s", hostport, gai_strerror(rc));
 		return -EINVAL;
 	}
 	int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -182,7 +198,7 @@ static int listen_on(const char *hostport, uint16_t *bound)
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(fd, res->ai_addr, res->ai_addrlen) || listen(fd, 511)) {
 		rc = -errno;
-		fprintf(stderr, "lotus serve: cannot listen on %s: %s\n", hostport, strerror(errno));
+		slog(LOTUS_LOG_ERROR, "cannot listen on %s: %s", hostport, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		freeaddrinfo(res);
@@ -550,9 +566,9 @@ static void accept_log(struct server *sv, int err)
 	sv->accept_refused++;
 	if (now < sv->accept_log_ns)
 		return;
-	fprintf(stderr, "lotus serve: cannot accept clients: %s (%llu clients refused since "
+	slog(LOTUS_LOG_WARN, "cannot accept clients: %s (%llu clients refused since "
 		"this was last logged; raise the descriptor limit, ulimit -n, or set "
-		"--max-clients)\n",
+		"--max-clients)",
 		strerror(err), (unsigned long long)sv->accept_refused);
 	sv->accept_refused = 0;
 	sv->accept_log_ns = now + ACCEPT_LOG_NS;
@@ -761,7 +777,7 @@ static void worker_drain(struct worker *w)
 			conn_kill(c);
 		}
 	if (w->inflight)
-		fprintf(stderr, "lotus serve: worker %u: %u transactions still in flight at stop\n",
+		slog(LOTUS_LOG_WARN, "worker %u: %u transactions still in flight at stop",
 			w->id, w->inflight);
 	else
 		reap_dead(w);
@@ -790,8 +806,8 @@ static void worker_renew(struct worker *w)
 	lotus_session_close(w->s);
 	w->s = s;
 	w->renew = 0;
-	fprintf(stderr, "lotus serve: worker %u: opened a new session (a memory server's "
-		"connection was lost)\n", w->id);
+	slog(LOTUS_LOG_INFO, "worker %u: opened a new session (a memory server's "
+		"connection was lost)", w->id);
 }
 
 static void *worker_main(void *arg)
@@ -808,7 +824,7 @@ static void *worker_main(void *arg)
 	int rc = lotus_session_open(sv->cl, &w->s);   /* used by this thread only */
 	pthread_mutex_lock(&sv->ready_mu);
 	if (rc) {
-		fprintf(stderr, "lotus serve: worker %u: cannot open a session: %s\n", w->id,
+		slog(LOTUS_LOG_ERROR, "worker %u: cannot open a session: %s", w->id,
 			lotus_strerror(rc));
 		sv->ready_err = rc;
 	}
@@ -895,16 +911,16 @@ static int create_table(struct server *sv)
 	lotus_session_t *s;
 	int rc = lotus_session_open(sv->cl, &s);
 	if (rc) {
-		fprintf(stderr, "lotus serve: cannot open a session: %s\n", lotus_strerror(rc));
+		slog(LOTUS_LOG_ERROR, "cannot open a session: %s", lotus_strerror(rc));
 		return rc;
 	}
 	rc = lotus_table_create(s, sv->o.table, sv->max_value, &sv->tb);
 	lotus_session_close(s);
 	if (rc == LOTUS_EEXISTS)
-		fprintf(stderr, "lotus serve: table '%s' exists with another maximum value size "
-			"than --max-value %u\n", sv->o.table, (unsigned)sv->max_value);
+		slog(LOTUS_LOG_ERROR, "table '%s' exists with another maximum value size "
+			"than --max-value %u", sv->o.table, (unsigned)sv->max_value);
 	else if (rc)
-		fprintf(stderr, "lotus serve: cannot create table '%s': %s\n", sv->o.table,
+		slog(LOTUS_LOG_ERROR, "cannot create table '%s': %s", sv->o.table,
 			lotus_strerror(rc));
 	return rc;
 }
@@ -916,6 +932,7 @@ int serve_run(const struct serve_opts *o)
 	if (!sv)
 		return 1;
 	sv->o = *o;
+	serve_log_fn = o->log;
 	sv->lfd = sv->stop_efd = -1;
 	sv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	sv->auth_seed = serve_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0xcbf29ce484222325ULL;
@@ -935,7 +952,7 @@ int serve_run(const struct serve_opts *o)
 	sv->lfd = lfd;
 	rc = lotus_connect(&sv->o.lo, &sv->cl);
 	if (rc) {
-		fprintf(stderr, "lotus serve: cannot connect to the cluster: %s\n", lotus_strerror(rc));
+		slog(LOTUS_LOG_ERROR, "cannot connect to the cluster: %s", lotus_strerror(rc));
 		goto out;
 	}
 	if (create_table(sv))
@@ -950,7 +967,7 @@ int serve_run(const struct serve_opts *o)
 	for (unsigned i = 0; i < sv->nworkers; i++) {
 		rc = worker_setup(sv, &sv->workers[i], i);
 		if (rc) {
-			fprintf(stderr, "lotus serve: worker %u: %s\n", i, lotus_strerror(rc));
+			slog(LOTUS_LOG_ERROR, "worker %u: %s", i, lotus_strerror(rc));
 			goto out_workers;
 		}
 	}
@@ -982,7 +999,7 @@ int serve_run(const struct serve_opts *o)
 		status = 0;
 	} else {
 		if (!sv->ready_err)
-			fprintf(stderr, "lotus serve: cannot start worker threads\n");
+			slog(LOTUS_LOG_ERROR, "cannot start worker threads");
 		on_signal(0);
 	}
 	for (unsigned i = 0; i < started; i++)

@@ -21,6 +21,9 @@ struct serve_opts {
 	const char *table;            /* table name */
 	unsigned max_clients;         /* connections served at once; 0: no limit */
 	unsigned timeout_s;           /* close a client idle this long; 0: never */
+	/* Where serve's own messages go (level: enum lotus_log_level; msg
+	 * without newline); NULL: stderr as "lotus serve: msg". */
+	void (*log)(int level, const char *msg);
 };
 
 void serve_opts_init(struct serve_opts *o);

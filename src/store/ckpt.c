@@ -522,6 +522,8 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 	c->prev = c->last;
 	c->last = cur;
 	STORE(&c->last_begin, cur.begin_lsn);
+	STORE(&c->last_seq, cur.seq);
+	STORE(&c->last_wall_ns, clock_wall_ns());
 	if (c->log)
 		redo_truncate(c->log, log_from);
 	out->begin_lsn = cur.begin_lsn;
@@ -534,6 +536,13 @@ static int ckpt_run_locked(struct ckpt *c, struct ckpt_stats *out)
 		  PRIu64, cur.seq, r.pages, ck_image_name(cur.image, 0), out->elapsed_ns / 1e6,
 		  cur.begin_lsn);
 	return 0;
+}
+
+void ckpt_last(ckpt_t *c, struct ckpt_last *out)
+{
+	out->seq = LOAD(&c->last_seq);
+	out->begin_lsn = LOAD(&c->last_begin);
+	out->wall_ns = LOAD(&c->last_wall_ns);
 }
 
 int ckpt_run(ckpt_t *c, struct ckpt_stats *out)
@@ -681,6 +690,13 @@ static void ckpt_load_state(struct ckpt *c)
 		infos[1] = &c->prev;
 	}
 	STORE(&c->last_begin, c->last.begin_lsn);
+	STORE(&c->last_seq, c->last.seq);
+	char mpath[4200];   /* when it was written: the manifest's mtime */
+	struct stat mst;
+	snprintf(mpath, sizeof(mpath), "%s/MANIFEST", c->dir);
+	if (stat(mpath, &mst) == 0)
+		STORE(&c->last_wall_ns, (uint64_t)mst.st_mtim.tv_sec * 1000000000ULL +
+					(uint64_t)mst.st_mtim.tv_nsec);
 	for (int i = 0; i < 2; i++) {
 		const struct ck_info *ci = infos[i];
 		uint32_t *v;

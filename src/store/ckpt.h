@@ -96,6 +96,14 @@ struct ckpt_stats {
 unsigned ckpt_change_begin(ckpt_t *c);
 void ckpt_change_end(ckpt_t *c, unsigned token);
 
+/* The checkpoint in effect (for the stats; any thread): its seq (0: none),
+ * begin LSN, and the wall clock when it was written (a recovered one: its
+ * MANIFEST's mtime; 0: unknown). */
+struct ckpt_last {
+	uint64_t seq, begin_lsn, wall_ns;
+};
+void ckpt_last(ckpt_t *c, struct ckpt_last *out);
+
 /* Take one checkpoint now; -EBUSY while a backup pins the files. */
 int ckpt_run(ckpt_t *c, struct ckpt_stats *out);
 /* `lotus backup`: no checkpoint runs (so no image, manifest or log segment

@@ -87,6 +87,8 @@ struct ckpt {
 	int thread_started, stop, kicked, armed;
 	struct trigger *trig;
 	uint64_t last_begin;        /* atomic: begin LSN of the last checkpoint */
+	uint64_t last_seq;          /* atomic: its seq (0: none yet) */
+	uint64_t last_wall_ns;      /* atomic: when it was written (0: before this run) */
 };
 
 /* The manifest as read back (ck_manifest_read). */

@@ -11,6 +11,7 @@
 # released), and every key must hold the second client's value (nothing of
 # the stopped client landed, not even late).  Run for each cc protocol (CCS)
 # on tcp and once on sm (TRANSPORTS); the measured times are printed.
+# `lotus status` then shows the lease loss.
 . "$(dirname "$0")/lib.sh"
 C=$(dirname "$L")/lease-client
 [ -x "$C" ] || { echo "skip: no $C"; exit 77; }
@@ -51,6 +52,10 @@ run() {   # run TRANSPORT CC
   local ms=$((($(date +%s%N) - t0) / 1000000))
   [ $rc -eq 0 ] || fail "$tr $cc: the stopped client's locks were not freed: $out $(tail -n 2 "$sub/grab.err")"
   [ $ms -le $((lease + 1000)) ] || fail "$tr $cc: locks freed only after $ms ms (lease $lease ms)"
+  # lotus status counts the lapsed lease (docs/operations.md)
+  "$L" status --config "$CLUSTER_INI" --json >"$sub/status.json" || fail "$tr $cc: lotus status"
+  $PY -c 'import json, sys; r = json.load(open(sys.argv[1]))["servers"]; sys.exit(sum(x["lease_losses"] for x in r) < 1)' \
+    "$sub/status.json" || fail "$tr $cc: lotus status shows no lease loss: $(cat "$sub/status.json")"
   # past the lease for sure before the holder runs again
   sleep $(((lease + 999) / 1000))
   kill -CONT "$holder"; stopped=

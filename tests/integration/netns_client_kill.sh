@@ -90,7 +90,7 @@ for cc in ${CCS:-no_wait wait_die wound_wait}; do
       fi
       wait $bank; rc=$?
       BED_PIDS=()
-      echo "$cc stop: the continued bank exited $rc: $(grep -v '^bank: warn' "$WORK/bank.err" | tail -n 1)"
+      echo "$cc stop: the continued bank exited $rc: $(grep -v ' bank: warn: ' "$WORK/bank.err" | tail -n 1)"
       [ $rc -lt 128 ] || [ $rc -eq 137 ] || fail "$cc stop: the continued bank died of signal $((rc - 128))"
     fi
     [ -z "$(tail -c1 "$led")" ] || sed -i '$ d' "$led"   # a torn last line of the killed bank
