@@ -88,12 +88,16 @@ SRV_STATS := $(BUILD)/bin/srv-stats
 SCAN_ALL := $(BUILD)/bin/scan-all
 # A host program's log sink (tests/integration/log_sink.sh), public-API only.
 LOG_SINK := $(BUILD)/bin/log-sink
+# The malloc-counting LD_PRELOAD shim (scripts/malloc-count.c), for
+# tests/integration/alloc_per_req.sh and scripts/bench-percore.  Built
+# without the sanitizer flags: it stands in for malloc itself.
+MALLOC_COUNT := $(BUILD)/lib/malloc-count.so
 
 .PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean cppcheck FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK) $(MALLOC_COUNT)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -201,6 +205,11 @@ $(LOG_SINK): $(BUILD)/tests/integration/log_sink.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
+$(MALLOC_COUNT): scripts/malloc-count.c
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) -std=gnu11 -O2 -g -fPIC -shared -Wall -Wextra $(WERRFLAGS) -o $@ $<
 
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps
