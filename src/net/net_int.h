@@ -131,7 +131,8 @@ struct net_listener {
  * touches it: every UCX callback that returns something (net_am_cb,
  * net_send_cb, net_rndv_done_cb) runs inside ucp_worker_progress() of this
  * worker, which only its owner calls (a shared worker's: under the
- * caller's lock), and UCX was asked for no progress thread of its own. */
+ * caller's lock); UCX's async thread handles socket events only, never a
+ * message or a send completion. */
 #define NET_CACHE_OBJS      256            /* net_rx and net_tx kept, each */
 #define NET_CACHE_BUFS      64             /* buffers kept */
 #define NET_CACHE_BUF_MAX   (256u << 10)   /* larger ones go back to malloc */

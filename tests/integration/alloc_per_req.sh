@@ -12,7 +12,7 @@
 # per request.  Both the server and the client must stay at or below 0.05
 # allocations per request.
 . "$(dirname "$0")/lib.sh"
-SHIM=$(cd "$(dirname "$L")/.." && pwd)/lib/malloc-count.so
+SHIM=${MALLOC_COUNT_SO:-$(cd "$(dirname "$L")/.." && pwd)/lib/malloc-count.so}
 [ -f "$SHIM" ] || fail "no $SHIM (make builds it)"
 MAX=${ALLOC_MAX_PER_REQ:-0.05}
 SIG=12   # SIGUSR2: the shim writes the server's count to its file
