@@ -131,6 +131,8 @@ struct ts_txn {
 	enum txn_state state;
 	struct txn_op *ops;
 	unsigned nops, cap, next_unsent;
+	int has_writes;              /* an op of this attempt writes (ryw_lookup's
+					shortcut: a read-only txn has nothing to read back) */
 	uint64_t participants;       /* bit per server that saw a request */
 	unsigned outstanding;
 	uint16_t due[LOTUS_MAX_SERVERS];

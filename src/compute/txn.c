@@ -108,6 +108,7 @@ static void txn_clear_ops(ts_txn_t *t)
 		t->ops[i].row_ptrs = NULL;
 	}
 	t->nops = 0;
+	t->has_writes = 0;
 	t->next_unsent = 0;
 	t->participants = 0;
 	t->deps = t->ro_first = t->ro_done = 0;
@@ -314,6 +315,7 @@ static int stage_write(ts_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_table_
 	if (err)
 		return stage_failed(t, err);
 	o->write = wkind;
+	t->has_writes = 1;
 	return (int)(o - t->ops);
 }
 
