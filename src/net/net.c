@@ -120,6 +120,7 @@ static void *net_cache_buf(net_worker_t *w, size_t len, size_t *cap)
 			continue;
 		void *p = k->bufs[i].p;
 		*cap = k->bufs[i].cap;
+		k->bytes -= k->bufs[i].cap;
 		k->bufs[i] = k->bufs[--k->nbufs];
 		k->hits++;
 		return p;
@@ -150,15 +151,17 @@ static void net_cache_unbuf(net_worker_t *w, void *p)
 		free(p);
 		return;
 	}
-	if (k->nbufs == NET_CACHE_BUFS) {
-		/* the oldest (bottom) goes: the stack keeps the warm ones */
+	while (k->nbufs && (k->nbufs == NET_CACHE_BUFS || k->bytes + cap > NET_CACHE_BYTES)) {
+		/* the oldest (bottom) go: the stack keeps the warm ones */
 		free(k->bufs[0].p);
-		memmove(&k->bufs[0], &k->bufs[1], (NET_CACHE_BUFS - 1) * sizeof(k->bufs[0]));
+		k->bytes -= k->bufs[0].cap;
 		k->nbufs--;
+		memmove(&k->bufs[0], &k->bufs[1], k->nbufs * sizeof(k->bufs[0]));
 	}
 	k->bufs[k->nbufs].p = p;
 	k->bufs[k->nbufs].cap = cap;
 	k->nbufs++;
+	k->bytes += cap;
 }
 
 static void net_cache_drain(net_worker_t *w)
@@ -177,6 +180,7 @@ static void net_cache_drain(net_worker_t *w)
 	for (unsigned i = 0; i < k->nbufs; i++)
 		free(k->bufs[i].p);
 	k->nrx = k->ntx = k->nbufs = 0;
+	k->bytes = 0;
 }
 
 void *net_worker_buf(net_worker_t *w, size_t len, size_t *cap)

@@ -136,12 +136,14 @@ struct net_listener {
 #define NET_CACHE_OBJS      256            /* net_rx and net_tx kept, each */
 #define NET_CACHE_BUFS      64             /* buffers kept */
 #define NET_CACHE_BUF_MAX   (256u << 10)   /* larger ones go back to malloc */
+#define NET_CACHE_BYTES     (4u << 20)     /* bytes of buffers kept in all */
 #define NET_CACHE_BUF_MIN   256            /* smallest buffer handed out */
 #define NET_CACHE_SCAN      8              /* buffers looked at for one that fits */
 struct net_cache {
 	struct net_rx *rx;          /* free lists, linked by next */
 	struct net_tx *tx;
 	unsigned nrx, ntx, nbufs;
+	size_t bytes;               /* in bufs */
 	struct { void *p; size_t cap; } bufs[NET_CACHE_BUFS];
 	uint64_t hits, misses;      /* buffer and object requests served / malloc'd */
 };
