@@ -52,7 +52,7 @@ for tr in sm tcp; do
   Y() { "$L" ycsb --config "$T/c.ini" --records 5000 --threads 1 --record-size 1024 --quiet "$@"; }
   Y --no-run >/dev/null 2>"$T/load.err" || fail "$tr: load: $(tail -n 3 "$T/load.err")"
   # batch, transactions in flight, --txns of the shorter run
-  for mode in "none 4 200" "inter 16 1000"; do
+  for mode in "none 4 300" "inter 16 600"; do
   set -- $mode
   B=(--batch $1 --inflight $2); N=$3
   rm -f "$T/$tr.runs"
