@@ -90,12 +90,16 @@ SCAN_ALL := $(BUILD)/bin/scan-all
 LOG_SINK := $(BUILD)/bin/log-sink
 # Breaks a TPC-C condition through the public API (tests/integration/tpcc_check.sh).
 TPCC_CORRUPT := $(BUILD)/bin/tpcc-corrupt
+# The malloc-counting LD_PRELOAD shim (scripts/malloc-count.c), for
+# tests/integration/alloc_per_req.sh and scripts/bench-percore.  Built
+# without the sanitizer flags: it stands in for malloc itself.
+MALLOC_COUNT := $(BUILD)/lib/malloc-count.so
 
 .PHONY: all progs deps run test asan tsan test-asan test-tsan stress install uninstall clean cppcheck FORCE
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK) $(TPCC_CORRUPT)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK) $(TPCC_CORRUPT) $(MALLOC_COUNT)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -208,6 +212,11 @@ $(TPCC_CORRUPT): $(BUILD)/tests/integration/tpcc_corrupt.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
+$(MALLOC_COUNT): scripts/malloc-count.c
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) -std=gnu11 -O2 -g -fPIC -shared -Wall -Wextra $(WERRFLAGS) -o $@ $<
 
 # The main job: YCSB workload A on an embedded two-memory-server cluster.
 run: deps

@@ -269,6 +269,7 @@ static void group_flush_server(lotus_session_t *s, unsigned sv)
 	g->dirty &= ~(1ULL << sv);
 	s->ctr.reqs_sent += b->count;
 	wire_buf_end(b);
+	g->out_size[sv] = (uint32_t)MAX(b->len, g->out_size[sv] - g->out_size[sv] / 16);
 	unsigned char *p = wire_buf_detach(b, &len);
 	s->ctr.msgs_sent++;
 	s->ctr.bytes_sent += len;
@@ -312,7 +313,11 @@ int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, con
 		if (g->dirty & (1ULL << sv) && b->count == 0xffff)
 			group_flush_server(s, sv);
 		if (!(g->dirty & (1ULL << sv))) {
-			rc = wire_buf_begin(b, WIRE_REQ, s->cl->opts.compute_id, ++g->msg_seq);
+			/* the last message went out with its buffer: a recycled one */
+			size_t want = g->out_size[sv];
+			rc = net_wire_buf(g->net, b, want + want / 8);
+			if (rc == 0)
+				rc = wire_buf_begin(b, WIRE_REQ, s->cl->opts.compute_id, ++g->msg_seq);
 			if (rc)
 				return rc;
 			g->dirty |= 1ULL << sv;

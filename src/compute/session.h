@@ -79,6 +79,9 @@ struct sgroup {
 	net_worker_t *net;
 	net_conn_t *conns[LOTUS_MAX_SERVERS];
 	struct wire_buf out[LOTUS_MAX_SERVERS];
+	/* the largest message to each server lately (decaying): its next one
+	 * starts in a buffer of this size from the worker's cache (net_wire_buf) */
+	uint32_t out_size[LOTUS_MAX_SERVERS];
 	uint64_t dirty;                  /* bit per server with a buffered message */
 	uint64_t msg_seq;
 	struct sess_slot **slots;        /* tag slot -> owner */

@@ -131,6 +131,8 @@ struct ts_txn {
 	enum txn_state state;
 	struct txn_op *ops;
 	unsigned nops, cap, next_unsent;
+	int has_writes;              /* an op of this attempt writes (ryw_lookup's
+					shortcut: a read-only txn has nothing to read back) */
 	uint64_t participants;       /* bit per server that saw a request */
 	unsigned outstanding;
 	uint16_t due[LOTUS_MAX_SERVERS];
@@ -180,7 +182,13 @@ struct ts_sess {
 	/* CO: local lock grants posted by other threads, handled from the poll */
 	struct txn_op *grants;
 	struct lotus_txn_counters ctr;
+	/* freed transactions kept for the next lotus_txn_begin, with their ops
+	 * arrays and value buffers (linked by fin_next): begin/free per
+	 * transaction allocates nothing in the steady state */
+	ts_txn_t *spare;
+	unsigned nspare;
 };
+#define TS_SPARE_MAX 32
 
 static inline struct ts_sess *ts_sess(const lotus_session_t *s)
 {

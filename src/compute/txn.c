@@ -52,9 +52,38 @@ static unsigned op_type(uint8_t op)
 
 static const struct sess_slot_ops ts_slot_ops;
 
+/* A cleared transaction: a spare of the session's (its ops array and value
+ * buffers kept, as lotus_txn_recycle keeps them), else a new one. */
+static ts_txn_t *ts_alloc(lotus_session_t *s)
+{
+	struct ts_sess *ss = ts_sess(s);
+	ts_txn_t *t = ss->spare;
+	if (!t)
+		return calloc(1, sizeof(*t));
+	ss->spare = t->fin_next;
+	ss->nspare--;
+	struct txn_op *ops = t->ops;
+	unsigned cap = t->cap;
+	memset(t, 0, sizeof(*t));
+	t->ops = ops;
+	t->cap = cap;
+	return t;
+}
+
+static void ts_release(ts_txn_t *t)
+{
+	for (unsigned i = 0; i < t->cap; i++) {
+		free(t->ops[i].wval);
+		free(t->ops[i].rval);
+		free(t->ops[i].scan);
+	}
+	free(t->ops);
+	free(t);
+}
+
 static int ts_begin(lotus_session_t *s, lotus_txn_t **out)
 {
-	ts_txn_t *t = calloc(1, sizeof(*t));
+	ts_txn_t *t = ts_alloc(s);
 	if (!t)
 		return -ENOMEM;
 	t->pub.eng = &engine_twosided;
@@ -62,7 +91,7 @@ static int ts_begin(lotus_session_t *s, lotus_txn_t **out)
 	t->s = s;
 	t->sl.ops = &ts_slot_ops;
 	if (session_slot_add(s, &t->sl)) {
-		free(t);
+		ts_release(t);
 		return -ENOMEM;
 	}
 	t->pub.id = session_new_txn_id(s);
@@ -79,6 +108,7 @@ static void txn_clear_ops(ts_txn_t *t)
 		t->ops[i].row_ptrs = NULL;
 	}
 	t->nops = 0;
+	t->has_writes = 0;
 	t->next_unsent = 0;
 	t->participants = 0;
 	t->deps = t->ro_first = t->ro_done = 0;
@@ -113,16 +143,17 @@ static void ts_free(lotus_txn_t *pt)
 {
 	ts_txn_t *t = ts_of(pt);
 	lotus_session_t *s = t->s;
+	struct ts_sess *ss = ts_sess(s);
 	session_slot_remove(s, &t->sl);   /* no reply finds it from now on */
 	txn_local_release(t);
 	txn_clear_ops(t);
-	for (unsigned i = 0; i < t->cap; i++) {
-		free(t->ops[i].wval);
-		free(t->ops[i].rval);
-		free(t->ops[i].scan);
+	if (ss->nspare < TS_SPARE_MAX) {   /* for the session's next begin */
+		t->fin_next = ss->spare;
+		ss->spare = t;
+		ss->nspare++;
+		return;
 	}
-	free(t->ops);
-	free(t);
+	ts_release(t);
 }
 
 
@@ -284,6 +315,7 @@ static int stage_write(ts_txn_t *t, uint8_t lock_op, uint8_t wkind, lotus_table_
 	if (err)
 		return stage_failed(t, err);
 	o->write = wkind;
+	t->has_writes = 1;
 	return (int)(o - t->ops);
 }
 
@@ -1215,6 +1247,12 @@ static int ts_session_open(lotus_session_t *s)
 
 static void ts_session_close(lotus_session_t *s)
 {
+	struct ts_sess *ss = ts_sess(s);
+	while (ss && ss->spare) {
+		ts_txn_t *t = ss->spare;
+		ss->spare = t->fin_next;
+		ts_release(t);
+	}
 	free(s->eng);
 	s->eng = NULL;
 }

@@ -63,6 +63,8 @@ static int op_is_key(const struct txn_op *o, uint16_t table, const void *key, ui
 static int ryw_lookup(ts_txn_t *t, unsigned end, uint16_t table, const void *key,
 		      uint16_t klen, unsigned *src)
 {
+	if (!t->has_writes)
+		return RYW_NONE;
 	for (unsigned j = end; j-- > 0;) {
 		const struct txn_op *c = &t->ops[j];
 		if (c->ryw || !c->write || !op_is_key(c, table, key, klen))

@@ -116,13 +116,14 @@ static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *
 	struct wire_iter it;
 	const struct wire_req *r;
 	const unsigned char *k, *v;
-	/* the reply buffer went out with the last reply: size the next one for
-	 * this message's requests at the recent bytes per request (+1/8), rather
-	 * than start at 4 KiB and double (and copy) up to it */
+	/* the reply buffer went out with the last reply: the next one is a
+	 * buffer of the worker's net cache (a reply sent earlier, no malloc),
+	 * sized for this message's requests at the recent bytes per request
+	 * (+1/8), rather than 4 KiB doubled (and copied) up to it; the reply is
+	 * built in it in place */
 	size_t want = (size_t)h->count * wk->rep_per_req;
-	if (want > 4096)
-		wire_buf_prealloc(&wk->rep, want + want / 8 + sizeof(struct wire_hdr));
-	if (wire_buf_begin(&wk->rep, WIRE_REP, wk->srv->id, h->seq) != 0) {
+	if (net_wire_buf(wk->net, &wk->rep, want + want / 8 + sizeof(struct wire_hdr)) != 0 ||
+	    wire_buf_begin(&wk->rep, WIRE_REP, wk->srv->id, h->seq) != 0) {
 		log_error("worker %u: no memory for replies: closing the connection", wk->idx);
 		c->broken = 1;
 		return;

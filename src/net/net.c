@@ -25,6 +25,12 @@
  * UCX callbacks never call lotus handlers and never progress the worker: the
  * error callback only marks the connection, the AM callback only queues.
  *
+ * No allocation per message: the net_rx and net_tx objects and the buffers
+ * of copied and rendezvous messages come from the worker's cache (struct
+ * net_cache in net_int.h) and go back to it, and so do the buffers of sent
+ * messages once UCX is done with them, for the next message the worker's
+ * thread builds (net_worker_buf, net_wire_buf).
+ *
  * The files of src/net/ (the shared structs and the per-message helpers are
  * in net_int.h):
  *   net.c          the data path: AM callbacks, worker, mailbox, sending,
@@ -38,6 +44,7 @@
  *                  wire format
  */
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -47,6 +54,160 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "net/net_int.h"
+
+/* ---- the worker's cache (owner thread, or inside its progress) ---------------- */
+
+static struct net_rx *net_rx_get(net_worker_t *w)
+{
+	struct net_cache *k = &w->cache;
+	struct net_rx *rx = k->rx;
+	if (rx) {
+		k->rx = rx->next;
+		k->nrx--;
+		k->hits++;
+		return rx;
+	}
+	k->misses++;
+	return malloc(sizeof(*rx));
+}
+
+static void net_rx_put(net_worker_t *w, struct net_rx *rx)
+{
+	struct net_cache *k = &w->cache;
+	if (k->nrx >= NET_CACHE_OBJS) {
+		free(rx);
+		return;
+	}
+	rx->next = k->rx;
+	k->rx = rx;
+	k->nrx++;
+}
+
+static struct net_tx *net_tx_get(net_worker_t *w)
+{
+	struct net_cache *k = &w->cache;
+	struct net_tx *tx = k->tx;
+	if (tx) {
+		k->tx = tx->next;
+		k->ntx--;
+		k->hits++;
+		return tx;
+	}
+	k->misses++;
+	return malloc(sizeof(*tx));
+}
+
+static void net_tx_put(net_worker_t *w, struct net_tx *tx)
+{
+	struct net_cache *k = &w->cache;
+	if (k->ntx >= NET_CACHE_OBJS) {
+		free(tx);
+		return;
+	}
+	tx->next = k->tx;
+	k->tx = tx;
+	k->ntx++;
+}
+
+/* A heap buffer of at least len bytes (*cap: how many), the most recently
+ * returned one that fits, else a new one. */
+static void *net_cache_buf(net_worker_t *w, size_t len, size_t *cap)
+{
+	struct net_cache *k = &w->cache;
+	unsigned lo = k->nbufs > NET_CACHE_SCAN ? k->nbufs - NET_CACHE_SCAN : 0;
+	for (unsigned i = k->nbufs; i-- > lo;) {
+		if (k->bufs[i].cap < len)
+			continue;
+		void *p = k->bufs[i].p;
+		*cap = k->bufs[i].cap;
+		k->bytes -= k->bufs[i].cap;
+		k->bufs[i] = k->bufs[--k->nbufs];
+		k->hits++;
+		return p;
+	}
+	k->misses++;
+	/* round up, so that messages of similar size can share buffers (a
+	 * large one, which the cache will not keep, gets its size) */
+	size_t want = NET_CACHE_BUF_MIN;
+	while (want < len && want < NET_CACHE_BUF_MAX)
+		want *= 2;
+	want = MAX(want, len);
+	void *p = malloc(want);
+	if (!p && want > len)
+		p = malloc(want = len);
+	*cap = want;
+	return p;
+}
+
+/* Take back a heap buffer (NULL: nothing); a large one, or one over the
+ * count, is freed. */
+static void net_cache_unbuf(net_worker_t *w, void *p)
+{
+	struct net_cache *k = &w->cache;
+	if (!p)
+		return;
+	size_t cap = malloc_usable_size(p);
+	if (cap > NET_CACHE_BUF_MAX || cap < NET_CACHE_BUF_MIN) {
+		free(p);
+		return;
+	}
+	while (k->nbufs && (k->nbufs == NET_CACHE_BUFS || k->bytes + cap > NET_CACHE_BYTES)) {
+		/* the oldest (bottom) go: the stack keeps the warm ones */
+		free(k->bufs[0].p);
+		k->bytes -= k->bufs[0].cap;
+		k->nbufs--;
+		memmove(&k->bufs[0], &k->bufs[1], k->nbufs * sizeof(k->bufs[0]));
+	}
+	k->bufs[k->nbufs].p = p;
+	k->bufs[k->nbufs].cap = cap;
+	k->nbufs++;
+	k->bytes += cap;
+}
+
+static void net_cache_drain(net_worker_t *w)
+{
+	struct net_cache *k = &w->cache;
+	while (k->rx) {
+		struct net_rx *rx = k->rx;
+		k->rx = rx->next;
+		free(rx);
+	}
+	while (k->tx) {
+		struct net_tx *tx = k->tx;
+		k->tx = tx->next;
+		free(tx);
+	}
+	for (unsigned i = 0; i < k->nbufs; i++)
+		free(k->bufs[i].p);
+	k->nrx = k->ntx = k->nbufs = 0;
+	k->bytes = 0;
+}
+
+void *net_worker_buf(net_worker_t *w, size_t len, size_t *cap)
+{
+	size_t c;
+	void *p = net_cache_buf(w, len ? len : 1, &c);
+	if (p && cap)
+		*cap = c;
+	return p;
+}
+
+int net_wire_buf(net_worker_t *w, struct wire_buf *b, size_t want)
+{
+	want = MIN(MAX(want, (size_t)4096), (size_t)WIRE_MAX_MSG);
+	if (b->cap >= want)
+		return 0;
+	size_t cap;
+	void *p = net_cache_buf(w, want, &cap);
+	if (!p)
+		return -ENOMEM;
+	if (b->len)
+		memcpy(p, b->data, b->len);
+	net_cache_unbuf(w, b->data);
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
 
 /* ---- UCX callbacks (no lotus code, no progress) ------------------------------ */
 
@@ -94,7 +255,7 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
 		return UCS_OK;
 	}
 
-	struct net_rx *rx = malloc(sizeof(*rx));
+	struct net_rx *rx = net_rx_get(w);
 	if (!rx)
 		return UCS_OK;
 	rx->conn = c;
@@ -113,10 +274,11 @@ static ucs_status_t net_am_cb(void *arg, const void *header, size_t header_lengt
 		rx->data = data;
 		ret = UCS_INPROGRESS;
 	} else {
+		size_t cap;
 		rx->kind = RX_COPY;
-		rx->data = malloc(length ? length : 1);
+		rx->data = net_cache_buf(w, length ? length : 1, &cap);
 		if (!rx->data) {
-			free(rx);
+			net_rx_put(w, rx);
 			return UCS_OK;
 		}
 		memcpy(rx->data, data, length);
@@ -139,11 +301,12 @@ static void net_rndv_done_cb(void *req, ucs_status_t status, size_t length, void
 static void net_send_cb(void *req, ucs_status_t status, void *user)
 {
 	struct net_tx *tx = user;
+	net_worker_t *w = tx->conn->w;   /* its progress is running this */
 	(void)status;
 	tx->conn->tx_bytes -= tx->len;
 	net_conn_put(tx->conn);
-	free(tx->buf);
-	free(tx);
+	net_cache_unbuf(w, tx->buf);
+	net_tx_put(w, tx);
 	ucp_request_free(req);
 }
 
@@ -223,7 +386,7 @@ static void net_rx_release(net_worker_t *w, struct net_rx *rx)
 	case RX_COPY:
 	case RX_RNDV_DONE:
 	case RX_RNDV_FAIL:
-		free(rx->data);
+		net_cache_unbuf(w, rx->data);
 		break;
 	case RX_RNDV_BUSY:
 		assert(0);
@@ -232,7 +395,7 @@ static void net_rx_release(net_worker_t *w, struct net_rx *rx)
 	if (rx->counted)
 		rx->conn->rx_bytes -= rx->len;
 	net_conn_put(rx->conn);
-	free(rx);
+	net_rx_put(w, rx);
 }
 
 int net_worker_create(net_ctx_t *ctx, const struct net_handlers *h, void *arg,
@@ -320,6 +483,7 @@ void net_worker_destroy(net_worker_t *w)
 		ucp_worker_destroy(w->ucp);
 		net_fd_unlock();
 	}
+	net_cache_drain(w);
 	while (w->mail_head) {
 		struct net_mail *m = w->mail_head;
 		w->mail_head = m->next;
@@ -435,7 +599,7 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 		return 0;
 	}
 	/* who to credit when the send completes (the buffer is ours until then) */
-	struct net_tx *tx = malloc(sizeof(*tx));
+	struct net_tx *tx = net_tx_get(w);
 	if (!tx) {
 		free(buf);
 		return -ENOMEM;
@@ -459,13 +623,13 @@ static int net_send_raw(net_conn_t *c, void *buf, size_t len)
 		c->tx_bytes -= len;
 		c->refs--;   /* c is still listed: not the last reference */
 	}
-	if (r == NULL) {
-		free(tx);
-		free(buf);
+	if (r == NULL) {   /* completed at once: buffer and tx are ours again */
+		net_tx_put(w, tx);
+		net_cache_unbuf(w, buf);
 		return 0;
 	}
 	if (UCS_PTR_IS_ERR(r)) {
-		free(tx);
+		net_tx_put(w, tx);
 		free(buf);
 		log_debug("net: send to %s: %s", c->peer, ucs_status_string(UCS_PTR_STATUS(r)));
 		return LOTUS_EUNAVAIL;
@@ -480,7 +644,8 @@ int net_send(net_conn_t *c, void *buf, size_t len)
 
 int net_send_ping(net_conn_t *c, int type, uint16_t flags)
 {
-	struct wire_hdr *h = malloc(sizeof(*h));
+	size_t cap;
+	struct wire_hdr *h = net_cache_buf(c->w, sizeof(*h), &cap);
 	if (!h)
 		return -ENOMEM;
 	memset(h, 0, sizeof(*h));
@@ -521,7 +686,8 @@ static void net_rx_start(net_worker_t *w)
 			continue;
 		}
 		void *desc = rx->data;
-		rx->data = malloc(rx->len ? rx->len : 1);
+		size_t cap;
+		rx->data = net_cache_buf(w, rx->len ? rx->len : 1, &cap);
 		if (!rx->data) {
 			rx->data = desc;
 			return;   /* retry on the next progress */

@@ -15,9 +15,11 @@
  * on_msg() in arrival order, outside any UCX callback, where the handler may
  * send.  The message bytes are valid only during on_msg().
  *
- * Sending: net_send() takes ownership of a buffer from net_buf_alloc() (or the
- * detached data of a wire_buf, which is malloc'd) and frees it when UCX is done
- * with it, so no header or payload dies before its send completes.
+ * Sending: net_send() takes ownership of a buffer from net_buf_alloc() or
+ * net_worker_buf() (or the detached data of a wire_buf, which is a heap
+ * block) and, when UCX is done with it, keeps it in the worker's cache for
+ * the next message (or frees it), so no header or payload dies before its
+ * send completes and a busy worker allocates nothing per message.
  *
  * Connecting: a server listens on a TCP socket of lotus's own (door.h); a
  * client proves the cluster secret there, the two swap UCX worker addresses,
@@ -141,6 +143,17 @@ void *net_conn_ep(net_conn_t *c);
 
 void *net_buf_alloc(size_t len);
 void net_buf_free(void *buf);
+/* A buffer of at least len bytes (*cap: how many, if cap) for a message the
+ * owner thread of w builds, from w's cache of sent and received messages'
+ * buffers (net_int.h, struct net_cache), so that a worker in its steady
+ * state allocates nothing per message.  An ordinary heap block: net_send
+ * takes it, free() releases it.  NULL: out of memory.  Owner thread. */
+void *net_worker_buf(net_worker_t *w, size_t len, size_t *cap);
+/* Give b room for want bytes in all (at least 4 KiB, at most WIRE_MAX_MSG)
+ * from w's cache, keeping what b holds: for a wire_buf that is detached and
+ * sent per message (its next message then starts in a recycled buffer, not
+ * a fresh 4 KiB doubled by realloc).  0 or -ENOMEM.  Owner thread. */
+int net_wire_buf(net_worker_t *w, struct wire_buf *b, size_t want);
 /* Send len bytes of buf (ownership passes to the transport, even on error). */
 int net_send(net_conn_t *c, void *buf, size_t len);
 

@@ -83,20 +83,23 @@ struct net_conn {
 
 enum rx_kind { RX_COPY, RX_HELD, RX_RNDV_WAIT, RX_RNDV_BUSY, RX_RNDV_DONE, RX_RNDV_FAIL };
 
-/* One received message, queued in arrival order until net_progress hands it out. */
+/* One received message, queued in arrival order until net_progress hands it
+ * out.  From the worker's cache (struct net_cache). */
 struct net_rx {
 	struct net_rx *next;
 	net_conn_t *conn;
 	enum rx_kind kind;
-	void *data;      /* RX_COPY/RNDV_DONE: malloc'd; RX_HELD: UCX's; RNDV_WAIT: desc */
+	void *data;      /* RX_COPY/RNDV_DONE: a heap buffer (net_cache_buf);
+			    RX_HELD: UCX's; RNDV_WAIT: desc */
 	size_t len;
 	net_worker_t *w;
 	uint8_t counted;   /* len is in conn->rx_bytes */
 	uint8_t deferred;  /* counted once in rndv_deferred / dispatch_deferred */
 };
 
-/* A send in flight: who to credit when it completes. */
+/* A send in flight: who to credit when it completes.  From the worker's cache. */
 struct net_tx {
+	struct net_tx *next;  /* in the cache's free list */
 	void *buf;
 	net_conn_t *conn;   /* holds a reference */
 	size_t len;
@@ -120,6 +123,31 @@ struct net_listener {
 	struct ucx_addr_shape shape;             /* of the targets' addresses */
 };
 
+/* What every message used to malloc and free, kept per worker for the next
+ * one (docs/net.md, "Buffers and pools"): the net_rx and net_tx objects and
+ * message buffers.  The buffers are ordinary heap blocks (free() is always
+ * right for one that leaves the cache), kept as a stack so that the last
+ * freed, still warm in cache, goes out first.  Only the worker's thread
+ * touches it: every UCX callback that returns something (net_am_cb,
+ * net_send_cb, net_rndv_done_cb) runs inside ucp_worker_progress() of this
+ * worker, which only its owner calls (a shared worker's: under the
+ * caller's lock); UCX's async thread handles socket events only, never a
+ * message or a send completion. */
+#define NET_CACHE_OBJS      256            /* net_rx and net_tx kept, each */
+#define NET_CACHE_BUFS      64             /* buffers kept */
+#define NET_CACHE_BUF_MAX   (256u << 10)   /* larger ones go back to malloc */
+#define NET_CACHE_BYTES     (4u << 20)     /* bytes of buffers kept in all */
+#define NET_CACHE_BUF_MIN   256            /* smallest buffer handed out */
+#define NET_CACHE_SCAN      8              /* buffers looked at for one that fits */
+struct net_cache {
+	struct net_rx *rx;          /* free lists, linked by next */
+	struct net_tx *tx;
+	unsigned nrx, ntx, nbufs;
+	size_t bytes;               /* in bufs */
+	struct { void *p; size_t cap; } bufs[NET_CACHE_BUFS];
+	uint64_t hits, misses;      /* buffer and object requests served / malloc'd */
+};
+
 struct net_worker {
 	net_ctx_t *ctx;
 	ucp_worker_h ucp;
@@ -137,6 +165,7 @@ struct net_worker {
 	size_t conn_bytes_max;                   /* 0: no limit */
 	uint64_t dispatch_gen;
 	struct net_stats st;
+	struct net_cache cache;
 	/* mailbox: any thread */
 	pthread_mutex_t mail_lock;
 	struct net_mail *mail_head, *mail_tail;
