@@ -68,6 +68,7 @@ struct ms_worker {
 	net_worker_t *net;
 	struct wire_buf rep;       /* reply being built for the current message */
 	struct ms_conn *conns;     /* every ms_conn of this worker not yet freed */
+	struct ms_durwait *durwaits; /* not yet resumed: freed at shutdown if still there */
 	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
 	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
@@ -137,6 +138,7 @@ struct ms_durwait {
 	uint64_t lsn;
 	struct ms_conn *conn;      /* holds a reference */
 	struct wire_buf rep;       /* the replies, one message */
+	struct ms_durwait *wk_prev, *wk_next;  /* wk->durwaits (owner thread) */
 };
 
 /* Redo payloads of the memory server (types in store/redo.h):
