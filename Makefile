@@ -232,7 +232,8 @@ asan:
 	  OPTFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" progs
 
 test-asan: deps asan
-	@LOTUS_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0 \
+	@LOTUS_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 tests/run
 
 tsan:

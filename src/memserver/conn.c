@@ -23,10 +23,34 @@
 
 int ms_wake_item;   /* posted to wake a worker; carries nothing */
 
+static void ms_conn_unlink(struct ms_conn *c)
+{
+	if (c->wk_prev)
+		c->wk_prev->wk_next = c->wk_next;
+	else
+		c->wk->conns = c->wk_next;
+	if (c->wk_next)
+		c->wk_next->wk_prev = c->wk_prev;
+}
+
 void ms_conn_unref(struct ms_conn *c)
 {
-	if (--c->refs == 0)
+	if (--c->refs == 0) {
+		ms_conn_unlink(c);
 		free(c);
+	}
+}
+
+/* At shutdown, after the worker's thread and its net worker are gone: the
+ * connections still open then (net_worker_destroy closes them without
+ * on_close). */
+void ms_conns_free(struct ms_worker *wk)
+{
+	while (wk->conns) {
+		struct ms_conn *c = wk->conns;
+		wk->conns = c->wk_next;
+		free(c);
+	}
 }
 
 int ms_send_reply_msg(struct ms_worker *wk, struct ms_conn *c, struct wire_buf *b)
@@ -106,6 +130,10 @@ static void ms_on_accept(void *arg, net_conn_t *nc)
 	c->wk = wk;
 	c->nc = nc;
 	c->refs = 1;
+	c->wk_next = wk->conns;
+	if (wk->conns)
+		wk->conns->wk_prev = c;
+	wk->conns = c;
 	net_conn_set_user(nc, c);
 	log_debug("worker %u: connection from %s", wk->idx, net_conn_peer(nc));
 }

@@ -12,6 +12,8 @@ extern const struct net_handlers ms_handlers;
 extern int ms_wake_item;
 
 void ms_conn_unref(struct ms_conn *c);
+/* Shutdown only, after the worker thread and its net worker are gone. */
+void ms_conns_free(struct ms_worker *wk);
 /* net_post from any thread, retried for a while if memory is short (a reply
  * waits on the item); 0 or -ENOMEM (logged). */
 int ms_post(net_worker_t *w, void *item);

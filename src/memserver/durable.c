@@ -690,6 +690,17 @@ void ms_durable_close(struct ms_server *srv, int clean)
 	}
 	redo_close(srv->log);   /* posts the last callbacks; workers are gone */
 	srv->log = NULL;        /* undecided PREPAREs stay in the log */
+	/* the last callbacks posted their durwaits to workers that are gone (and
+	 * net_worker_destroy drops undelivered items): their replies never go */
+	for (unsigned i = 0; srv->workers && i < srv->nworkers; i++) {
+		struct ms_worker *wk = &srv->workers[i];
+		while (wk->durwaits) {
+			struct ms_durwait *dw = wk->durwaits;
+			wk->durwaits = dw->wk_next;
+			wire_buf_free(&dw->rep);
+			free(dw);
+		}
+	}
 	free((void *)srv->deps);
 	srv->deps = NULL;
 	if (srv->dir_lock_fd >= 0)  /* last: nothing touches the directory after this */
@@ -1204,6 +1215,10 @@ static void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c)
 	dw->rep = wk->dur_rep;          /* the batch moves to dw */
 	wire_buf_init(&wk->dur_rep);
 	c->refs++;
+	dw->wk_next = wk->durwaits;
+	if (wk->durwaits)
+		wk->durwaits->wk_prev = dw;
+	wk->durwaits = dw;
 	wk->dur_waits++;
 	if (redo_notify(wk->srv->log, lsn, durwait_notify, dw) != 0) {
 		dw->status = redo_wait(wk->srv->log, lsn);
@@ -1218,6 +1233,12 @@ static void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
 		durwait_fail_all(dw, LOTUS_EDURABLE);
 	if (!c->closed)
 		ms_send_reply_msg(wk, c, &dw->rep);
+	if (dw->wk_prev)
+		dw->wk_prev->wk_next = dw->wk_next;
+	else
+		wk->durwaits = dw->wk_next;
+	if (dw->wk_next)
+		dw->wk_next->wk_prev = dw->wk_prev;
 	wire_buf_free(&dw->rep);
 	free(dw);
 	ms_conn_settle(wk, c);

@@ -159,6 +159,7 @@ static void ms_teardown(struct ms_server *srv, int clean)
 	for (unsigned i = 0; srv->workers && i < srv->nworkers; i++) {
 		if (srv->workers[i].net)
 			net_worker_destroy(srv->workers[i].net);
+		ms_conns_free(&srv->workers[i]);
 		wire_buf_free(&srv->workers[i].rep);
 		wire_buf_free(&srv->workers[i].dur_rep);
 		wire_buf_free(&srv->workers[i].scratch);

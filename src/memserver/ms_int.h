@@ -69,6 +69,8 @@ struct ms_worker {
 	pthread_t thread;
 	net_worker_t *net;
 	struct wire_buf rep;       /* reply being built for the current message */
+	struct ms_conn *conns;     /* every ms_conn of this worker not yet freed */
+	struct ms_durwait *durwaits; /* not yet resumed: freed at shutdown if still there */
 	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
 	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
@@ -105,6 +107,7 @@ struct ms_conn {
 	int refs;                  /* the conn itself + each parked request */
 	struct ms_pending *pending; /* parked requests (doubly linked) */
 	unsigned nparked;          /* how many (srv->max_parked bounds it) */
+	struct ms_conn *wk_prev, *wk_next;  /* wk->conns: freed at shutdown if still there */
 };
 
 enum { PEND_PARKED, PEND_NOTIFIED, PEND_DEAD };
@@ -139,6 +142,7 @@ struct ms_durwait {
 	uint64_t lsn;
 	struct ms_conn *conn;      /* holds a reference */
 	struct wire_buf rep;       /* the replies, one message */
+	struct ms_durwait *wk_prev, *wk_next;  /* wk->durwaits (owner thread) */
 };
 
 /* Redo payloads of the memory server (types in store/redo.h):

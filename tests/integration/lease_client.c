@@ -318,8 +318,8 @@ int main(int argc, char **argv)
 	o.config_path = argv[2];
 	o.cc = dump ? LOTUS_NO_WAIT : parse_cc(argv[3]);
 	unsigned n = (unsigned)atoi(argv[dump ? 3 : 4]);
-	lotus_cluster_t *cl;
-	lotus_session_t *s;
+	lotus_cluster_t *cl = NULL;
+	lotus_session_t *s = NULL;
 	lotus_table_t tb;
 	int rc = lotus_connect(&o, &cl);
 	if (rc == 0)
@@ -330,6 +330,9 @@ int main(int argc, char **argv)
 		rc = lotus_table_open(s, "lease", &tb);
 	if (rc) {
 		fprintf(stderr, "lease_client: %s\n", lotus_strerror(rc));
+		if (s)
+			lotus_session_close(s);
+		lotus_disconnect(cl);
 		return 2;
 	}
 	int ret;

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # timeout: 90
+# sanitizers: skip (it checks a benchmark driver's output: two fresh servers loaded
+# and timed, 67 s under ASan, for code the ycsb tests run there too)
 # scripts/bench-percore --records-sweep: one row per record count, each from
 # a fresh server loaded with that many records, a growth figure over the
 # first count, pure JSON on stdout with --json; a bad count is a clear error.
