@@ -949,6 +949,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		"{\"id\":%u,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
 		"\"bad_msgs\":%llu,\"hint_hits\":%llu,"
 		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
+		"\"hash_tables\":%llu,\"hash_entries\":%llu,"
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
@@ -960,7 +961,8 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
-		(unsigned long long)ss.index_bytes, atomic_load(&srv->nprep),
+		(unsigned long long)ss.index_bytes, (unsigned long long)ss.hash_tables,
+		(unsigned long long)ss.hash_entries, atomic_load(&srv->nprep),
 		(unsigned long long)ls.acquires,
 		(unsigned long long)ls.waits, (unsigned long long)ls.wait_ns,
 		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,

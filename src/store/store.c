@@ -892,7 +892,7 @@ void store_stats(store_t *st, struct store_stats *out)
 {
 	unsigned n = LOAD_ACQ(&st->ntables);
 	int64_t records = 0;
-	uint64_t ibytes = 0;
+	uint64_t ibytes = 0, hentries = 0, htables = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct table *t = LOAD_ACQ(&st->tables[i]);
 		for (unsigned s = 0; s < NSHARD; s++)
@@ -902,10 +902,16 @@ void store_stats(store_t *st, struct store_stats *out)
 			struct hidx_stats hs;
 			hidx_stats(t->hx, &hs);
 			ibytes += hs.bytes;
+			if (LOAD(&t->hx_on)) {
+				hentries += hs.entries;
+				htables++;
+			}
 		}
 	}
 	out->records = records > 0 ? (uint64_t)records : 0;
 	out->pages_used = LOAD(&st->next_page) - 1;
 	out->pool_bytes = st->pool_bytes;
 	out->index_bytes = ibytes;
+	out->hash_entries = hentries;
+	out->hash_tables = htables;
 }

@@ -254,6 +254,9 @@ int store_scan(store_t *st, uint16_t table, const void *start, uint16_t slen,
 
 struct store_stats {
 	uint64_t records, pages_used, pool_bytes, index_bytes;
+	/* entries of the tables' hash indexes (those that have one and use it:
+	 * then one per record) and how many of the tables have one */
+	uint64_t hash_entries, hash_tables;
 };
 void store_stats(store_t *st, struct store_stats *out);
 
