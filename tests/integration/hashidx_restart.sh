@@ -37,7 +37,9 @@ mkdir "$top/ref" "$top/hx"
 LOTUS_HASH_INDEX=0 history "$top/ref"
 read -r ra rd r0 <"$top/ref/digests"
 st=$("$SRV_STATS" "$CLUSTER_INI" 0) || fail "no stats from the reference server"
-[ "$(field hash_tables <<<"$st")" = 0 ] || fail "LOTUS_HASH_INDEX=0, yet hash tables: $st"
+ht=$(field hash_tables <<<"$st")
+[ -n "$ht" ] || fail "the server's stats have no hash_tables (no hash index): $st"
+[ "$ht" = 0 ] || fail "LOTUS_HASH_INDEX=0, yet $ht hash tables: $st"
 cluster_stop
 [ -n "$ra" ] && [ -n "$rd" ] && [ "$ra" != "$rd" ] || fail "reference digests: '$ra' '$rd'"
 echo "reference (B+tree only): digests A $ra, D $rd"
