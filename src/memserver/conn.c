@@ -158,6 +158,8 @@ static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *
 	}
 	wk->out_conn = c;
 	wk->out_seq = h->seq;
+	if (wk->srv->hooks.msg_begin)
+		wk->srv->hooks.msg_begin(wk, data, len);
 	wire_iter_init(&it, data, len);
 	while (!c->broken && wire_next_req(&it, &r, &k, &v) == 1)
 		wk->srv->hooks.handle_req(wk, c, h->sender, h->seq, r, k, v);

@@ -63,6 +63,19 @@ struct ms_server;
 /* Items posted to a worker (net_post) start with their kind. */
 enum ms_post_kind { MS_POST_PENDING = 1, MS_POST_DURABLE = 2 };
 
+/* One request of a message going through the lookup phases (handlers.c):
+ * AMAC_HASHED (its bucket prefetched), AMAC_GUESSED (the record its bucket
+ * names prefetched: guess, checked like a hint before use), then handled.
+ * Kept per request so that a request can later park between phases. */
+enum { AMAC_NONE, AMAC_HASHED, AMAC_GUESSED };
+struct ms_amac {
+	const struct wire_req *r;
+	uint64_t token;            /* store_lookup_prefetch's */
+	store_loc_t guess;         /* 0: none */
+	uint8_t stage;
+};
+#define MS_AMAC_MAX 64
+
 struct ms_worker {
 	struct ms_server *srv;
 	unsigned idx;
@@ -92,6 +105,12 @@ struct ms_worker {
 	uint64_t parked_refused, bytes_refused;
 	/* clients whose connection this server closed for a lapsed lease */
 	uint64_t leases_lost;
+	/* handlers.c: the per-request state of the message being handled
+	 * (lookups in phases, AMAC), amac[0..amac_n); amac_i the next to
+	 * handle; amac_cur the one being handled (NULL: none, e.g. a resume) */
+	struct ms_amac amac[MS_AMAC_MAX];
+	unsigned amac_n, amac_i;
+	const struct ms_amac *amac_cur;
 };
 #define MS_PEND_CACHE 256
 
@@ -200,6 +219,9 @@ enum ms_outcome { MS_OUT_NONE = 0, MS_OUT_COMMIT, MS_OUT_ABORT, MS_OUT_REFUSED }
  * the callers.  Every field is set before any worker runs. */
 struct ms_hooks {
 	/* --- called by conn.c --- */
+	/* handlers.c: a REQ message of len bytes (checked) is about to be
+	 * handled, request by request: the lookups' first phases (AMAC) */
+	void (*msg_begin)(struct ms_worker *wk, const void *data, size_t len);
 	/* handlers.c: handle one request of a REQ message; appends its reply to
 	 * wk->rep unless the request parks (then the reply is sent on grant). */
 	void (*handle_req)(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,

@@ -128,6 +128,9 @@ static void rec_value_store(struct store_rec *r, const unsigned char *v, uint32_
 	r->value_len = vlen;
 }
 
+static int table_hx_match(void *ctx, uint64_t loc, const void *key, unsigned klen);
+static uint64_t table_hx_rehash(void *ctx, uint64_t loc);
+
 /* index_key_fn: the full key of the record at loc. */
 static unsigned table_key_fn(void *ctx, uint64_t loc, unsigned char *buf)
 {
@@ -332,6 +335,10 @@ static int create(size_t memory_bytes, uint32_t page_size, const struct store_ti
 	st->dirty = map_lazy(st->meta_bytes);
 	pthread_mutex_init(&st->tables_mu, NULL);
 	st->own_keys = true;   /* docs/design.md "Sizing a memory server": faster, more memory */
+	{
+		const char *e = getenv("LOTUS_HASH_INDEX");   /* 0: B+tree only (comparisons) */
+		st->hash_index = !(e && strcmp(e, "0") == 0);
+	}
 	int bad = !st->pool || !st->page_owner || !st->dirty;
 	if (o && !bad) {
 		st->tiered = 1;
@@ -391,6 +398,7 @@ void store_destroy(store_t *st)
 	for (unsigned i = 0; i < st->ntables; i++) {
 		struct table *t = st->tables[i];
 		index_destroy(t->ix);
+		hidx_destroy(t->hx);
 		for (unsigned s = 0; s < NSHARD; s++) {
 			pthread_mutex_destroy(&t->shard[s].mu);
 			free(t->shard[s].fl);
@@ -469,7 +477,11 @@ static int table_new(store_t *st, const char *name, uint32_t max_value, struct t
 	/* a tiered store's index always owns its keys: it must never read a page */
 	int rc = st->own_keys || st->tiered ? index_create_owned(&t->ix)
 					     : index_create(table_key_fn, t, &t->ix);
+	if (rc == 0 && st->hash_index && !st->tiered &&
+	    (rc = hidx_create(table_hx_match, table_hx_rehash, t, &t->hx)) == 0)
+		t->hx_on = 1;
 	if (rc < 0) {
+		index_destroy(t->ix);
 		free(t);
 		return rc;
 	}
@@ -492,6 +504,13 @@ void store_index_own_keys(store_t *st)
 void store_index_borrow_keys(store_t *st)
 {
 	set_own_keys(st, false);
+}
+
+void store_index_hash(store_t *st, int on)
+{
+	pthread_mutex_lock(&st->tables_mu);
+	st->hash_index = on != 0;
+	pthread_mutex_unlock(&st->tables_mu);
 }
 
 int store_table_create(store_t *st, const char *name, uint32_t max_value, uint16_t *table_id)
@@ -575,7 +594,10 @@ int store_get(store_t *st, uint16_t table, const void *key, uint16_t klen, store
 	if (rc)
 		return rc;
 	uint64_t v;
-	rc = index_get(t->ix, key, klen, &v);
+	if (LOAD_ACQ(&t->hx_on))
+		rc = hidx_get(t->hx, hidx_hash(key, klen), key, klen, &v);
+	else
+		rc = index_get(t->ix, key, klen, &v);
 	if (rc == 0 && loc)
 		*loc = v;
 	return rc;
@@ -609,6 +631,7 @@ static int insert_at(store_t *st, struct table *t, store_loc_t l, const void *ke
 			*loc = old;
 		return rc;
 	}
+	table_hx_add(t, key, klen, l);
 	mark_rec_dirty(st, t, page, r);
 	page_unpin(st, page);
 	__atomic_fetch_add(&t->shard[my_shard()].records, 1, __ATOMIC_RELAXED);
@@ -690,8 +713,12 @@ int store_delete_resv(store_t *st, store_resv_t **rp, uint16_t table, const void
 			return rc;
 	}
 	rc = index_delete(t->ix, key, klen, &old);
-	if (rc == 0 && (rc = slot_unuse(st, t, old)) != 0)
+	if (rc == 0)
+		table_hx_del(t, key, klen, old);
+	if (rc == 0 && (rc = slot_unuse(st, t, old)) != 0) {
 		index_insert(t->ix, key, klen, old, NULL);   /* moved meanwhile, unreadable */
+		table_hx_add(t, key, klen, old);
+	}
 	if (guess)
 		page_unpin(st, loc_page(guess));
 	if (rc)
@@ -725,6 +752,71 @@ static inline __attribute__((always_inline)) int rec_matches(const struct store_
 			return 0;
 	}
 	return 1;
+}
+
+/* ---- the hash point index (hashidx.h) ---- */
+
+/* hidx_match_fn: does loc name a live record of t holding key? */
+static int table_hx_match(void *ctx, uint64_t loc, const void *key, unsigned klen)
+{
+	struct table *t = ctx;
+	return loc_table(t->st, loc) == t &&
+	       rec_matches(slot_rec(t, loc_page(loc), loc_slot(loc)), loc, key, (uint16_t)klen);
+}
+
+/* hidx_rehash_fn: the hash of the key of the record at loc (the index's
+ * writer mutex is held, and a record leaves the hash index before its slot
+ * is freed, so a live entry's key is stable). */
+static uint64_t table_hx_rehash(void *ctx, uint64_t loc)
+{
+	struct table *t = ctx;
+	unsigned char buf[STORE_KEY_MAX];
+	if (loc_table(t->st, loc) != t)
+		return 0;
+	unsigned n = rec_key_load(slot_rec(t, loc_page(loc), loc_slot(loc)), buf);
+	return hidx_hash(buf, n);
+}
+
+void table_hx_add(struct table *t, const void *key, unsigned klen, store_loc_t l)
+{
+	if (!LOAD(&t->hx_on))
+		return;
+	if (hidx_put(t->hx, hidx_hash(key, klen), l) != 0) {
+		/* no memory to grow it: the B+tree answers every lookup from now on */
+		STORE_REL(&t->hx_on, 0);
+		log_warn("store: table %s: no memory to grow its hash index: point lookups "
+			 "use the B+tree from now on", t->name);
+	}
+}
+
+void table_hx_del(struct table *t, const void *key, unsigned klen, store_loc_t l)
+{
+	if (LOAD(&t->hx_on))
+		hidx_del(t->hx, hidx_hash(key, klen), l);
+}
+
+uint64_t store_lookup_prefetch(store_t *st, uint16_t table, const void *key, uint16_t klen)
+{
+	struct table *t = table_get(st, table);
+	if (!t || !LOAD(&t->hx_on) || check_key(key, klen))
+		return 0;
+	uint64_t h = hidx_hash(key, klen);
+	hidx_prefetch(t->hx, h);
+	return h;          /* 0 (one hash in 2^64) only costs the guess */
+}
+
+store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t hash)
+{
+	struct table *t = table_get(st, table);
+	if (!hash || !t || !LOAD(&t->hx_on))
+		return 0;
+	store_loc_t l = hidx_peek(t->hx, hash);
+	if (l && loc_table(st, l) == t) {
+		const char *r = (const char *)slot_rec(t, loc_page(l), loc_slot(l));
+		__builtin_prefetch(r, 0, 3);
+		__builtin_prefetch(r + CACHELINE, 0, 3);
+	}
+	return l;
 }
 
 struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
@@ -800,15 +892,26 @@ void store_stats(store_t *st, struct store_stats *out)
 {
 	unsigned n = LOAD_ACQ(&st->ntables);
 	int64_t records = 0;
-	uint64_t ibytes = 0;
+	uint64_t ibytes = 0, hentries = 0, htables = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct table *t = LOAD_ACQ(&st->tables[i]);
 		for (unsigned s = 0; s < NSHARD; s++)
 			records += LOAD(&t->shard[s].records);
 		ibytes += index_bytes(t->ix);
+		if (t->hx) {
+			struct hidx_stats hs;
+			hidx_stats(t->hx, &hs);
+			ibytes += hs.bytes;
+			if (LOAD(&t->hx_on)) {
+				hentries += hs.entries;
+				htables++;
+			}
+		}
 	}
 	out->records = records > 0 ? (uint64_t)records : 0;
 	out->pages_used = LOAD(&st->next_page) - 1;
 	out->pool_bytes = st->pool_bytes;
 	out->index_bytes = ibytes;
+	out->hash_entries = hentries;
+	out->hash_tables = htables;
 }

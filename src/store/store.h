@@ -157,6 +157,13 @@ uint64_t store_loc_page(store_loc_t loc);        /* the logical page of a locati
  * store's indexes always own their keys (borrow is ignored there). */
 void store_index_own_keys(store_t *st);
 void store_index_borrow_keys(store_t *st);
+/* Whether tables created after the call get a hash point index beside the
+ * B+tree (untiered stores; default on, off when the environment has
+ * LOTUS_HASH_INDEX=0).  With it, store_get finds a key with one read of a
+ * 64-byte bucket and one of the record (hashidx.h); scans and ordered
+ * inserts keep using the B+tree.  It reads record slots to check keys, so a
+ * tiered store never has one (its lookups must not read pages). */
+void store_index_hash(store_t *st, int on);
 
 /* Create a table or return the existing one of that name (same max_value, else
  * LOTUS_EEXISTS).  max_value 0 means 1 KiB; at most STORE_VALUE_MAX. */
@@ -168,6 +175,17 @@ uint32_t store_table_max_value(store_t *st, uint16_t table);  /* 0 if no such ta
 int store_get(store_t *st, uint16_t table, const void *key, uint16_t klen, store_loc_t *loc);
 int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
 		 const void *val, uint32_t vlen, store_loc_t *loc);
+/* Batched lookups (the memory server's AMAC phases: prefetch every
+ * request's bucket, then every guessed record, then do the requests).
+ * store_lookup_prefetch hashes the key and prefetches its hash bucket;
+ * it returns a token for store_lookup_guess (0: the table has no hash
+ * index, nothing to do).  store_lookup_guess reads the bucket and returns
+ * the location of the first entry whose tag matches, with its record's
+ * first lines prefetched, or 0.  The location is a guess, not checked
+ * against the key: validate it as a hint (store_rec_get with the key).
+ * Any thread; both change nothing. */
+uint64_t store_lookup_prefetch(store_t *st, uint16_t table, const void *key, uint16_t klen);
+store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t token);
 /* Overwrite the value in place (vlen <= max_value).  Location unchanged. */
 int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen);
 int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen);
@@ -236,6 +254,9 @@ int store_scan(store_t *st, uint16_t table, const void *start, uint16_t slen,
 
 struct store_stats {
 	uint64_t records, pages_used, pool_bytes, index_bytes;
+	/* entries of the tables' hash indexes (those that have one and use it:
+	 * then one per record) and how many of the tables have one */
+	uint64_t hash_entries, hash_tables;
 };
 void store_stats(store_t *st, struct store_stats *out);
 

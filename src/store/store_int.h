@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <pthread.h>
 #include "common/common.h"
+#include "store/hashidx.h"
 #include "store/index.h"
 #include "store/store.h"
 
@@ -89,6 +90,12 @@ struct table {
 	uint32_t nslots;           /* per extent */
 	uint32_t ext_pages;
 	index_t *ix;
+	/* The hash point index (untiered stores): point lookups use it while
+	 * hx_on (atomic; cleared for good if a put ever fails for memory, then
+	 * the B+tree answers them all).  Every insert into and delete from ix
+	 * is mirrored here (table_hx_add/table_hx_del). */
+	hidx_t *hx;
+	int hx_on;
 	char name[STORE_TABLE_NAME_MAX + 1];
 	struct shard shard[NSHARD];
 };
@@ -106,6 +113,7 @@ struct store {
 	pthread_mutex_t tables_mu; /* serialises store_table_create */
 	unsigned ntables;          /* atomic; tables[0..ntables) are set */
 	bool own_keys;             /* new tables' indexes copy their keys (index.h) */
+	bool hash_index;           /* new tables get a hash point index (untiered) */
 	struct table *tables[STORE_MAX_TABLES];
 
 	/* tiered stores only (tiered == 0: all zero) */
@@ -262,6 +270,11 @@ static inline uint64_t *rec_link(struct store_rec *r)
 store_loc_t slot_alloc(store_t *st, struct table *t);
 void slot_link(store_t *st, struct table *t, store_loc_t loc);
 int fl_push(struct shard *sh, store_loc_t l);
+
+/* store.c: mirror an insert into / a delete from t->ix in t->hx (no-ops
+ * without a hash index). */
+void table_hx_add(struct table *t, const void *key, unsigned klen, store_loc_t l);
+void table_hx_del(struct table *t, const void *key, unsigned klen, store_loc_t l);
 
 /* store_resv.c: the reservation's group of a table (created if asked), and
  * a free slot handed to a reservation. */

@@ -39,6 +39,9 @@ static void rebuild_free_slot(struct table *t, struct store_rec *r, store_loc_t 
 static int rebuild_extent(store_t *st, uint64_t p, struct table *t, unsigned *rr,
 			  uint64_t *moved)
 {
+	/* owned first: the hash index's rehash (table_hx_add may grow it)
+	 * reads the keys of the slots indexed so far through their locations */
+	st->page_owner[p] = (uint16_t)(t->id + 1);
 	for (unsigned i = 0; i < t->nslots; i++) {
 		struct store_rec *r = slot_rec(t, p, i);
 		store_loc_t l = loc_make(p, i, 0);
@@ -46,8 +49,10 @@ static int rebuild_extent(store_t *st, uint64_t p, struct table *t, unsigned *rr
 			rebuild_free_slot(t, r, l, rr);
 			continue;
 		}
-		if (r->key_len == 0 || r->key_len > STORE_KEY_MAX || r->value_len > t->max_value)
+		if (r->key_len == 0 || r->key_len > STORE_KEY_MAX || r->value_len > t->max_value) {
+			st->page_owner[p] = 0;
 			return -EINVAL;
+		}
 		int rc = index_insert(t->ix, r->data, r->key_len, l | gen_tag(r->gen), NULL);
 		if (rc == LOTUS_EEXISTS) {
 			/* The key is already in another slot: a record that moved
@@ -59,11 +64,13 @@ static int rebuild_extent(store_t *st, uint64_t p, struct table *t, unsigned *rr
 			(*moved)++;
 			continue;
 		}
-		if (rc)
+		if (rc) {
+			st->page_owner[p] = 0;
 			return rc;
+		}
+		table_hx_add(t, r->data, r->key_len, l | gen_tag(r->gen));
 		t->shard[0].records++;
 	}
-	st->page_owner[p] = (uint16_t)(t->id + 1);
 	return 0;
 }
 
