@@ -9,8 +9,10 @@
  * cut"); otherwise try again with twice W, up to --max-pause-ms, and give up
  * (nothing to release: a hold ends by itself).  OP_BACKUP_MARK collects each
  * cut LSN and how long decisions were held.  2. the copy.  Each server lists
- * its files (OP_BACKUP_BEGIN); the client reads them in WIRE_BACKUP_CHUNK
- * pieces (OP_BACKUP_READ) into OUT/ms<id>/, then OP_BACKUP_END.  OUT/BACKUP
+ * its files (OP_BACKUP_BEGIN, all servers first); the client reads them in
+ * WIRE_BACKUP_CHUNK pieces (OP_BACKUP_READ) into OUT/ms<id>/, one server
+ * at a time, with an empty READ to each server still waiting every 5 s so
+ * its checkpoints stay held, then OP_BACKUP_END(hold id).  OUT/BACKUP
  * is written last: a directory without it is no backup.
  *
  *   OUT/BACKUP:  lotus-backup 1
@@ -50,7 +52,20 @@
 struct bk_server {
 	uint64_t hold_id, cut, held_ns, bytes;
 	unsigned files;
+	char *list;          /* BEGIN's file list ("name bytes\n"...) */
+	char first[64];      /* its first name: the keep-alive reads it */
+	bool done;
 };
+
+#define BK_KEEPALIVE_MS 5000u   /* well inside the servers' 60 s pin */
+
+/* LOTUS_BACKUP_KEEPALIVE_MS and LOTUS_BACKUP_READ_DELAY_MS (a pause before
+ * each read): the tests' way to copy slowly against a short pin */
+static uint64_t env_ms(const char *name, uint64_t dflt)
+{
+	const char *e = getenv(name);
+	return e && *e ? strtoull(e, NULL, 10) : dflt;
+}
 
 /* A file name a server may send: what a data directory holds, nothing with
  * a path in it. */
@@ -125,8 +140,8 @@ static int take_cut(lotus_session_t *s, unsigned n, struct bk_server *sv, unsign
 }
 
 /* Copy server i's files into dir. */
-static int copy_server(lotus_session_t *s, unsigned i, struct bk_server *sv, const char *dir,
-		       bool quiet)
+/* BEGIN at server i: it lists its files and renews its pin. */
+static int begin_server(lotus_session_t *s, unsigned i, struct bk_server *sv)
 {
 	struct wire_req r = { .op = OP_BACKUP_BEGIN, .arg = sv->cut };
 	int rc = session_admin(s, i, &r, NULL, NULL, 120000);
@@ -135,9 +150,47 @@ static int copy_server(lotus_session_t *s, unsigned i, struct bk_server *sv, con
 		return rc;
 	}
 	const char *v = session_admin_value(s);
-	char *list = strdup(v ? v : "");
-	if (!list)
+	sv->list = strdup(v ? v : "");
+	if (!sv->list)
 		return -ENOMEM;
+	if (sscanf(sv->list, "%63s", sv->first) != 1)
+		sv->first[0] = 0;
+	return 0;
+}
+
+/* An empty read at every server whose copy is still to come: each renews
+ * that server's pin, so no checkpoint runs there while another server is
+ * being copied (a copy of many GB takes minutes).  A server that refuses
+ * (-ESTALE: a checkpoint ran anyway) fails the backup. */
+static int keep_alive(lotus_session_t *s, unsigned n, struct bk_server *all, unsigned busy)
+{
+	for (unsigned j = 0; j < n; j++) {
+		if (j == busy || all[j].done || !all[j].list || !all[j].first[0])
+			continue;
+		struct wire_req q = { .op = OP_BACKUP_READ, .arg = UINT64_MAX,
+				      .key_len = (uint16_t)strlen(all[j].first) };
+		int rc = session_admin(s, j, &q, all[j].first, NULL, 60000);
+		if (rc) {
+			log_error("backup: memory server %u: keeping its copy's files as they are "
+				  "failed: %s", j, lotus_strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int copy_server(lotus_session_t *s, unsigned i, struct bk_server *all, unsigned n,
+		       const char *dir, bool quiet)
+{
+	struct bk_server *sv = &all[i];
+	int rc = 0;
+	char *list = sv->list;
+	sv->list = NULL;
+	if (!list)
+		return -EINVAL;
+	uint64_t alive = clock_now_ns();
+	uint64_t keep_ns = env_ms("LOTUS_BACKUP_KEEPALIVE_MS", BK_KEEPALIVE_MS) * 1000000ull;
+	uint64_t delay_ms = env_ms("LOTUS_BACKUP_READ_DELAY_MS", 0);
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		rc = -errno;
 		goto out;
@@ -162,6 +215,8 @@ static int copy_server(lotus_session_t *s, unsigned i, struct bk_server *sv, con
 		while (off < bytes && rc == 0) {
 			struct wire_req q = { .op = OP_BACKUP_READ, .arg = off,
 					      .key_len = (uint16_t)strlen(name) };
+			if (delay_ms)
+				usleep((useconds_t)(delay_ms * 1000));
 			rc = session_admin(s, i, &q, name, NULL, 60000);
 			uint64_t got = session_admin_arg(s, i);
 			if (rc == 0 && (got == 0 || got > WIRE_BACKUP_CHUNK || got > bytes - off))
@@ -169,6 +224,10 @@ static int copy_server(lotus_session_t *s, unsigned i, struct bk_server *sv, con
 			if (rc == 0)
 				rc = write_all(fd, session_admin_value(s), (size_t)got);
 			off += got;
+			if (rc == 0 && clock_now_ns() - alive > keep_ns) {
+				rc = keep_alive(s, n, all, i);
+				alive = clock_now_ns();
+			}
 			if (rc == 0 && !quiet && (off % (64u << 20)) < got)
 				fprintf(stderr, "backup: server %u: %s %llu/%llu MB\n", i, name,
 					(unsigned long long)(off >> 20), bytes >> 20);
@@ -184,7 +243,8 @@ static int copy_server(lotus_session_t *s, unsigned i, struct bk_server *sv, con
 	}
 out:
 	free(list);
-	struct wire_req e = { .op = OP_BACKUP_END };
+	sv->done = true;
+	struct wire_req e = { .op = OP_BACKUP_END, .arg = sv->hold_id };
 	int erc = session_admin(s, i, &e, NULL, NULL, 10000);
 	return rc ? rc : erc;
 }
@@ -254,8 +314,9 @@ int cmd_backup(int argc, char **argv)
 	rc = take_cut(s, n, sv, (unsigned)pause_ms, (unsigned)max_pause_ms, &used_ms);
 	if (rc) {   /* the holds end by themselves; let the checkpoints go on now */
 		for (unsigned i = 0; i < n; i++) {
-			struct wire_req e = { .op = OP_BACKUP_END };
-			session_admin(s, i, &e, NULL, NULL, 2000);
+			struct wire_req e = { .op = OP_BACKUP_END, .arg = sv[i].hold_id };
+			if (sv[i].hold_id)
+				session_admin(s, i, &e, NULL, NULL, 2000);
 		}
 		log_error("backup: no consistent cut: %s (nothing was copied; every hold has ended)",
 			  lotus_strerror(rc));
@@ -266,10 +327,14 @@ int cmd_backup(int argc, char **argv)
 	if (!quiet)
 		fprintf(stderr, "backup: cut taken: commit decisions held for %.1f ms at most\n",
 			(double)max_held / 1e6);
+	/* every server lists its files now (and so renews its pin), then the
+	 * copies go one server at a time, with keep-alives to the others */
+	for (unsigned i = 0; i < n && rc == 0; i++)
+		rc = begin_server(s, i, &sv[i]);
 	for (unsigned i = 0; i < n && rc == 0; i++) {
 		char dir[4200];
 		snprintf(dir, sizeof(dir), "%s/ms%u", out, i);
-		rc = copy_server(s, i, &sv[i], dir, quiet);
+		rc = copy_server(s, i, sv, n, dir, quiet);
 		if (rc == 0)
 			rc = fsync_dir(dir);
 		total += sv[i].bytes;
@@ -317,6 +382,13 @@ int cmd_backup(int argc, char **argv)
 		}
 	}
 out:
+	for (unsigned i = 0; i < n; i++) {   /* listed, never copied: let it checkpoint again */
+		if (sv[i].list && s) {
+			struct wire_req e = { .op = OP_BACKUP_END, .arg = sv[i].hold_id };
+			session_admin(s, i, &e, NULL, NULL, 2000);
+		}
+		free(sv[i].list);
+	}
 	lotus_session_close(s);
 	lotus_disconnect(cl);
 	return rc ? 1 : 0;

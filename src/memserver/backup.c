@@ -22,10 +22,13 @@
  * OP_BACKUP_BEGIN(cut) waits until the log is durable at the cut and lists IDENTITY, MANIFEST, the images and their
  * CRC files, and every log segment that starts below the cut, the last
  * one up to the cut.  OP_BACKUP_READ returns a chunk of a listed file;
- * each read renews the pin for BK_PIN_MS, and OP_BACKUP_END lifts it (the
- * client sends it after a failed cut too), so a client that dies stops
- * checkpoints for at most that long.  One copy
- * at a time: a BEGIN replaces the previous list.
+ * each read renews the pin for BK_PIN_MS, and OP_BACKUP_END(hold id) lifts
+ * it (the client sends it after a failed cut too), so a client that dies
+ * stops checkpoints for at most that long.  Should the pin run out anyway
+ * and a checkpoint run, BEGIN and READ refuse (-ESTALE): the checkpoints'
+ * run count is checked on each.  One copy at a time: a second HOLD during
+ * another's is refused and leaves the first's pin alone; an END names its
+ * hold, so a refused backup cannot lift the pin of the one copying.
  *
  * Threads: any worker; the hold under prep_mu, the list under bk_mu.
  */
@@ -45,8 +48,11 @@
 #include "memserver/handlers.h"
 #include "memserver/backup.h"
 
-#define BK_PIN_MS   60000u     /* a copy that reads nothing for this long is given up */
+#define BK_PIN_MS_DEFAULT 60000u   /* a copy that reads nothing for this long is given up */
 #define BK_MAX_FILES 4096u
+
+/* LOTUS_BACKUP_PIN_MS overrides it (the tests' way to make a pin run out) */
+static unsigned bk_pin_ms = BK_PIN_MS_DEFAULT;
 
 struct bk_file {
 	char name[64];
@@ -58,7 +64,23 @@ struct ms_backup {
 	uint64_t cut;
 	unsigned nfiles;
 	struct bk_file *files;
+	/* The checkpoints run (ckpt_backup_pin) when the latest hold began
+	 * (hold_id), and when the list was made.  A checkpoint after the cut
+	 * would hand the copy an image newer than the cut, or change a listed
+	 * file under it: BEGIN and READ refuse then (-ESTALE), so a copy is
+	 * whole or fails, never silently mixed. */
+	uint64_t hold_id, hold_runs, list_runs;
 };
+
+static int pin_lapsed(struct ms_server *srv, uint64_t runs, uint64_t want)
+{
+	if (runs == want)
+		return 0;
+	log_warn("backup: a checkpoint ran after the cut (the copy read nothing for %u s?); "
+		 "this copy is given up: take the backup again", bk_pin_ms / 1000);
+	(void)srv;
+	return 1;
+}
 
 static void reply(struct ms_worker *wk, const struct wire_req *r, int status, uint64_t arg,
 		  const void *value, uint32_t vlen)
@@ -80,10 +102,15 @@ static void h_hold(struct ms_worker *wk, const struct wire_req *r)
 	struct ms_server *srv = wk->srv;
 	if (r->arg == 0 || r->arg > 10000)
 		return reply(wk, r, -EINVAL, 0, NULL, 0);
+	pthread_mutex_lock(&srv->prep_mu);
+	int busy = ms_hold_check_locked(srv, clock_now_ns());
+	pthread_mutex_unlock(&srv->prep_mu);
+	if (busy)   /* another backup holds this server: leave its pin alone */
+		return reply(wk, r, -EBUSY, 0, NULL, 0);
 	/* No checkpoint from before the cut on: the image the copy lists must
 	 * begin at or below the cut (a checkpoint under way finishes first, so
 	 * this may take a while; the client then tries a longer pause). */
-	ckpt_backup_pin(srv->ckpt, clock_now_ns() + BK_PIN_MS * 1000000ull);
+	uint64_t runs = ckpt_backup_pin(srv->ckpt, clock_now_ns() + (uint64_t)bk_pin_ms * 1000000ull);
 	pthread_mutex_lock(&srv->prep_mu);   /* no decision is half way now */
 	uint64_t now = clock_now_ns(), id = 0;
 	int rc = 0;
@@ -98,6 +125,13 @@ static void h_hold(struct ms_worker *wk, const struct wire_req *r)
 		h->cut = h->held_ns = 0;
 	}
 	pthread_mutex_unlock(&srv->prep_mu);
+	if (rc == 0) {
+		pthread_mutex_lock(&srv->backup->mu);
+		srv->backup->hold_id = id;
+		srv->backup->hold_runs = runs;
+		srv->backup->nfiles = 0;   /* a list of an older cut is no longer served */
+		pthread_mutex_unlock(&srv->backup->mu);
+	}
 	reply(wk, r, rc, id, NULL, 0);
 }
 
@@ -196,9 +230,13 @@ static void h_begin(struct ms_worker *wk, const struct wire_req *r)
 		rc = redo_wait(srv->log, r->arg);
 	if (rc)
 		return reply(wk, r, rc, 0, NULL, 0);
-	ckpt_backup_pin(srv->ckpt, clock_now_ns() + BK_PIN_MS * 1000000ull);   /* renewed */
+	uint64_t runs = ckpt_backup_pin(srv->ckpt, clock_now_ns() + (uint64_t)bk_pin_ms * 1000000ull);
 	pthread_mutex_lock(&b->mu);
-	rc = list_build(srv, b, r->arg);
+	if (pin_lapsed(srv, runs, b->hold_runs))
+		rc = -ESTALE;
+	else
+		rc = list_build(srv, b, r->arg);
+	b->list_runs = runs;
 	if (rc == 0) {
 		txt = malloc((size_t)b->nfiles * 96 + 1);
 		if (!txt)
@@ -236,9 +274,16 @@ static void h_read(struct ms_worker *wk, const struct wire_req *r, const unsigne
 	pthread_mutex_unlock(&b->mu);
 	if (!found)   /* only what the list names: no path reaches anything else */
 		return reply(wk, r, -ENOENT, 0, NULL, 0);
+	/* renewed by every read, an empty one too (the client's keep-alive
+	 * while it copies another server) */
+	uint64_t runs = ckpt_backup_pin(srv->ckpt, clock_now_ns() + (uint64_t)bk_pin_ms * 1000000ull);
+	pthread_mutex_lock(&b->mu);
+	int lapsed = pin_lapsed(srv, runs, b->list_runs);
+	pthread_mutex_unlock(&b->mu);
+	if (lapsed)
+		return reply(wk, r, -ESTALE, 0, NULL, 0);
 	if (r->arg >= bytes)
 		return reply(wk, r, 0, 0, NULL, 0);
-	ckpt_backup_pin(srv->ckpt, clock_now_ns() + BK_PIN_MS * 1000000ull);
 	size_t want = (size_t)MIN(bytes - r->arg, (uint64_t)WIRE_BACKUP_CHUNK);
 	unsigned char *buf = malloc(want);
 	snprintf(path, sizeof(path), "%s/%s", srv->data_dir, name);
@@ -258,8 +303,12 @@ static void h_end(struct ms_worker *wk, const struct wire_req *r)
 {
 	struct ms_server *srv = wk->srv;
 	pthread_mutex_lock(&srv->backup->mu);
-	srv->backup->nfiles = 0;
+	int mine = r->arg && r->arg == srv->backup->hold_id;   /* not another backup's */
+	if (mine)
+		srv->backup->nfiles = 0;
 	pthread_mutex_unlock(&srv->backup->mu);
+	if (!mine)
+		return reply(wk, r, -ESTALE, 0, NULL, 0);
 	ckpt_backup_pin(srv->ckpt, 0);
 	log_info("backup: the copy of %s is done", srv->data_dir);
 	reply(wk, r, 0, 0, NULL, 0);
@@ -287,6 +336,9 @@ int ms_backup_register(struct ms_server *srv)
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	pthread_cond_init(&srv->hold.cv, &a);
 	pthread_condattr_destroy(&a);
+	const char *e = getenv("LOTUS_BACKUP_PIN_MS");
+	if (e && atoi(e) > 0)
+		bk_pin_ms = (unsigned)atoi(e);
 	srv->hooks.backup_req = ms_backup_req;
 	srv->backup = calloc(1, sizeof(*srv->backup));
 	if (!srv->backup)

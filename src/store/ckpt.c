@@ -553,16 +553,22 @@ int ckpt_run(ckpt_t *c, struct ckpt_stats *out)
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&c->run_mu);
 	/* a backup is copying the images and the log: leave them as they are */
-	int rc = clock_now_ns() < LOAD(&c->backup_until) ? -EBUSY : ckpt_run_locked(c, out);
+	int rc = -EBUSY;
+	if (clock_now_ns() >= LOAD(&c->backup_until)) {
+		c->runs++;   /* counted before it touches a file */
+		rc = ckpt_run_locked(c, out);
+	}
 	pthread_mutex_unlock(&c->run_mu);
 	return rc;
 }
 
-void ckpt_backup_pin(ckpt_t *c, uint64_t until_ns)
+uint64_t ckpt_backup_pin(ckpt_t *c, uint64_t until_ns)
 {
 	pthread_mutex_lock(&c->run_mu);   /* waits for a checkpoint under way */
 	STORE(&c->backup_until, until_ns);
+	uint64_t runs = c->runs;
 	pthread_mutex_unlock(&c->run_mu);
+	return runs;
 }
 
 void ckpt_set_keep_lsn(ckpt_t *c, uint64_t lsn)

@@ -108,8 +108,10 @@ void ckpt_last(ckpt_t *c, struct ckpt_last *out);
 int ckpt_run(ckpt_t *c, struct ckpt_stats *out);
 /* `lotus backup`: no checkpoint runs (so no image, manifest or log segment
  * changes but by appends) until clock_now_ns() reaches until_ns; 0 lifts it.
- * Waits for a checkpoint under way to finish.  Any thread. */
-void ckpt_backup_pin(ckpt_t *c, uint64_t until_ns);
+ * Waits for a checkpoint under way to finish.  Returns how many checkpoints
+ * have run so far: a copy is whole only while that number stays the same.
+ * Any thread. */
+uint64_t ckpt_backup_pin(ckpt_t *c, uint64_t until_ns);
 /* Start the page writer thread (checkpoints on log growth and the timer). */
 int ckpt_start(ckpt_t *c);
 

@@ -77,6 +77,8 @@ struct ckpt {
 	int pw_fd[2], pw_file[2];
 	unsigned pw_next;           /* round robin over the writers */
 	uint64_t keep_lsn;          /* atomic */
+	uint64_t runs;              /* checkpoints run (under run_mu): a backup's copy
+				       is whole only if none ran since its cut */
 	uint64_t backup_until;      /* atomic: no checkpoint before this
 				       (clock_now_ns; ckpt_backup_pin) */
 
