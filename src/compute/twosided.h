@@ -224,6 +224,11 @@ int txn_op_send(ts_txn_t *t, unsigned idx);
 int txn_op_send_remote(ts_txn_t *t, unsigned idx);
 void txn_op_result(ts_txn_t *t, struct txn_op *o, int status);
 void txn_step_ready(ts_txn_t *t);
+/* txn_spare.c: the session's spare transactions (lotus_txn_free keeps them) */
+ts_txn_t *txn_spare_get(lotus_session_t *s);
+void txn_spare_put(lotus_session_t *s, ts_txn_t *t);
+void txn_spare_release(ts_txn_t *t);
+void txn_spare_drain(lotus_session_t *s);
 /* txn_local.c: co-partitioning, ops on owned keys (local locks, cached data) */
 int txn_op_local(ts_txn_t *t, unsigned idx);
 void txn_drain_grants(lotus_session_t *s);

@@ -52,38 +52,9 @@ static unsigned op_type(uint8_t op)
 
 static const struct sess_slot_ops ts_slot_ops;
 
-/* A cleared transaction: a spare of the session's (its ops array and value
- * buffers kept, as lotus_txn_recycle keeps them), else a new one. */
-static ts_txn_t *ts_alloc(lotus_session_t *s)
-{
-	struct ts_sess *ss = ts_sess(s);
-	ts_txn_t *t = ss->spare;
-	if (!t)
-		return calloc(1, sizeof(*t));
-	ss->spare = t->fin_next;
-	ss->nspare--;
-	struct txn_op *ops = t->ops;
-	unsigned cap = t->cap;
-	memset(t, 0, sizeof(*t));
-	t->ops = ops;
-	t->cap = cap;
-	return t;
-}
-
-static void ts_release(ts_txn_t *t)
-{
-	for (unsigned i = 0; i < t->cap; i++) {
-		free(t->ops[i].wval);
-		free(t->ops[i].rval);
-		free(t->ops[i].scan);
-	}
-	free(t->ops);
-	free(t);
-}
-
 static int ts_begin(lotus_session_t *s, lotus_txn_t **out)
 {
-	ts_txn_t *t = ts_alloc(s);
+	ts_txn_t *t = txn_spare_get(s);
 	if (!t)
 		return -ENOMEM;
 	t->pub.eng = &engine_twosided;
@@ -91,7 +62,7 @@ static int ts_begin(lotus_session_t *s, lotus_txn_t **out)
 	t->s = s;
 	t->sl.ops = &ts_slot_ops;
 	if (session_slot_add(s, &t->sl)) {
-		ts_release(t);
+		txn_spare_release(t);
 		return -ENOMEM;
 	}
 	t->pub.id = session_new_txn_id(s);
@@ -143,17 +114,10 @@ static void ts_free(lotus_txn_t *pt)
 {
 	ts_txn_t *t = ts_of(pt);
 	lotus_session_t *s = t->s;
-	struct ts_sess *ss = ts_sess(s);
 	session_slot_remove(s, &t->sl);   /* no reply finds it from now on */
 	txn_local_release(t);
 	txn_clear_ops(t);
-	if (ss->nspare < TS_SPARE_MAX) {   /* for the session's next begin */
-		t->fin_next = ss->spare;
-		ss->spare = t;
-		ss->nspare++;
-		return;
-	}
-	ts_release(t);
+	txn_spare_put(s, t);
 }
 
 
@@ -1247,12 +1211,7 @@ static int ts_session_open(lotus_session_t *s)
 
 static void ts_session_close(lotus_session_t *s)
 {
-	struct ts_sess *ss = ts_sess(s);
-	while (ss && ss->spare) {
-		ts_txn_t *t = ss->spare;
-		ss->spare = t->fin_next;
-		ts_release(t);
-	}
+	txn_spare_drain(s);
 	free(s->eng);
 	s->eng = NULL;
 }
