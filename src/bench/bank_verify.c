@@ -294,7 +294,8 @@ int bank_verify(struct bank_shared *sh, lotus_session_t *s, struct bank_verify_r
 		verify_fail(v, "cannot read the ledger %s: %s", o->ledger, lotus_strerror(rc));
 		return 0;
 	}
-	qsort(ld.acks, ld.nacks, sizeof(*ld.acks), cmp_u64);
+	if (ld.nacks)   /* no ledger: no acks (qsort must not see a NULL base) */
+		qsort(ld.acks, ld.nacks, sizeof(*ld.acks), cmp_u64);
 	verify_settle(sh, s);
 	rc = scan_table(s, sh->accounts, 0, UINT32_MAX, account_row, &a);
 	if (rc == 0)
