@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "common/common.h"
 #include "common/log.h"
@@ -291,7 +292,11 @@ int ck_crc_read(const char *dir, unsigned image, uint64_t seq, uint32_t page_siz
 		rc = -EPROTO;
 		goto out;
 	}
-	if (h.magic != CK_CRC_MAGIC || h.page_size != page_size || h.npages > (1ull << 40)) {
+	struct stat st;
+	/* npages must fit the file (it is exactly the header and the entries):
+	 * a flipped high byte must not become a many-GiB allocation */
+	if (h.magic != CK_CRC_MAGIC || h.page_size != page_size || h.npages > (1ull << 40) ||
+	    fstat(fd, &st) || (uint64_t)st.st_size != sizeof(h) + h.npages * sizeof(uint32_t)) {
 		if (!quiet)
 			log_error("ckpt: %s: bad header", path);
 		goto out;
