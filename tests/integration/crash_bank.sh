@@ -6,8 +6,8 @@
 # same port.  The bank exits 3 when it loses the server; the next cycle runs it
 # again on the same ledger.  At the end `lotus bank --verify` must find the
 # total unchanged and every acknowledged transfer present.
-# CRASH_CYCLES sets the number of crashes per mode (default 10; 6 under CI,
-# 3 on a sanitizer build, where each cycle is slower; 100 makes a soak).
+# CRASH_CYCLES sets the number of crashes per mode (default 10; 4 under CI,
+# 2 on a sanitizer build, where each cycle is slower; 100 makes a soak).
 # The victim alternates between the two servers from a random first one, so
 # even 2 cycles crash each server once; the moment of each crash is random.
 # CRASH_MODES (default "untiered tiered") runs it once per mode:
@@ -19,8 +19,8 @@
 . "$(dirname "$0")/lib.sh"
 top=$T
 cycles=10
-[ "${CI:-}" = true ] && cycles=6
-case ${LOTUS_BUILD:-} in *asan*|*tsan*) cycles=3 ;; esac
+[ "${CI:-}" = true ] && cycles=4
+case ${LOTUS_BUILD:-} in *asan*|*tsan*) cycles=2 ;; esac
 cycles=${CRASH_CYCLES:-$cycles}
 root=$ROOT
 . "$root/scripts/lib-cluster.sh"
