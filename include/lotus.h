@@ -268,6 +268,17 @@ void lotus_session_close(lotus_session_t *s);
  * Waits up to timeout_ms if nothing is ready (0: poll).  Returns the number
  * of network events handled (>= 0).  The session's thread. */
 int lotus_session_poll(lotus_session_t *s, int timeout_ms);
+/* Has session s lost a memory server?  0 if it still reaches every one; else
+ * why the first lost one is gone (LOTUS_EUNAVAIL: its connection failed,
+ * LOTUS_ETIMEOUT: it was silent for a lease, LOTUS_ELEASE: this process's
+ * lease there expired) and, if sv is not NULL, which one.  A lost server stays
+ * lost for the session (open a new one to reach it again).  Known as soon as
+ * a poll saw the loss, before any transaction ends because of it: a commit
+ * whose vote went with the server asks the others for up to timeout_ms
+ * (lotus_txn_commit).  -EINVAL for a NULL session.  Under the onesided
+ * engine only the session's message connections count, not its RMA ones.
+ * The session's thread. */
+int lotus_session_lost(lotus_session_t *s, unsigned *sv);
 
 /* Begin a transaction (new priority).  lotus_txn_restart() reuses the txn
  * after an abort and KEEPS its priority (starvation freedom); LOTUS_ESTATE if

@@ -490,6 +490,13 @@ static int run_txns(struct ycsb_thread *th)
 		if (th->stop_issuing && (th->active == 0 || now > sh->t_end + 10000000000ULL))
 			break;
 		lotus_session_poll(th->s, 1);
+		/* A lost server ends the run now, not when a transaction says so:
+		 * a commit whose vote went with the server asks the others for up
+		 * to timeout_ms, and with every slot in such a commit nothing else
+		 * would end the run that long.  What is in flight is left to the
+		 * library (in doubt: the servers settle it). */
+		if (lotus_session_lost(th->s, NULL))
+			th->error = LOTUS_EUNAVAIL;
 	}
 	if (rc || th->error)
 		atomic_store(&sh->failed, 1);

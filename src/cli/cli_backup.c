@@ -270,8 +270,8 @@ int cmd_backup(int argc, char **argv)
 	struct cli_opt opts[] = {
 		{ "config", OPT_STR, &config, "FILE", "cluster config file (required)" },
 		{ "out", OPT_STR, &out, "DIR", "where the backup goes: a new or empty directory (required)" },
-		{ "pause-ms", OPT_U64, &pause_ms, "MS", "how long each server holds its commit decisions for the cut (default 50)", .min = 1, .max = 10000 },
-		{ "max-pause-ms", OPT_U64, &max_pause_ms, "MS", "give up when a cut needs a longer pause (default 2000)", .min = 1, .max = 10000 },
+		{ "pause-ms", OPT_U64, &pause_ms, "MS", "how long each server holds its commit decisions for the cut (default 50; below half the cluster's lease)", .min = 1, .max = 10000 },
+		{ "max-pause-ms", OPT_U64, &max_pause_ms, "MS", "give up when a cut needs a longer pause (default 2000, or just below half the cluster's lease if that is less)", .min = 1, .max = 10000 },
 		{ "secret-file", OPT_STR, &secret, "FILE", "the cluster secret file (default: the config's secret_file)" },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON summary on stdout" },
 		{ "quiet", OPT_FLAG, &quiet, NULL, "no progress lines on stderr" },
@@ -284,6 +284,26 @@ int cmd_backup(int argc, char **argv)
 		return rc == 1 ? 0 : rc;
 	if (!config || !out)
 		return cli_fail("backup", "give --config FILE and --out DIR");
+	/* A hold keeps a server's worker waiting for up to the pause (a
+	 * two-phase decision that arrives during it, OP_BACKUP_MARK): the pause
+	 * stays below half the lease, so that worker still answers in time for
+	 * its clients' and peers' leases. */
+	struct lotus_config cfg;
+	if (config_load(config, &cfg))
+		return 2;
+	uint64_t lease = cfg.lease_ms ? cfg.lease_ms : LOTUS_DEFAULT_LEASE_MS, cap = (lease - 1) / 2;
+	for (unsigned i = 0; i < 2; i++) {
+		const char *name = i ? "max-pause-ms" : "pause-ms";
+		uint64_t *v = i ? &max_pause_ms : &pause_ms;
+		if (*v <= cap)
+			continue;
+		if (cli_find(opts, name)->seen)
+			return cli_fail("backup", "--%s %llu: a pause must stay below half the cluster's "
+					"lease (%llu ms in %s), as a server's worker may wait that long: "
+					"at most %llu", name, (unsigned long long)*v,
+					(unsigned long long)lease, config, (unsigned long long)cap);
+		*v = cap;
+	}
 	if (max_pause_ms < pause_ms)
 		max_pause_ms = pause_ms;
 	int empty = dir_is_empty(out);

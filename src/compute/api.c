@@ -114,6 +114,9 @@ void lotus_session_close(lotus_session_t *s)
 {
 	if (!s)
 		return;
+	/* first: a transaction left in flight must not be completed into the
+	 * engine state the engine is about to free */
+	session_slots_drop(s);
 	if (sess_engine(s)->session_close)
 		sess_engine(s)->session_close(s);
 	session_close(s);

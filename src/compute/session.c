@@ -221,6 +221,7 @@ int session_slot_add(lotus_session_t *s, struct sess_slot *sl)
 {
 	struct sgroup *g = s->g;
 	int rc = 0;
+	sl->owner = s;
 	session_lock(s);
 	if (g->nfree) {
 		sl->idx = g->free_slots[--g->nfree];
@@ -254,6 +255,23 @@ void session_slot_remove(lotus_session_t *s, struct sess_slot *sl)
 	session_lock(s);
 	s->g->slots[sl->idx] = NULL;
 	s->g->free_slots[s->g->nfree++] = sl->idx;
+	session_unlock(s);
+}
+
+void session_slots_drop(lotus_session_t *s)
+{
+	struct sgroup *g = s->g;
+	session_lock(s);
+	for (unsigned i = 0; i < g->nslots; i++) {
+		struct sess_slot *sl = g->slots[i];
+		if (!sl || sl->owner != s)
+			continue;
+		g->slots[i] = NULL;
+		session_unlock(s);
+		if (sl->ops->on_drop)
+			sl->ops->on_drop(sl);
+		session_lock(s);
+	}
 	session_unlock(s);
 }
 
@@ -410,7 +428,7 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 	log_error("lost memory server %u: %s", sv, lotus_strerror(reason));
 	g->conns[sv] = NULL;
 	g->lost_reason[sv] = reason;
-	g->lost = 1;
+	__atomic_store_n(&g->lost, 1, __ATOMIC_RELEASE);   /* lotus_session_lost reads it unlocked */
 	if (g->admin_due) {
 		g->admin_due = 0;
 		g->admin_status = reason;
@@ -550,6 +568,27 @@ void lotus_session_counters(const lotus_session_t *s, struct lotus_net_counters 
 {
 	if (out)
 		*out = s ? s->ctr : (struct lotus_net_counters){ 0 };
+}
+
+/* The first server the session's group lost, and why (see lotus.h).  The
+ * flag is read without the lock: a session that lost nothing pays one load. */
+int lotus_session_lost(lotus_session_t *s, unsigned *sv)
+{
+	int reason = 0;
+	if (!s)
+		return -EINVAL;
+	if (!__atomic_load_n(&s->g->lost, __ATOMIC_ACQUIRE))
+		return 0;
+	session_lock(s);
+	for (unsigned i = 0; i < s->cl->nservers && !reason; i++) {
+		if (s->g->conns[i])
+			continue;
+		reason = s->g->lost_reason[i] ? s->g->lost_reason[i] : LOTUS_EUNAVAIL;
+		if (sv)
+			*sv = i;
+	}
+	session_unlock(s);
+	return reason;
 }
 
 /* Counters of one memory server as JSON text (OP_STATS); the string is owned by

@@ -52,10 +52,14 @@ struct sess_slot_ops {
 	void (*on_lost)(struct sess_slot *sl, unsigned sv, int reason);
 	/* deadline_ns passed (checked at most once a millisecond). */
 	void (*on_expire)(struct sess_slot *sl);
+	/* Its session closes with it still in flight (session_slots_drop;
+	 * group lock not held): free what it owns, send nothing. */
+	void (*on_drop)(struct sess_slot *sl);
 };
 
 struct sess_slot {
 	const struct sess_slot_ops *ops;
+	lotus_session_t *owner;          /* the session that added it */
 	unsigned idx;                    /* the tag's slot number */
 	uint64_t deadline_ns;            /* 0: no deadline */
 };
@@ -129,6 +133,12 @@ uint64_t session_new_priority(lotus_session_t *s);
 /* Tag slots (take the lock). */
 int session_slot_add(lotus_session_t *s, struct sess_slot *sl);
 void session_slot_remove(lotus_session_t *s, struct sess_slot *sl);
+/* The session closes with slots still in flight (transactions left
+ * unfinished, e.g. a commit still asking what became of a lost server's
+ * vote): each is taken off the group, so that no reply, loss or deadline
+ * reaches it from now on, whoever progresses the group (the lease keeper,
+ * another member), and then told (on_drop).  Their indexes are not reused. */
+void session_slots_drop(lotus_session_t *s);
 
 /* Locked: append a request for server sv to its message (flushed at once
  * under NONE batching).  *bytes (if not NULL) gets what it adds to the wire:

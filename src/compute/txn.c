@@ -958,8 +958,20 @@ static void ts_on_expire(struct sess_slot *sl)
 		txn_step_ready(t);
 }
 
+/* The session closes with this transaction in flight (lotus_session_close;
+ * its slot is off the group already): what it holds at the servers is
+ * theirs to settle, as for a client gone; its memory goes with the session. */
+static void ts_on_drop(struct sess_slot *sl)
+{
+	ts_txn_t *t = container_of(sl, ts_txn_t, sl);
+	txn_local_release(t);
+	txn_clear_ops(t);
+	txn_spare_release(t);
+}
+
 static const struct sess_slot_ops ts_slot_ops = {
 	.on_reply = ts_on_reply, .on_lost = ts_on_lost, .on_expire = ts_on_expire,
+	.on_drop = ts_on_drop,
 };
 
 /* ---- commit and abort ------------------------------------------------------ */

@@ -118,6 +118,7 @@ struct redo {
 
 	/* the current segment's header (writer thread; open_tail before it) */
 	unsigned char *hblk;      /* SEG_HDR bytes, aligned for O_DIRECT */
+	unsigned char *tblk;      /* a batch's partial last block (write_range) */
 	int cur_v1;               /* 0: a format-0 segment, no header to mark */
 	uint64_t hseq, hmark;
 	uint32_t hflags;
@@ -474,13 +475,23 @@ static int writer_next_segment(struct redo *r, uint64_t first, uint64_t old_end)
 	return 0;
 }
 
-/* Write the stream range [start, end) (4K aligned) as <= max_write pieces,
- * moving to the next segment at a boundary.  0 or -errno. */
-static int write_range(struct redo *r, uint64_t start, uint64_t end,
+/* Write the stream range [start, ALIGN_UP(data_end)) (start 4K aligned) as
+ * <= max_write pieces, moving to the next segment at a boundary.  0 or -errno.
+ *
+ * The last block, when data_end falls inside it, is written from a copy
+ * (tblk): its bytes up to data_end, zeroes after.  Appenders go on copying
+ * records into the ring at the tail while the write is in flight, and the
+ * ring's bytes past data_end are theirs: written straight from the ring, a
+ * record caught half copied would reach the disk whole-looking (a header, a
+ * payload partly there) and, if no later write replaced that block (the log
+ * failed, or a crash), replay would take it for a complete record failing
+ * its checksum (damage) instead of a clean end. */
+static int write_range(struct redo *r, uint64_t start, uint64_t data_end,
 		       const struct seg_bound *bounds, unsigned nb)
 {
 	struct io_cqe cqes[64];
-	uint64_t pos = start;
+	uint64_t pos = start, end = ALIGN_UP(data_end, (uint64_t)REDO_BLOCK);
+	uint64_t last = data_end % REDO_BLOCK ? ALIGN_DOWN_BLOCK(data_end) : UINT64_MAX;
 	unsigned b = 0;
 	while (pos < end) {
 		unsigned n = 0;
@@ -504,11 +515,20 @@ static int write_range(struct redo *r, uint64_t start, uint64_t end,
 			size_t roff = pos % r->ring_bytes;
 			uint64_t len = MIN(stop - pos, (uint64_t)r->max_write);
 			len = MIN(len, (uint64_t)(r->ring_bytes - roff));
+			const unsigned char *src = r->ring + roff;
+			if (pos == last) {   /* blocks never straddle the ring's end */
+				size_t have = (size_t)(data_end - last);
+				memcpy(r->tblk, src, have);
+				memset(r->tblk + have, 0, REDO_BLOCK - have);
+				src = r->tblk;
+				len = REDO_BLOCK;
+			} else if (pos < last && pos + len > last) {
+				len = last - pos;
+			}
 			off_t foff = (off_t)(pos - r->cur_first);
 			int rc = r->use_odsync
-				? io_prep_write(r->ctx, r->cur_file, r->ring + roff, len, foff, len)
-				: io_prep_write_dsync(r->ctx, r->cur_file, r->ring + roff, len, foff,
-						      len);
+				? io_prep_write(r->ctx, r->cur_file, src, len, foff, len)
+				: io_prep_write_dsync(r->ctx, r->cur_file, src, len, foff, len);
 			if (rc < 0)
 				return rc;
 			pos += len;
@@ -681,7 +701,7 @@ static void *writer_main(void *arg)
 		}
 		uint64_t cpu0 = clock_thread_cpu_ns();
 		uint64_t start = ALIGN_DOWN_BLOCK(durable);
-		rc = write_range(r, start, ALIGN_UP(end, (uint64_t)REDO_BLOCK), bounds, nb);
+		rc = write_range(r, start, end, bounds, nb);
 		if (rc) {
 			writer_fail(r, rc, durable, end);
 			break;
@@ -865,6 +885,11 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 		rc = -ENOMEM;
 		goto out;
 	}
+	if (posix_memalign((void **)&r->tblk, REDO_BLOCK, REDO_BLOCK)) {
+		r->tblk = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
 	r->ring_bytes = ring_size(r->max_write);
 	r->ring = mmap(NULL, r->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
@@ -926,6 +951,7 @@ void redo_close(redo_t *r)
 	free(r->heap);
 	free(r->segs);
 	free(r->hblk);
+	free(r->tblk);
 	free(r);
 }
 

@@ -122,6 +122,11 @@ static void null_handles(lotus_cluster_t *cl, lotus_session_t *s, lotus_table_t 
 	struct lotus_cache_counters cc;
 	lotus_session_counters(NULL, &nc);
 	lotus_session_counters(s, NULL);
+	unsigned lost_sv = 77;
+	EXPECT(lotus_session_lost(NULL, &lost_sv), -EINVAL);
+	EXPECT(lotus_session_lost(s, &lost_sv), 0);   /* every server reached */
+	EXPECT(lost_sv, 77);
+	EXPECT(lotus_session_lost(s, NULL), 0);
 	lotus_session_txn_counters(NULL, &tc);
 	lotus_session_txn_counters(s, NULL);
 	lotus_cluster_cache_counters(NULL, &cc);
