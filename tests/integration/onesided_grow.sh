@@ -13,11 +13,11 @@ field() { echo "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([0-9a-f.]*\).*/\1/p"; }
 
 # 1. a fresh 100k load through one-sided inserts, then commits
 out=$("$L" ycsb --local 2 --transport sm --engine onesided --records 100000 --threads 1 \
-      --txns 2000 --warmup 0 --server-threads 1 --json --quiet 2>"$T/load.err") \
+      --txns 1000 --warmup 0 --server-threads 1 --json --quiet 2>"$T/load.err") \
   || fail "fresh onesided 100k run failed: $(tail -n 3 "$T/load.err")"
-echo "$out" | grep -q '"txns_committed":2000' || fail "100k: did not commit 2000: $out"
+echo "$out" | grep -q '"txns_committed":1000' || fail "100k: did not commit 1000: $out"
 grep -q "out of space" "$T/load.err" && fail "100k: out of space: $(tail -n 3 "$T/load.err")"
-echo "100k fresh onesided: committed 2000, $(field "$out" round_trips_per_txn) round trips/txn"
+echo "100k fresh onesided: committed 1000, $(field "$out" round_trips_per_txn) round trips/txn"
 
 # 2. YCSB E (95% scans of up to 100 rows, 5% inserts) on the one-sided engine
 out=$("$L" ycsb --local 2 --transport sm --engine onesided --workload E --records 5000 \
@@ -26,7 +26,7 @@ out=$("$L" ycsb --local 2 --transport sm --engine onesided --workload E --record
 echo "$out" | grep -q '"txns_committed":300' || fail "E: did not commit 300: $out"
 
 # 3. digests of A-F: one-sided equals two-sided
-common=(--local 2 --transport sm --records 2000 --threads 1 --txns 200 --warmup 0
+common=(--local 2 --transport sm --records 1000 --threads 1 --txns 100 --warmup 0
         --ops-per-txn 8 --server-threads 1 --digest --json --quiet)
 for w in A B C D E F; do
   two=$("$L" ycsb "${common[@]}" --workload $w --engine twosided 2>"$T/two.err") \
@@ -36,6 +36,6 @@ for w in A B C D E F; do
   d2=$(field "$two" digest); d1=$(field "$one" digest)
   echo "$w: twosided $d2, onesided $d1"
   [ -n "$d1" ] && [ "$d1" = "$d2" ] || fail "digests differ on workload $w"
-  echo "$one" | grep -q '"txns_committed":200' || fail "onesided $w did not commit 200"
+  echo "$one" | grep -q '"txns_committed":100' || fail "onesided $w did not commit 100"
 done
 echo ok
