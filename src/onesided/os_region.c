@@ -380,3 +380,20 @@ int os_regions_attach(os_regions_t *r, uint16_t table, uint32_t grow_from, void 
 	*len = n;
 	return 0;
 }
+
+int os_regions_header(os_regions_t *r, uint16_t table, const struct os_region_hdr **hdr,
+		      uint32_t *value_max)
+{
+	if (table >= OS_MAX_TABLES)
+		return LOTUS_EUNSUPPORTED;
+	int rc = 0;
+	pthread_mutex_lock(&r->mu);
+	if (!r->tab[table])
+		rc = region_build(r, table, &r->tab[table]);
+	if (rc == 0) {
+		*hdr = (const struct os_region_hdr *)r->tab[table]->ch[0].base;
+		*value_max = r->tab[table]->value_max;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "net/net.h"
+#include "onesided/os_layout.h"
 #include "store/store.h"
 
 typedef struct os_regions os_regions_t;
@@ -33,5 +34,10 @@ void os_regions_free(os_regions_t *r);
  * budget, OS_MAX_CHUNKS, or UCX could not allocate), -ENOMEM. */
 int os_regions_attach(os_regions_t *r, uint16_t table, uint32_t grow_from, void **info,
 		      size_t *len);
+/* For code on the memory server that walks a region in its own memory: the
+ * region header (in chunk 0; built on first use) and the value room of its
+ * records.  Errors as os_regions_attach. */
+int os_regions_header(os_regions_t *r, uint16_t table, const struct os_region_hdr **hdr,
+		      uint32_t *value_max);
 
 #endif
