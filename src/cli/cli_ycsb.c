@@ -62,7 +62,7 @@ int cmd_ycsb(int argc, char **argv)
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
 		{ "engine", OPT_CHOICE, &engine, "E", "transaction engine: twosided = lotus (requests to the memory "
 		  "servers' lock managers), onesided = the Sherman/Deft-style baseline over RMA (reads, writes, "
-		  "CAS, FAA on the servers' memory; no_wait or wait_die; no scans or deletes; docs/onesided.md) "
+		  "CAS, FAA on the servers' memory; no_wait or wait_die; docs/onesided.md) "
 		  "(default twosided)", engines },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
@@ -175,9 +175,15 @@ int cmd_ycsb(int argc, char **argv)
 			 ? (unsigned long long)spin : 0ULL);
 		setenv("LOTUS_NET_SPIN_US", buf, 1);
 	}
-	/* default pool: the data set twice over, spread across servers, at least 256 MiB */
-	o.lo.server_memory = smem ? smem
-			     : MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
+	/* default pool: the data set twice over, spread across servers, at least 256 MiB.
+	 * The one-sided engine's regions (their chunks together stay within a
+	 * server's memory, docs/onesided.md) need a record's 24-byte header
+	 * and value rounded to 64 bytes and about 64 bytes of index pages each,
+	 * with room for chunks that double (half empty at worst) and inserts. */
+	uint64_t pool = MAX(256ULL << 20, 2 * (records * 2) * (rsize + 64) / local);
+	if (engine == LOTUS_ENGINE_ONESIDED)
+		pool = MAX(pool, 3 * records * (((24 + rsize + 63) & ~63ULL) + 64) / local);
+	o.lo.server_memory = smem ? smem : pool;
 	log_set_tag("ycsb");
 	cli_stop_signals("ycsb", ycsb_stop);
 	struct ycsb_result res;

@@ -1056,12 +1056,14 @@ static void h_os_attach(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	size_t len = 0;
 	char name[65];
 	uint16_t id = 0;
-	uint32_t maxv;
+	uint32_t maxv, grow_from = 0;
 	snprintf(name, sizeof(name), "%.*s", (int)r->key_len, (const char *)key);
+	if (r->value_len == sizeof(grow_from))   /* the chunks the client knows (os_layout.h) */
+		memcpy(&grow_from, val, sizeof(grow_from));
 	int rc = r->key_len > 64 ? LOTUS_ENOTABLE   /* no table has so long a name */
 				 : store_table_find(wk->srv->store, name, &id, &maxv);
 	if (rc == 0)
-		rc = os_regions_attach(wk->srv->onesided, id, &info, &len);
+		rc = os_regions_attach(wk->srv->onesided, id, grow_from, &info, &len);
 	struct wire_rep rep = { .op = r->op, .status = rc, .tag = r->tag, .txn_id = r->txn_id,
 				.value_len = (uint32_t)len };
 	ms_rep_add(wk, &wk->rep, &rep, info);

@@ -120,7 +120,7 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 	if (rc == 0)
 		rc = net_ctx_create(&no, &srv->net);
 	if (rc == 0)
-		rc = os_regions_create(srv->net, srv->store, &srv->onesided);
+		rc = os_regions_create(srv->net, srv->store, o->memory, &srv->onesided);
 	if (rc)
 		return rc;
 	srv->workers = calloc(srv->nworkers, sizeof(*srv->workers));

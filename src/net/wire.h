@@ -78,9 +78,10 @@ enum wire_op {
 			     the writes are held (logged first on a durable
 			     server), not applied, until the COMMIT without
 			     writes that follows, an ABORT, or the resolver */
-	OP_OS_ATTACH,     /* the one-sided baseline: key = table name; reply
-			     value = struct os_attach_info and the packed rkey
-			     of the table's region (src/onesided/os_layout.h),
+	OP_OS_ATTACH,     /* the one-sided baseline: key = table name, value
+			     empty or the u32 chunks known (grow); reply value
+			     = struct os_attach_info and each chunk's info and
+			     packed rkey (src/onesided/os_layout.h), the region
 			     built from the table's records at the first call */
 	/* `lotus backup` (src/memserver/backup.c, docs/operations.md): */
 	OP_BACKUP_HOLD,   /* arg = W ms (1..10000): hold every commit decision

@@ -71,6 +71,7 @@ void os_counters_add(struct os_counters *d, const struct os_counters *s)
 	d->cache_hits += s->cache_hits;
 	d->cache_misses += s->cache_misses;
 	d->splits += s->splits;
+	d->chunks_asked += s->chunks_asked;
 }
 
 /* ---- sessions ----------------------------------------------------------------- */
@@ -237,6 +238,14 @@ int os_session_open(os_engine_t *e, os_session_t **out)
 	return 0;
 }
 
+static void table_rkeys_destroy(os_session_t *s, struct os_table *tb)
+{
+	for (unsigned i = 0; i < s->nsrv; i++)
+		for (unsigned c = 0; c < tb->sv[i].nch; c++)
+			if (tb->sv[i].ch[c].rkey)
+				ucp_rkey_destroy(tb->sv[i].ch[c].rkey);
+}
+
 void os_session_close(os_session_t *s)
 {
 	if (!s)
@@ -244,9 +253,7 @@ void os_session_close(os_session_t *s)
 	if (s->uw)   /* added to the keeper's list (the last step of open) */
 		lease_keeper_remove(&s->e->keeper, &s->kept);
 	for (unsigned t = 0; t < s->ntabs; t++)
-		for (unsigned i = 0; i < s->nsrv; i++)
-			if (s->tabs[t].sv[i].rkey)
-				ucp_rkey_destroy(s->tabs[t].sv[i].rkey);
+		table_rkeys_destroy(s, &s->tabs[t]);
 	if (s->w)
 		net_worker_destroy(s->w);
 	free(s->rep_val);
@@ -254,15 +261,64 @@ void os_session_close(os_session_t *s)
 	free(s);
 }
 
-/* One OP_OS_ATTACH round trip to server sv (a lotus message, counted by net). */
-static int attach_one(os_session_t *s, unsigned sv, const char *name, struct os_table *tb)
+/* Learn the chunks of an OP_OS_ATTACH reply (ai, len bytes) that tb does not
+ * know yet at server sv: length-checked before anything is used. */
+static int chunks_learn(os_session_t *s, unsigned sv, struct os_table *tb, const void *val,
+			size_t len)
+{
+	struct os_attach_info ai;
+	struct os_srv_table *st = &tb->sv[sv];
+	if (len < sizeof(ai))
+		return LOTUS_EPROTO;
+	memcpy(&ai, val, sizeof(ai));
+	if (ai.nchunks < 1 || ai.nchunks > OS_MAX_CHUNKS || ai.nchunks < st->nch ||
+	    (st->nch && ai.value_max != tb->value_max))
+		return LOTUS_EPROTO;
+	const unsigned char *p = (const unsigned char *)val + sizeof(ai), *end =
+		(const unsigned char *)val + len;
+	for (unsigned i = 0; i < ai.nchunks; i++) {
+		struct os_chunk_info ci;
+		if ((size_t)(end - p) < sizeof(ci))
+			return LOTUS_EPROTO;
+		memcpy(&ci, p, sizeof(ci));
+		p += sizeof(ci);
+		if ((size_t)(end - p) < ci.rkey_len || ci.size < OS_PAGE_SIZE ||
+		    ci.base + ci.size < ci.base)
+			return LOTUS_EPROTO;
+		if (i < st->nch) {         /* known: chunks never change */
+			if (st->ch[i].base != ci.base || st->ch[i].size != ci.size)
+				return LOTUS_EPROTO;
+		} else {
+			ucs_status_t us = ucp_ep_rkey_unpack(s->ep[sv], p, &st->ch[i].rkey);
+			if (us != UCS_OK) {
+				log_error("onesided: cannot unpack the rkey of server %u: %s", sv,
+					  ucs_status_string(us));
+				return LOTUS_EUNSUPPORTED;
+			}
+			st->ch[i].base = ci.base;
+			st->ch[i].size = ci.size;
+			st->nch = i + 1;
+		}
+		p += ci.rkey_len;
+	}
+	st->base = st->ch[0].base;
+	tb->value_max = ai.value_max;
+	return 0;
+}
+
+/* One OP_OS_ATTACH round trip to server sv (a lotus message, counted by net
+ * and, inside a transaction, as one round trip of its attempt); grow_from:
+ * the chunks known, for the server to add one (0: none). */
+static int attach_one(os_session_t *s, unsigned sv, const char *name, struct os_table *tb,
+		      uint32_t grow_from)
 {
 	struct wire_buf b;
-	struct wire_req r = { .op = OP_OS_ATTACH, .key_len = (uint16_t)strlen(name) };
+	struct wire_req r = { .op = OP_OS_ATTACH, .key_len = (uint16_t)strlen(name),
+			      .value_len = grow_from ? sizeof(grow_from) : 0 };
 	wire_buf_init(&b);
 	int rc = wire_buf_begin(&b, WIRE_REQ, 0, 1);
 	if (rc == 0)
-		rc = wire_buf_add_req(&b, &r, name, NULL);
+		rc = wire_buf_add_req(&b, &r, name, grow_from ? &grow_from : NULL);
 	if (rc) {
 		wire_buf_free(&b);
 		return rc;
@@ -271,6 +327,7 @@ static int attach_one(os_session_t *s, unsigned sv, const char *name, struct os_
 	wire_buf_end(&b);
 	unsigned char *msg = wire_buf_detach(&b, &len);
 	s->rep_got = 0;
+	s->cur->round_trips++;
 	rc = net_send(s->conn[sv], msg, len);
 	uint64_t deadline = clock_now_ns() + (uint64_t)s->e->o.timeout_ms * 1000000;
 	while (rc == 0 && !s->rep_got && !s->broken) {
@@ -284,18 +341,17 @@ static int attach_one(os_session_t *s, unsigned sv, const char *name, struct os_
 		return LOTUS_EUNAVAIL;
 	if (s->rep_status)
 		return s->rep_status;
-	const struct os_attach_info *ai = s->rep_val;
-	if (s->rep_len < sizeof(*ai) || s->rep_len < sizeof(*ai) + ai->rkey_len)
-		return LOTUS_EPROTO;
-	ucs_status_t st = ucp_ep_rkey_unpack(s->ep[sv], ai + 1, &tb->sv[sv].rkey);
-	if (st != UCS_OK) {
-		log_error("onesided: cannot unpack the rkey of server %u: %s", sv,
-			  ucs_status_string(st));
-		return LOTUS_EUNSUPPORTED;
-	}
-	tb->sv[sv].base = ai->base;
-	tb->value_max = ai->value_max;
-	return 0;
+	return chunks_learn(s, sv, tb, s->rep_val, s->rep_len);
+}
+
+int os_chunks_refresh(os_session_t *s, unsigned tid, unsigned sv, int grow)
+{
+	struct os_table *tb = &s->tabs[tid];
+	unsigned known = tb->sv[sv].nch;
+	int rc = attach_one(s, sv, tb->name, tb, grow ? known : 0);
+	if (rc == 0 && grow)
+		s->cnt.chunks_asked++;
+	return rc;
 }
 
 static int session_attach(os_session_t *s, const char *name, unsigned *tid);
@@ -321,11 +377,9 @@ static int session_attach(os_session_t *s, const char *name, unsigned *tid)
 	memset(tb, 0, sizeof(*tb));
 	snprintf(tb->name, sizeof(tb->name), "%s", name);
 	for (unsigned sv = 0; sv < s->nsrv; sv++) {
-		int rc = attach_one(s, sv, name, tb);
+		int rc = attach_one(s, sv, name, tb, 0);
 		if (rc) {
-			for (unsigned j = 0; j <= sv; j++)
-				if (tb->sv[j].rkey)
-					ucp_rkey_destroy(tb->sv[j].rkey);
+			table_rkeys_destroy(s, tb);
 			memset(tb, 0, sizeof(*tb));
 			return rc;
 		}

@@ -66,6 +66,7 @@ struct os_counters {
 	struct os_tally other;       /* outside transactions (attach) */
 	uint64_t commits, aborts, torn_reads, wait_rereads, cache_hits, cache_misses;
 	uint64_t splits;
+	uint64_t chunks_asked;       /* full chunks reported to a server (growth) */
 };
 const char *os_op_type_name(enum os_op_type t);
 void os_tally_add(struct os_tally *dst, const struct os_tally *src);
@@ -97,17 +98,26 @@ void os_txn_set_priority(os_txn_t *t, uint64_t prio);
 
 /* Stage: read (S lock), read for update (X lock + value), write (X lock,
  * value written at commit; a key the transaction already read for update
- * keeps its lock), insert (at commit).  Returns the op index >= 0. */
+ * keeps its lock), insert (at commit), delete (X lock; the leaf entry is
+ * marked at commit; a key not there is LOTUS_ENOTFOUND in its result),
+ * scan (at most count rows with key >= start in key order, S-locked, read
+ * at execute; os_txn_scan_rows/row).  Returns the op index >= 0. */
 int os_txn_read(os_txn_t *t, unsigned tid, const void *key, size_t klen);
 int os_txn_read_for_update(os_txn_t *t, unsigned tid, const void *key, size_t klen);
 int os_txn_write(os_txn_t *t, unsigned tid, const void *key, size_t klen, const void *val,
 		 size_t vlen);
 int os_txn_insert(os_txn_t *t, unsigned tid, const void *key, size_t klen, const void *val,
 		  size_t vlen);
+int os_txn_delete(os_txn_t *t, unsigned tid, const void *key, size_t klen);
+int os_txn_scan(os_txn_t *t, unsigned tid, const void *start, size_t slen, unsigned count);
 int os_txn_execute(os_txn_t *t);
 /* 1 once a commit or abort ended it (it holds no lock). */
 int os_txn_finished(const os_txn_t *t);
 int os_txn_result(const os_txn_t *t, int op, const void **val, size_t *vlen);
+/* A scan's rows after execute (or -EINVAL, LOTUS_ESTATE), and row i. */
+int os_txn_scan_rows(const os_txn_t *t, int op);
+int os_txn_scan_row(const os_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
+		    const void **val, size_t *vlen);
 int os_txn_commit(os_txn_t *t);
 int os_txn_abort(os_txn_t *t);
 

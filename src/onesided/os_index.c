@@ -6,7 +6,11 @@
  * (os_layout.h) through the session's endpoint to it, waited for before the
  * next one (os_rma_get/put/cas/faa; each counts one op of its type, its
  * payload bytes and one round trip into the current tally).  Inside a step's
- * coroutine the wait yields to the session's other steps.
+ * coroutine the wait yields to the session's other steps.  Each operation
+ * uses the rkey of the chunk its address falls in; an address in no chunk
+ * the session knows (a page or record another client put in a newer chunk)
+ * makes it fetch the server's chunk table once, and an address in none of
+ * those is the server's or a peer's error (LOTUS_EPROTO).
  *
  * Index: os_find_level() descends from the root (its address read once
  * from the region header) to the page of a level that holds the key.
@@ -71,14 +75,45 @@ static void count(os_session_t *s, enum os_op_type t, size_t out, size_t in)
 	s->cur->round_trips++;
 }
 
+static ucp_rkey_h chunk_rkey(const struct os_srv_table *st, uint64_t addr, size_t len)
+{
+	for (unsigned i = st->nch; i-- > 0;)   /* new pages and records: the last chunks */
+		if (addr >= st->ch[i].base && addr - st->ch[i].base <= st->ch[i].size &&
+		    len <= st->ch[i].size - (addr - st->ch[i].base))
+			return st->ch[i].rkey;
+	return NULL;
+}
+
+/* The rkey of [addr, addr + len) in table tid's region at sv. */
+static int rkey_of(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr, size_t len,
+		   ucp_rkey_h *out)
+{
+	struct os_srv_table *st = &s->tabs[tid].sv[sv];
+	if ((*out = chunk_rkey(st, addr, len)) != NULL)
+		return 0;
+	struct os_tally *cur = s->cur;   /* the chunk table is not this op's traffic */
+	s->cur = &s->cnt.other;
+	int rc = os_chunks_refresh(s, tid, sv, 0);
+	s->cur = cur;
+	if (rc)
+		return rc;
+	if ((*out = chunk_rkey(st, addr, len)) != NULL)
+		return 0;
+	return LOTUS_EPROTO;
+}
+
 int os_rma_get(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr, void *buf,
 		   size_t len)
 {
 	if (s->broken)
 		return LOTUS_EUNAVAIL;
 	ucp_request_param_t p = { 0 };
+	ucp_rkey_h rk;
+	int rc = rkey_of(s, tid, sv, addr, len, &rk);
+	if (rc)
+		return rc;
 	count(s, OS_READ, 0, len);
-	return rma_wait(s, ucp_get_nbx(s->ep[sv], buf, len, addr, s->tabs[tid].sv[sv].rkey, &p));
+	return rma_wait(s, ucp_get_nbx(s->ep[sv], buf, len, addr, rk, &p));
 }
 
 int os_rma_put(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr, const void *buf,
@@ -87,8 +122,12 @@ int os_rma_put(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr, const 
 	if (s->broken)
 		return LOTUS_EUNAVAIL;
 	ucp_request_param_t p = { 0 };
+	ucp_rkey_h rk;
+	int rc = rkey_of(s, tid, sv, addr, len, &rk);
+	if (rc)
+		return rc;
 	count(s, OS_WRITE, len, 0);
-	return rma_wait(s, ucp_put_nbx(s->ep[sv], buf, len, addr, s->tabs[tid].sv[sv].rkey, &p));
+	return rma_wait(s, ucp_put_nbx(s->ep[sv], buf, len, addr, rk, &p));
 }
 
 static int rma_atomic(os_session_t *s, unsigned tid, unsigned sv, ucp_atomic_op_t op,
@@ -101,12 +140,15 @@ static int rma_atomic(os_session_t *s, unsigned tid, unsigned sv, ucp_atomic_op_
 		.datatype = ucp_dt_make_contig(8),
 		.reply_buffer = result,
 	};
+	ucp_rkey_h rk;
+	int rc = rkey_of(s, tid, sv, addr, 8, &rk);
+	if (rc)
+		return rc;
 	if (op == UCP_ATOMIC_OP_CSWAP)
 		count(s, OS_CAS, 16, 8);
 	else
 		count(s, OS_FAA, 8, 8);
-	return rma_wait(s, ucp_atomic_op_nbx(s->ep[sv], op, &value, 1, addr,
-					     s->tabs[tid].sv[sv].rkey, &p));
+	return rma_wait(s, ucp_atomic_op_nbx(s->ep[sv], op, &value, 1, addr, rk, &p));
 }
 
 /* *old gets the word's value before the CAS (== expect: it was swapped).

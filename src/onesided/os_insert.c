@@ -8,6 +8,12 @@
  * separator goes into the parent the same way (a new root is installed by
  * CAS on the region header's root word).
  *
+ * Deletes (at commit, the record X-locked): the leaf is locked and read the
+ * same way, the entry's ptr set to 0 (the mark), and the page put back with
+ * both versions raised; the record's release then leaves it dead
+ * (os_layout.h).  Marks stay in the leaf (splits carry them) until an
+ * insert of the key fills them.
+ *
  * A page found full splits its right half into a newly allocated page,
  * written before the left one names it; the separator then goes one level
  * up (into the parent the descent passed, or a fresh descent when the
@@ -21,19 +27,29 @@
 
 /* ---- inserts and splits -------------------------------------------------------- */
 
-static int region_alloc(os_session_t *s, unsigned tid, unsigned sv, uint64_t bytes,
-			uint64_t *addr)
+/* FAA on the last known chunk's cursor; a cursor past the chunk's end means
+ * it is full: ask the server for the next chunk (it adds one if nobody has
+ * yet) and allocate there.  The chunk table is fetched at most a few times
+ * per allocation; a server that adds none is out of room (LOTUS_ENOSPACE). */
+int os_region_alloc(os_session_t *s, unsigned tid, unsigned sv, uint64_t bytes, uint64_t *addr)
 {
 	struct os_srv_table *st = &s->tabs[tid].sv[sv];
-	uint64_t end;
-	int rc = os_rma_faa(s, tid, sv, st->base + offsetof(struct os_region_hdr, alloc), bytes,
-			    addr);
-	if (rc == 0)
-		rc = os_rma_get(s, tid, sv, st->base + offsetof(struct os_region_hdr, end), &end,
-				8);
-	if (rc == 0 && *addr + bytes > end)
-		rc = LOTUS_ENOSPACE;
-	return rc;
+	for (unsigned tries = 0; tries < 4; tries++) {
+		const struct os_chunk_ref *c = &st->ch[st->nch - 1];
+		int rc = os_rma_faa(s, tid, sv, c->base + offsetof(struct os_region_hdr, alloc),
+				    bytes, addr);
+		if (rc)
+			return rc;
+		if (*addr >= c->base && *addr - c->base <= c->size &&
+		    bytes <= c->size - (*addr - c->base))
+			return 0;
+		unsigned known = st->nch;
+		if ((rc = os_chunks_refresh(s, tid, sv, 1)) != 0)
+			return rc;
+		if (st->nch == known)
+			return LOTUS_ENOSPACE;
+	}
+	return LOTUS_ENOSPACE;
 }
 
 static int page_lock(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr)
@@ -99,6 +115,10 @@ static int level_insert(os_txn_t *t, unsigned tid, unsigned sv, unsigned level, 
 	unsigned pos;
 	if (level == 0) {
 		int i = os_leaf_search(&pg, key);
+		if (i >= 0 && pg.e[i].ptr == 0) {   /* a deleted key's mark: fill it */
+			pg.e[i].ptr = ptr;
+			return page_write_unlock(s, tid, sv, addr, &pg);
+		}
 		if (i >= 0) {
 			uint64_t zero = 0;
 			os_rma_put(s, tid, sv, addr, &zero, 8);
@@ -115,7 +135,7 @@ static int level_insert(os_txn_t *t, unsigned tid, unsigned sv, unsigned level, 
 	/* split: the right half goes to a new page, written before the left one */
 	struct os_page right;
 	uint64_t raddr;
-	if ((rc = region_alloc(s, tid, sv, OS_PAGE_SIZE, &raddr)) != 0)
+	if ((rc = os_region_alloc(s, tid, sv, OS_PAGE_SIZE, &raddr)) != 0)
 		return rc;
 	unsigned half = pg.count / 2;
 	memset(&right, 0, sizeof(right));
@@ -148,7 +168,7 @@ static int level_insert(os_txn_t *t, unsigned tid, unsigned sv, unsigned level, 
 	if (root == addr) {
 		struct os_page nr;
 		uint64_t naddr;
-		if ((rc = region_alloc(s, tid, sv, OS_PAGE_SIZE, &naddr)) != 0)
+		if ((rc = os_region_alloc(s, tid, sv, OS_PAGE_SIZE, &naddr)) != 0)
 			return rc;
 		memset(&nr, 0, sizeof(nr));
 		nr.level = (uint16_t)(level + 1);
@@ -180,7 +200,7 @@ int os_tree_insert(os_txn_t *t, struct os_op *op)
 	os_session_t *s = t->s;
 	uint64_t rec, path[OS_MAX_DEPTH];
 	uint32_t vmax = s->tabs[op->tid].value_max;
-	int rc = region_alloc(s, op->tid, op->sv, os_rec_size(vmax), &rec);
+	int rc = os_region_alloc(s, op->tid, op->sv, os_rec_size(vmax), &rec);
 	if (rc)
 		return rc;
 	size_t n = sizeof(struct os_rec_hdr) + op->vlen;
@@ -198,5 +218,37 @@ int os_tree_insert(os_txn_t *t, struct os_op *op)
 		rc = os_find_level(s, op->tid, op->sv, op->key, 0, &laddr, &leaf, path);
 	if (rc == 0)
 		rc = level_insert(t, op->tid, op->sv, 0, op->key, rec, laddr, path);
+	return rc;
+}
+
+int os_tree_delete(os_txn_t *t, struct os_op *op)
+{
+	os_session_t *s = t->s;
+	struct os_page pg;
+	uint64_t addr, zero = 0;
+	int rc = os_find_level(s, op->tid, op->sv, op->key, 0, &addr, &pg, NULL);
+	for (;;) {
+		if (rc == 0)
+			rc = page_lock(s, op->tid, op->sv, addr);
+		if (rc == 0)
+			rc = os_read_page(s, op->tid, op->sv, addr, &pg);
+		if (rc)
+			return rc;
+		if (pg.high != OS_KEY_INF && op->key >= pg.high && pg.sibling) {
+			os_rma_put(s, op->tid, op->sv, addr, &zero, 8);
+			addr = pg.sibling;
+			continue;
+		}
+		break;
+	}
+	int i = os_leaf_search(&pg, op->key);
+	if (i < 0 || pg.e[i].ptr != op->rec) {   /* cannot be while we hold its X lock */
+		os_rma_put(s, op->tid, op->sv, addr, &zero, 8);
+		return LOTUS_EPROTO;
+	}
+	pg.e[i].ptr = 0;
+	rc = page_write_unlock(s, op->tid, op->sv, addr, &pg);
+	if (rc == 0)
+		op->dead = 1;
 	return rc;
 }

@@ -37,9 +37,17 @@ struct os_engine {
 	struct lease_keeper keeper;   /* keeps the open sessions' leases */
 };
 
-struct os_srv_table {
+struct os_chunk_ref {
 	ucp_rkey_h rkey;
-	uint64_t base, root;
+	uint64_t base, size;
+};
+
+/* A table's region at one server: its chunks as far as this session knows
+ * them (ch[0] holds the header; the last is the one allocated from). */
+struct os_srv_table {
+	struct os_chunk_ref ch[OS_MAX_CHUNKS];
+	unsigned nch;
+	uint64_t base, root;      /* base: chunk 0's, the region header */
 };
 
 struct os_table {
@@ -83,10 +91,12 @@ struct os_session {
 };
 
 enum { HELD_NONE, HELD_S, HELD_X };
-enum { K_READ, K_READ_X, K_WRITE, K_INSERT };
+enum { K_READ, K_READ_X, K_WRITE, K_INSERT, K_DELETE, K_SCAN };
 
 struct os_op {
 	uint8_t kind, held, has_val, located, missing, upsert;
+	uint8_t dead;             /* delete: the leaf entry is marked; release leaves
+				     OS_LOCK_DEAD in the record's lock word */
 	unsigned tid, sv;
 	uint64_t key, rec;
 	unsigned char kb[8];
@@ -95,6 +105,9 @@ struct os_op {
 	int found;                /* read: a result is there */
 	unsigned char *res;
 	size_t rlen;
+	/* scan: at most count rows (K_READ ops of their own, S-locked), in key order */
+	unsigned count, nrows;
+	struct os_op *rows;
 };
 
 enum { TX_IDLE, TX_EXECUTED, TX_FAILED, TX_DONE };
@@ -168,6 +181,14 @@ int os_rma_faa(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr, uint64
 /* Order the puts before it before those after it. */
 void os_rma_fence(os_session_t *s, unsigned sv);
 
+/* os_engine.c: ask server sv for table tid's chunk table again and learn
+ * the chunks added since; grow: ask it to add one if the last one known is
+ * the last (it is full).  0, LOTUS_ENOSPACE, LOTUS_ETIMEOUT, ... */
+int os_chunks_refresh(os_session_t *s, unsigned tid, unsigned sv, int grow);
+/* os_insert.c: allocate bytes in table tid's region at sv (FAA on the last
+ * chunk's cursor; a full chunk brings the next one). */
+int os_region_alloc(os_session_t *s, unsigned tid, unsigned sv, uint64_t bytes, uint64_t *addr);
+
 /* os_index.c: the page cache and the walk. */
 void os_cache_drop(os_session_t *s, unsigned tid, unsigned sv, uint64_t addr);
 /* Read a page, again while its two versions differ (a torn read). */
@@ -187,5 +208,8 @@ int os_find_level(os_session_t *s, unsigned tid, unsigned sv, uint64_t key, unsi
 /* os_insert.c: insert op's record (allocated and written here) into the
  * index; LOTUS_EEXISTS when the key is there. */
 int os_tree_insert(os_txn_t *t, struct os_op *op);
+/* os_insert.c: mark the leaf entry of op's record (X-locked by the caller)
+ * deleted, under the leaf's page lock. */
+int os_tree_delete(os_txn_t *t, struct os_op *op);
 
 #endif

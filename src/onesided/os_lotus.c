@@ -261,7 +261,13 @@ static int osl_stage(lotus_txn_t *t, const struct engine_op *op)
 		case ENGINE_INSERT:
 			rc = os_txn_insert(ot->t, tid, op->key, op->klen, op->value, op->vlen);
 			break;
-		default:   /* DELETE and SCAN: not in the baseline (YCSB A-D need neither) */
+		case ENGINE_DELETE:
+			rc = os_txn_delete(ot->t, tid, op->key, op->klen);
+			break;
+		case ENGINE_SCAN:
+			rc = os_txn_scan(ot->t, tid, op->key, op->klen, op->count);
+			break;
+		default:
 			rc = LOTUS_EUNSUPPORTED;
 			break;
 		}
@@ -317,13 +323,14 @@ static int osl_result(const lotus_txn_t *t, int op, const void **value, size_t *
 
 static int osl_scan_rows(const lotus_txn_t *t, int op)
 {
-	return LOTUS_EUNSUPPORTED;
+	return os_txn_scan_rows(container_of(t, const struct osl_txn, pub)->t, op);
 }
 
 static int osl_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
 			const void **value, size_t *vlen)
 {
-	return LOTUS_EUNSUPPORTED;
+	return os_txn_scan_row(container_of(t, const struct osl_txn, pub)->t, op, i, key, klen,
+			       value, vlen);
 }
 
 static void tally_to(struct lotus_attempt_counters *d, const struct os_tally *t, uint64_t n)

@@ -1,13 +1,21 @@
 /*
- * os_region.c - build and publish the one-sided regions (os_region.h).
+ * os_region.c - build, grow and publish the one-sided regions (os_region.h).
  *
  * Bulk load: the table's records are scanned in key order (two passes: count,
  * then copy).  Each record is copied into a region record (unlocked, ts 0);
  * leaves take OS_BUILD_FILL entries each and are chained by sibling and fence
  * keys; each upper level is built over the one below until one page remains,
- * the root.  The region is sized for the records plus room for inserts (half
- * as many again, at least OS_BUILD_SPARE); the allocation cursor in the header
- * is where compute servers FAA their new pages and records from.
+ * the root.  The first chunk is sized for the records plus room for inserts
+ * (half as many again, at least OS_BUILD_SPARE); the allocation cursor in
+ * its header is where compute servers FAA their new pages and records from.
+ *
+ * Growth: when a client finds the last chunk full it asks for the next one
+ * (os_regions_attach with grow_from = the chunks it knows).  A new chunk is
+ * as large as the table's chunks so far together (so n records take
+ * O(log n) chunks), between OS_CHUNK_MIN and OS_CHUNK_MAX, and all the
+ * regions of a server together stay within its budget (the server's
+ * memory).  Its header (magic, cursor, end) is written before the reply
+ * names it; from then on only the clients' FAA moves its cursor.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,41 +32,59 @@
 #define OS_MAX_TABLES  256
 #define OS_BUILD_FILL  45        /* entries per page at build: 3/4 of 60 */
 #define OS_BUILD_SPARE 4096      /* records' room for inserts, at least */
+#define OS_CHUNK_MIN   (16ULL << 20)
+#define OS_CHUNK_MAX   (1ULL << 30)
 
-struct os_region {
+struct os_chunk {
 	ucp_mem_h memh;
 	unsigned char *base;
 	size_t size;
 	void *rkey;
 	size_t rkey_len;
+};
+
+struct os_region {
 	uint32_t value_max;
+	unsigned nchunks;
+	struct os_chunk ch[OS_MAX_CHUNKS];
 };
 
 struct os_regions {
 	ucp_context_h ucp;
 	store_t *st;
+	uint64_t budget, used;    /* bytes of every region's chunks (budget 0: none) */
 	pthread_mutex_t mu;
 	struct os_region *tab[OS_MAX_TABLES];
 };
 
-int os_regions_create(net_ctx_t *net, store_t *st, os_regions_t **out)
+int os_regions_create(net_ctx_t *net, store_t *st, uint64_t budget, os_regions_t **out)
 {
 	os_regions_t *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->ucp = net_ctx_ucp(net);
 	r->st = st;
+	r->budget = budget;
 	pthread_mutex_init(&r->mu, NULL);
 	*out = r;
 	return 0;
 }
 
-static void region_free(ucp_context_h ucp, struct os_region *g)
+static void chunk_free(ucp_context_h ucp, struct os_chunk *c)
 {
-	if (g->rkey)
-		ucp_rkey_buffer_release(g->rkey);
-	if (g->memh)
-		ucp_mem_unmap(ucp, g->memh);
+	if (c->rkey)
+		ucp_rkey_buffer_release(c->rkey);
+	if (c->memh)
+		ucp_mem_unmap(ucp, c->memh);
+	memset(c, 0, sizeof(*c));
+}
+
+static void region_free(os_regions_t *r, struct os_region *g)
+{
+	for (unsigned i = 0; i < g->nchunks; i++) {
+		r->used -= g->ch[i].size;
+		chunk_free(r->ucp, &g->ch[i]);
+	}
 	free(g);
 }
 
@@ -68,9 +94,61 @@ void os_regions_free(os_regions_t *r)
 		return;
 	for (unsigned i = 0; i < OS_MAX_TABLES; i++)
 		if (r->tab[i])
-			region_free(r->ucp, r->tab[i]);
+			region_free(r, r->tab[i]);
 	pthread_mutex_destroy(&r->mu);
 	free(r);
+}
+
+/* Allocate, register and pack chunk g->ch[g->nchunks] of size bytes, with
+ * its header; the caller holds r->mu.  0, LOTUS_ENOSPACE. */
+static int chunk_add(os_regions_t *r, struct os_region *g, size_t size)
+{
+	if (g->nchunks == OS_MAX_CHUNKS || (r->budget && r->used + size > r->budget)) {
+		log_error("onesided: no room for a %zu-byte region chunk (%u chunks; %llu of "
+			  "%llu bytes of the server's memory in regions)", size, g->nchunks,
+			  (unsigned long long)r->used, (unsigned long long)r->budget);
+		return LOTUS_ENOSPACE;
+	}
+	struct os_chunk *c = &g->ch[g->nchunks];
+	ucp_mem_map_params_t mp = {
+		.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+		.length = size,
+		.flags = UCP_MEM_MAP_ALLOCATE,
+	};
+	ucs_status_t st = ucp_mem_map(r->ucp, &mp, &c->memh);
+	ucp_mem_attr_t ma = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS |
+					    UCP_MEM_ATTR_FIELD_LENGTH };
+	if (st == UCS_OK)
+		st = ucp_mem_query(c->memh, &ma);
+	if (st == UCS_OK)
+		st = ucp_rkey_pack(r->ucp, c->memh, &c->rkey, &c->rkey_len);
+	if (st != UCS_OK) {
+		log_error("onesided: cannot allocate a %zu-byte region chunk: %s", size,
+			  ucs_status_string(st));
+		chunk_free(r->ucp, c);
+		return LOTUS_ENOSPACE;
+	}
+	c->base = ma.address;
+	c->size = ma.length;
+	struct os_region_hdr *h = (struct os_region_hdr *)c->base;
+	memset(h, 0, sizeof(*h));
+	h->magic = g->nchunks ? OS_CHUNK_MAGIC : OS_MAGIC;
+	h->value_max = g->value_max;
+	h->alloc = (uint64_t)(uintptr_t)c->base + OS_PAGE_SIZE;
+	h->end = (uint64_t)(uintptr_t)c->base + c->size;
+	r->used += c->size;
+	g->nchunks++;
+	return 0;
+}
+
+/* The next chunk's size: the table's chunks so far together, within bounds. */
+static size_t chunk_next_size(const struct os_region *g)
+{
+	uint64_t total = 0;
+	for (unsigned i = 0; i < g->nchunks; i++)
+		total += g->ch[i].size;
+	uint64_t least = OS_PAGE_SIZE * 2 + os_rec_size(g->value_max) * 64;
+	return (size_t)MAX(MIN(MAX(total, OS_CHUNK_MIN), OS_CHUNK_MAX), least);
 }
 
 /* ---- bulk build ------------------------------------------------------------ */
@@ -231,36 +309,16 @@ static int region_build(os_regions_t *r, uint16_t table, struct os_region **out)
 	if (!g)
 		return -ENOMEM;
 	g->value_max = vmax;
-	ucp_mem_map_params_t mp = {
-		.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
-		.length = size,
-		.flags = UCP_MEM_MAP_ALLOCATE,
-	};
-	ucs_status_t st = ucp_mem_map(r->ucp, &mp, &g->memh);
-	ucp_mem_attr_t ma = { .field_mask = UCP_MEM_ATTR_FIELD_ADDRESS |
-					    UCP_MEM_ATTR_FIELD_LENGTH };
-	if (st == UCS_OK)
-		st = ucp_mem_query(g->memh, &ma);
-	if (st == UCS_OK)
-		st = ucp_rkey_pack(r->ucp, g->memh, &g->rkey, &g->rkey_len);
-	if (st != UCS_OK) {
-		log_error("onesided: cannot allocate a %zu-byte region: %s", size,
-			  ucs_status_string(st));
-		region_free(r->ucp, g);
-		return LOTUS_ENOSPACE;
+	int rc = chunk_add(r, g, size);
+	if (rc) {
+		free(g);
+		return rc;
 	}
-	g->base = ma.address;
-	g->size = ma.length;
 	b.g = g;
-	b.hdr = (struct os_region_hdr *)g->base;
-	memset(b.hdr, 0, sizeof(*b.hdr));
-	b.hdr->magic = OS_MAGIC;
-	b.hdr->value_max = vmax;
-	b.hdr->alloc = (uint64_t)(uintptr_t)g->base + OS_PAGE_SIZE;
-	b.hdr->end = (uint64_t)(uintptr_t)g->base + g->size;
+	b.hdr = (struct os_region_hdr *)g->ch[0].base;
 	b.n = 0;
 	store_scan(r->st, table, "", 0, UINT32_MAX, copy_cb, &b);
-	int rc = b.bad_key == 3 ? b.err : b.bad_key ? LOTUS_ENOSPACE : 0;
+	rc = b.bad_key == 3 ? b.err : b.bad_key ? LOTUS_ENOSPACE : 0;
 	if (rc == 0 && !b.leaf)
 		rc = leaf_push(&b, 0);
 	b.hdr->records = b.n;
@@ -268,16 +326,17 @@ static int region_build(os_regions_t *r, uint16_t table, struct os_region **out)
 		rc = build_upper(&b, b.leaves, b.nleaves, 0);
 	free(b.leaves);
 	if (rc) {
-		region_free(r->ucp, g);
+		region_free(r, g);
 		return rc;
 	}
-	log_info("onesided: table %u: region of %zu bytes, %llu records", table, g->size,
+	log_info("onesided: table %u: region of %zu bytes, %llu records", table, g->ch[0].size,
 		 (unsigned long long)b.n);
 	*out = g;
 	return 0;
 }
 
-int os_regions_attach(os_regions_t *r, uint16_t table, void **info, size_t *len)
+int os_regions_attach(os_regions_t *r, uint16_t table, uint32_t grow_from, void **info,
+		      size_t *len)
 {
 	if (table >= OS_MAX_TABLES)
 		return LOTUS_EUNSUPPORTED;
@@ -286,19 +345,55 @@ int os_regions_attach(os_regions_t *r, uint16_t table, void **info, size_t *len)
 	if (!r->tab[table])
 		rc = region_build(r, table, &r->tab[table]);
 	struct os_region *g = r->tab[table];
+	/* the asker knows every chunk and found the last one full: add one (the
+	 * others who found it full too ask with the old count and get this one) */
+	if (rc == 0 && grow_from && grow_from == g->nchunks) {
+		rc = chunk_add(r, g, chunk_next_size(g));
+		if (rc == 0)
+			log_info("onesided: table %u: chunk %u of %zu bytes", table,
+				 g->nchunks - 1, g->ch[g->nchunks - 1].size);
+	}
+	size_t n = sizeof(struct os_attach_info);
+	unsigned nch = g ? g->nchunks : 0;
+	for (unsigned i = 0; i < nch; i++)
+		n += sizeof(struct os_chunk_info) + g->ch[i].rkey_len;
+	struct os_attach_info *ai = rc ? NULL : malloc(n);
+	if (!rc && !ai)
+		rc = -ENOMEM;
+	if (rc == 0) {
+		ai->value_max = g->value_max;
+		ai->nchunks = nch;
+		unsigned char *p = (unsigned char *)(ai + 1);
+		for (unsigned i = 0; i < nch; i++) {
+			struct os_chunk_info ci = { .base = (uint64_t)(uintptr_t)g->ch[i].base,
+						    .size = g->ch[i].size,
+						    .rkey_len = (uint32_t)g->ch[i].rkey_len };
+			memcpy(p, &ci, sizeof(ci));
+			memcpy(p + sizeof(ci), g->ch[i].rkey, g->ch[i].rkey_len);
+			p += sizeof(ci) + g->ch[i].rkey_len;
+		}
+	}
 	pthread_mutex_unlock(&r->mu);
 	if (rc)
 		return rc;
-	size_t n = sizeof(struct os_attach_info) + g->rkey_len;
-	struct os_attach_info *ai = malloc(n);
-	if (!ai)
-		return -ENOMEM;
-	ai->base = (uint64_t)(uintptr_t)g->base;
-	ai->size = g->size;
-	ai->value_max = g->value_max;
-	ai->rkey_len = (uint32_t)g->rkey_len;
-	memcpy(ai + 1, g->rkey, g->rkey_len);
 	*info = ai;
 	*len = n;
 	return 0;
+}
+
+int os_regions_header(os_regions_t *r, uint16_t table, const struct os_region_hdr **hdr,
+		      uint32_t *value_max)
+{
+	if (table >= OS_MAX_TABLES)
+		return LOTUS_EUNSUPPORTED;
+	int rc = 0;
+	pthread_mutex_lock(&r->mu);
+	if (!r->tab[table])
+		rc = region_build(r, table, &r->tab[table]);
+	if (rc == 0) {
+		*hdr = (const struct os_region_hdr *)r->tab[table]->ch[0].base;
+		*value_max = r->tab[table]->value_max;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rc;
 }

@@ -8,12 +8,25 @@
  *      another reader retries with the value it returned).  Released by FAA -1.
  *   X: free when the word is 0 (1: our own S lock, an upgrade); CAS -> W.
  *      Released by a put of 0, after the data put and a fence.
+ *   A record whose lock word has OS_LOCK_DEAD was deleted (os_layout.h):
+ *      the op finds its key again through the index.
  *   NO_WAIT aborts on a conflict.  WAIT_DIE puts its priority into the
  *   header's ts word after each CAS it wins; on a conflict a transaction older
  *   than the ts there re-reads the header until the lock is free (for at
  *   most wait_ms), a younger one aborts.  Nothing orders the waiters: when
  *   the lock is released the first CAS wins, whichever transaction sent it
  *   (the paper's Fig. 3), so WAIT_DIE here is not starvation-free.
+ *
+ * Deletes take the X lock at execute like writes and mark the leaf entry at
+ * commit (os_tree_delete).  A scan (at execute) reads, on every server, the
+ * leaf holding its start key and then its right siblings until it has
+ * `count` live entries at or after the start (each page a validated copy:
+ * os_read_page's version check), merges the servers' candidates in key
+ * order, keeps the first `count`, S-locks their records (NO_WAIT/WAIT_DIE
+ * as any read) and reads their data once every lock is held.  A record
+ * found dead when locked aborts the scan's transaction (a retry walks the
+ * leaves again).  Keys inserted into the range meanwhile are not locked
+ * (no gap locks): a scan may miss a key committed after it read the leaf.
  *
  * The public calls claim the session (os_int.h) for their length; a step's
  * coroutine never does, so a step suspended between its user's calls leaves
@@ -58,6 +71,9 @@ static void ops_clear(os_txn_t *t)
 	for (unsigned i = 0; i < t->n; i++) {
 		free(t->ops[i].val);
 		free(t->ops[i].res);
+		for (unsigned j = 0; j < t->ops[i].nrows; j++)
+			free(t->ops[i].rows[j].res);
+		free(t->ops[i].rows);
 	}
 	t->n = 0;
 }
@@ -123,13 +139,14 @@ void os_txn_set_priority(os_txn_t *t, uint64_t prio)
 static struct os_op *op_find(os_txn_t *t, unsigned tid, uint64_t key)
 {
 	for (unsigned i = 0; i < t->n; i++)
-		if (t->ops[i].tid == tid && t->ops[i].key == key && t->ops[i].kind != K_INSERT)
+		if (t->ops[i].tid == tid && t->ops[i].key == key && t->ops[i].kind != K_INSERT &&
+		    t->ops[i].kind != K_SCAN)
 			return &t->ops[i];
 	return NULL;
 }
 
 static int stage(os_txn_t *t, int kind, unsigned tid, const void *key, size_t klen,
-		 const void *val, size_t vlen)
+		 const void *val, size_t vlen, unsigned count)
 {
 	os_session_t *s = t->s;
 	if (t->state != TX_IDLE && t->state != TX_EXECUTED)
@@ -155,6 +172,14 @@ static int stage(os_txn_t *t, int kind, unsigned tid, const void *key, size_t kl
 			return (int)(prev - t->ops);
 		}
 	}
+	if (kind == K_DELETE) {          /* a key read for update or written: delete it */
+		struct os_op *prev = op_find(t, tid, k);
+		if (prev && (prev->kind == K_READ_X || prev->kind == K_WRITE)) {
+			prev->kind = K_DELETE;
+			prev->has_val = 0;
+			return (int)(prev - t->ops);
+		}
+	}
 	if (vec_reserve(t->ops, t->cap, t->n + 1, 16))
 		return -ENOMEM;
 	struct os_op *op = &t->ops[t->n];
@@ -164,6 +189,7 @@ static int stage(os_txn_t *t, int kind, unsigned tid, const void *key, size_t kl
 	op->key = k;
 	memcpy(op->kb, key, 8);
 	op->sv = (unsigned)(fnv1a64(key, 8) % s->nsrv);   /* lotus's routing */
+	op->count = count;
 	if (kind == K_WRITE || kind == K_INSERT) {
 		op->val = malloc(vlen ? vlen : 1);
 		if (!op->val)
@@ -177,24 +203,34 @@ static int stage(os_txn_t *t, int kind, unsigned tid, const void *key, size_t kl
 
 int os_txn_read(os_txn_t *t, unsigned tid, const void *key, size_t klen)
 {
-	return stage(t, K_READ, tid, key, klen, NULL, 0);
+	return stage(t, K_READ, tid, key, klen, NULL, 0, 0);
 }
 
 int os_txn_read_for_update(os_txn_t *t, unsigned tid, const void *key, size_t klen)
 {
-	return stage(t, K_READ_X, tid, key, klen, NULL, 0);
+	return stage(t, K_READ_X, tid, key, klen, NULL, 0, 0);
 }
 
 int os_txn_write(os_txn_t *t, unsigned tid, const void *key, size_t klen, const void *val,
 		 size_t vlen)
 {
-	return stage(t, K_WRITE, tid, key, klen, val, vlen);
+	return stage(t, K_WRITE, tid, key, klen, val, vlen, 0);
 }
 
 int os_txn_insert(os_txn_t *t, unsigned tid, const void *key, size_t klen, const void *val,
 		  size_t vlen)
 {
-	return stage(t, K_INSERT, tid, key, klen, val, vlen);
+	return stage(t, K_INSERT, tid, key, klen, val, vlen, 0);
+}
+
+int os_txn_delete(os_txn_t *t, unsigned tid, const void *key, size_t klen)
+{
+	return stage(t, K_DELETE, tid, key, klen, NULL, 0, 0);
+}
+
+int os_txn_scan(os_txn_t *t, unsigned tid, const void *start, size_t slen, unsigned count)
+{
+	return stage(t, K_SCAN, tid, start, slen, NULL, 0, count);
 }
 
 /* Find op's record through the index. */
@@ -206,7 +242,7 @@ static int locate(os_txn_t *t, struct os_op *op)
 	if (rc)
 		return rc;
 	int i = os_leaf_search(&leaf, op->key);
-	if (i < 0)
+	if (i < 0 || !leaf.e[i].ptr)    /* none, or a deleted key's mark */
 		return LOTUS_ENOTFOUND;
 	op->rec = leaf.e[i].ptr;
 	op->located = 1;
@@ -222,6 +258,8 @@ static int lock_rec(os_txn_t *t, struct os_op *op, int mode)
 	while (rc == 0) {
 		uint64_t cur = hdr[0], want;
 		int is_free;
+		if (cur & OS_LOCK_DEAD)      /* deleted: look for the key again */
+			return LOTUS_ENOTFOUND;
 		if (mode == HELD_S) {
 			is_free = !(cur & OS_LOCK_W);
 			want = cur + 1;
@@ -262,10 +300,16 @@ static int release_rec(os_txn_t *t, struct os_op *op)
 	os_session_t *s = t->s;
 	int rc = 0;
 	uint64_t old, zero = 0;
+	uint64_t dead = OS_LOCK_DEAD;
+	for (unsigned j = 0; j < op->nrows; j++) {   /* a scan's rows (the op holds none) */
+		int r2 = release_rec(t, &op->rows[j]);
+		if (r2 && !rc)
+			rc = r2;
+	}
 	if (op->held == HELD_S)
 		rc = os_rma_faa(s, op->tid, op->sv, op->rec, (uint64_t)-1, &old);
 	else if (op->held == HELD_X)
-		rc = os_rma_put(s, op->tid, op->sv, op->rec, &zero, 8);
+		rc = os_rma_put(s, op->tid, op->sv, op->rec, op->dead ? &dead : &zero, 8);
 	op->held = HELD_NONE;
 	return rc;
 }
@@ -282,17 +326,108 @@ static void attempt_end(os_txn_t *t, int committed)
 	s->cur = &s->cnt.other;
 }
 
+/* ---- scans ---------------------------------------------------------------------- */
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct os_op *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Up to op->count live entries at or after op->key on server sv, appended
+ * to *rows (cap *cap): the leaf of the start key, then its right siblings. */
+static int scan_server(os_txn_t *t, struct os_op *op, unsigned sv, struct os_op **rows,
+		       size_t *cap, unsigned *n)
+{
+	os_session_t *s = t->s;
+	struct os_page pg;
+	uint64_t addr;
+	unsigned got = 0;
+	int rc = os_find_level(s, op->tid, sv, op->key, 0, &addr, &pg, NULL);
+	for (unsigned pages = 0; rc == 0; pages++) {
+		int i = os_leaf_search(&pg, op->key);
+		for (unsigned j = i >= 0 ? (unsigned)i : (unsigned)(-i - 1);
+		     j < pg.count && got < op->count; j++) {
+			if (!pg.e[j].ptr || pg.e[j].key < op->key)
+				continue;
+			if (vec_reserve(*rows, *cap, *n + 1, 16))
+				return -ENOMEM;
+			struct os_op *r = &(*rows)[(*n)++];
+			memset(r, 0, sizeof(*r));
+			r->kind = K_READ;
+			r->tid = op->tid;
+			r->sv = sv;
+			r->key = pg.e[j].key;
+			for (int b = 0; b < 8; b++)
+				r->kb[b] = (unsigned char)(r->key >> (56 - 8 * b));
+			r->rec = pg.e[j].ptr;
+			r->located = 1;
+			got++;
+		}
+		if (got >= op->count || !pg.sibling)
+			break;
+		if (pages >= (1u << 20))
+			return LOTUS_ETIMEOUT;   /* a sibling chain without end: not a B-link tree */
+		addr = pg.sibling;
+		rc = os_read_page(s, op->tid, sv, addr, &pg);
+	}
+	return rc;
+}
+
+/* Collect a scan's rows from every server, keep the first count in key
+ * order, and S-lock them. */
+static int scan_collect(os_txn_t *t, struct os_op *op)
+{
+	os_session_t *s = t->s;
+	struct os_op *rows = NULL;
+	size_t cap = 0;
+	unsigned n = 0;
+	int rc = 0;
+	for (unsigned sv = 0; rc == 0 && sv < s->nsrv && op->count; sv++)
+		rc = scan_server(t, op, sv, &rows, &cap, &n);
+	if (rc) {
+		free(rows);
+		return rc;
+	}
+	if (n > 1)
+		qsort(rows, n, sizeof(*rows), row_cmp);
+	op->rows = rows;
+	op->nrows = MIN(n, op->count);
+	op->located = 1;
+	for (unsigned j = 0; rc == 0 && j < op->nrows; j++) {
+		rc = lock_rec(t, &op->rows[j], HELD_S);
+		if (rc == LOTUS_ENOTFOUND)   /* deleted since the leaf was read */
+			rc = LOTUS_EABORTED;
+	}
+	return rc;
+}
+
 /* Locate and lock every op not locked yet (inserts: at commit). */
 static int lock_all(os_txn_t *t)
 {
 	for (unsigned i = 0; i < t->n; i++) {
 		struct os_op *op = &t->ops[i];
 		int mode = op->kind == K_READ ? HELD_S : HELD_X;
+		if (op->kind == K_SCAN) {
+			if (!op->located) {
+				int rc = scan_collect(t, op);
+				if (rc)
+					return rc;
+			}
+			continue;
+		}
 		if (op->kind == K_INSERT || op->held >= mode)
 			continue;
 		if (op->missing)
 			continue;
 		int rc = op->located ? 0 : locate(t, op);
+		for (unsigned again = 0; rc == 0 && again < 8; again++) {
+			rc = lock_rec(t, op, mode);
+			if (rc != LOTUS_ENOTFOUND)
+				break;
+			op->located = 0;     /* its record was deleted: find the key again */
+			rc = locate(t, op);
+		}
 		if (rc == LOTUS_ENOTFOUND) {   /* per op, as lotus reports it */
 			if (op->kind == K_WRITE) {
 				op->kind = K_INSERT;   /* a blind write of a new key */
@@ -301,12 +436,26 @@ static int lock_all(os_txn_t *t)
 				op->missing = 1;
 			continue;
 		}
-		if (rc == 0)
-			rc = lock_rec(t, op, mode);
 		if (rc)
 			return rc;
 	}
 	return 0;
+}
+
+/* Read op's record data (its lock held) into op->res. */
+static int read_data(os_txn_t *t, struct os_op *op)
+{
+	os_session_t *s = t->s;
+	uint32_t vmax = s->tabs[op->tid].value_max;
+	op->res = malloc(8 + (size_t)vmax);
+	if (!op->res)
+		return -ENOMEM;
+	int rc = os_rma_get(s, op->tid, op->sv, op->rec + OS_REC_DATA, op->res, 8 + (size_t)vmax);
+	uint64_t len;
+	memcpy(&len, op->res, 8);
+	op->rlen = MIN(len, vmax);
+	op->found = rc == 0;
+	return rc;
 }
 
 /* The public calls claim the session; a step's coroutine calls txn_* (it may
@@ -320,23 +469,24 @@ static int txn_execute(os_txn_t *t)
 	s->cur = &t->tally;
 	int rc = lock_all(t);
 	/* the data, only once every lock is held */
-	uint32_t vmax = 0;
 	for (unsigned i = 0; rc == 0 && i < t->n; i++) {
 		struct os_op *op = &t->ops[i];
+		if (op->kind == K_SCAN) {
+			for (unsigned j = 0; rc == 0 && j < op->nrows; j++)
+				if (!op->rows[j].found)
+					rc = read_data(t, &op->rows[j]);
+			op->found = 1;
+			continue;
+		}
+		if (op->kind == K_DELETE && !op->missing && !op->found) {
+			op->found = 1;   /* a result of no bytes */
+			op->res = calloc(1, 8);
+			rc = op->res ? 0 : -ENOMEM;
+			continue;
+		}
 		if ((op->kind != K_READ && op->kind != K_READ_X) || op->found || op->missing)
 			continue;
-		vmax = s->tabs[op->tid].value_max;
-		op->res = malloc(8 + (size_t)vmax);
-		if (!op->res) {
-			rc = -ENOMEM;
-			break;
-		}
-		rc = os_rma_get(s, op->tid, op->sv, op->rec + OS_REC_DATA, op->res,
-				8 + (size_t)vmax);
-		uint64_t len;
-		memcpy(&len, op->res, 8);
-		op->rlen = MIN(len, vmax);
-		op->found = rc == 0;
+		rc = read_data(t, op);
 	}
 	s->cur = &s->cnt.other;
 	if (rc) {
@@ -354,10 +504,33 @@ int os_txn_finished(const os_txn_t *t)
 
 int os_txn_result(const os_txn_t *t, int op, const void **val, size_t *vlen)
 {
-	if (op < 0 || (unsigned)op >= t->n || !t->ops[op].found)
+	if (op < 0 || (unsigned)op >= t->n || !t->ops[op].found || t->ops[op].kind == K_SCAN)
 		return LOTUS_ENOTFOUND;
 	*val = t->ops[op].res + 8;
 	*vlen = t->ops[op].rlen;
+	return 0;
+}
+
+int os_txn_scan_rows(const os_txn_t *t, int op)
+{
+	if (op < 0 || (unsigned)op >= t->n || t->ops[op].kind != K_SCAN)
+		return -EINVAL;
+	if (t->state != TX_EXECUTED && t->state != TX_DONE)
+		return LOTUS_ESTATE;
+	return (int)t->ops[op].nrows;
+}
+
+int os_txn_scan_row(const os_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
+		    const void **val, size_t *vlen)
+{
+	if (op < 0 || (unsigned)op >= t->n || t->ops[op].kind != K_SCAN ||
+	    i >= t->ops[op].nrows || !t->ops[op].rows[i].found)
+		return -EINVAL;
+	const struct os_op *r = &t->ops[op].rows[i];
+	*key = r->kb;
+	*klen = 8;
+	*val = r->res + 8;
+	*vlen = r->rlen;
 	return 0;
 }
 
@@ -391,6 +564,11 @@ static int txn_commit(os_txn_t *t)
 			if (rc == LOTUS_EEXISTS && (t->ops[i].upsert || t->ops[i].missing))
 				rc = LOTUS_EABORTED;   /* inserted meanwhile: try again */
 		}
+	/* deletes last: only the network can fail them, after every insert that
+	 * may find its key taken (and abort) is done */
+	for (unsigned i = 0; rc == 0 && i < t->n; i++)
+		if (t->ops[i].kind == K_DELETE && t->ops[i].held == HELD_X && !t->ops[i].dead)
+			rc = os_tree_delete(t, &t->ops[i]);
 	if (rc) {
 		s->cur = &s->cnt.other;
 		t->state = TX_FAILED;
