@@ -212,8 +212,10 @@ static int ms_find(struct ms_worker *wk, const struct wire_req *r, const unsigne
 	if (a && a->guess && a->r == r &&
 	    store_rec_get(st, a->guess, r->table, key, r->key_len, rec) == 0) {
 		*loc = a->guess;
+		wk->guess_hits++;
 		return 0;
 	}
+	wk->index_finds++;
 	if (store_get(st, r->table, key, r->key_len, loc) != 0)
 		return LOTUS_ENOTFOUND;
 	return store_rec_get(st, *loc, r->table, NULL, 0, rec);
@@ -449,8 +451,15 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	}
 	int limited;
 	enum cc_proto cc = park_cc(wk, c, r->cc, &limited);
-	rc = park_result(wk, lock_acquire(srv->locks, txn, r->table, key, r->key_len,
-					  op_mode(r->op), cc, &p->w), limited);
+	/* the lookup phases hashed the key for the lock table already */
+	const struct ms_amac *a = wk->amac_cur;
+	if (a && a->r == r && a->lock_hashed)
+		rc = lock_acquire_hashed(srv->locks, txn, a->lock_hash, r->table, key, r->key_len,
+					 op_mode(r->op), cc, &p->w);
+	else
+		rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op), cc,
+				  &p->w);
+	rc = park_result(wk, rc, limited);
 	if (rc == 1) {
 		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
@@ -927,7 +936,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct lock_stats ls;
 	struct store_stats ss;
 	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0, pref = 0, bref = 0;
-	uint64_t leases = 0;
+	uint64_t leases = 0, ghits = 0, ifinds = 0;
 	struct net_stats ns = { 0 };
 	char buf[8192];   /* a tiered server adds its page writers' figures */
 	lock_table_stats(srv->locks, &ls);
@@ -937,6 +946,8 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		reqs += srv->workers[i].reqs;
 		hits += srv->workers[i].hint_hits;
 		stale += srv->workers[i].hint_stale;
+		ghits += srv->workers[i].guess_hits;
+		ifinds += srv->workers[i].index_finds;
 		struct timespec ts;   /* the worker threads' CPU time, for per-request cost */
 		if (atomic_load(&srv->workers[i].cpu_clock_ok) &&
 		    clock_gettime(srv->workers[i].cpu_clock, &ts) == 0)
@@ -955,7 +966,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		"{\"id\":%u,\"pid\":%d,\"tables\":%u,\"pool_used_bytes\":%llu,"
 		"\"pool_free_bytes\":%llu,\"lease_losses\":%llu,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
 		"\"bad_msgs\":%llu,\"hint_hits\":%llu,"
-		"\"hint_stale\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
+		"\"hint_stale\":%llu,\"guess_hits\":%llu,\"index_finds\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
 		"\"hash_tables\":%llu,\"hash_entries\":%llu,"
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
@@ -969,6 +980,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)leases, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
 		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
+		(unsigned long long)ghits, (unsigned long long)ifinds,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
 		(unsigned long long)ss.index_bytes, (unsigned long long)ss.hash_tables,
 		(unsigned long long)ss.hash_entries, atomic_load(&srv->nprep),
@@ -1105,25 +1117,31 @@ static int op_limited(unsigned op)
  * one after another.  Then ms_handle_req does each request as before (lock,
  * copy, reply), and ms_find tries the record found here first, checked by
  * key and generation as a client's hint is.  Requests with a hint (their
- * record is known) and the other ops skip the phases; a message of more than
- * MS_AMAC_MAX requests has its first MS_AMAC_MAX go through them. */
-static void ms_msg_begin(struct ms_worker *wk, const void *data, size_t len)
+ * record is known) and the other ops skip the phases.  A message goes
+ * through them MS_AMAC_MAX requests at a time (amac_window): a window is
+ * about as many misses as a core keeps in flight, and what it prefetches is
+ * still in the cache when its requests are handled. */
+static void amac_window(struct ms_worker *wk)
 {
 	store_t *st = wk->srv->store;
-	struct wire_iter it;
 	const struct wire_req *r;
 	const unsigned char *k, *v;
 	unsigned n = 0;
 	wk->amac_n = wk->amac_i = 0;
-	wire_iter_init(&it, data, len);
-	while (n < MS_AMAC_MAX && wire_next_req(&it, &r, &k, &v) == 1) {
+	while (n < MS_AMAC_MAX && wire_next_req(&wk->amac_it, &r, &k, &v) == 1) {
 		struct ms_amac *a = &wk->amac[n++];
 		a->r = r;
 		a->guess = 0;
 		a->token = 0;
 		a->stage = AMAC_NONE;
-		if (r->hint || (r->op != OP_READ && r->op != OP_READ_X && r->op != OP_LOCK_X &&
-				r->op != OP_INSERT && r->op != OP_DELETE))
+		a->lock_hashed = 0;
+		if (r->op != OP_READ && r->op != OP_READ_X && r->op != OP_LOCK_X &&
+		    r->op != OP_INSERT && r->op != OP_DELETE)
+			continue;
+		/* its lock-table bucket too: the lock is the next miss */
+		a->lock_hash = lock_key_prefetch(wk->srv->locks, r->table, k, r->key_len);
+		a->lock_hashed = 1;
+		if (r->hint)
 			continue;
 		a->token = store_lookup_prefetch(st, r->table, k, r->key_len);
 		a->stage = AMAC_HASHED;
@@ -1136,12 +1154,21 @@ static void ms_msg_begin(struct ms_worker *wk, const void *data, size_t len)
 		a->stage = AMAC_GUESSED;
 	}
 	wk->amac_n = n;
+	wk->amac_more = n == MS_AMAC_MAX;
+}
+
+static void ms_msg_begin(struct ms_worker *wk, const void *data, size_t len)
+{
+	wire_iter_init(&wk->amac_it, data, len);
+	amac_window(wk);
 }
 
 static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
 	wk->amac_cur = NULL;
+	if (wk->amac_i == wk->amac_n && wk->amac_more)
+		amac_window(wk);   /* the next window of a long message */
 	if (wk->amac_i < wk->amac_n && wk->amac[wk->amac_i].r == r)
 		wk->amac_cur = &wk->amac[wk->amac_i++];
 	wk->reqs++;

@@ -71,8 +71,10 @@ enum { AMAC_NONE, AMAC_HASHED, AMAC_GUESSED };
 struct ms_amac {
 	const struct wire_req *r;
 	uint64_t token;            /* store_lookup_prefetch's */
+	uint64_t lock_hash;        /* lock_key_prefetch's, if lock_hashed */
 	store_loc_t guess;         /* 0: none */
 	uint8_t stage;
+	uint8_t lock_hashed;
 };
 #define MS_AMAC_MAX 64
 
@@ -87,6 +89,7 @@ struct ms_worker {
 	struct ms_conn *out_conn;  /* whom the reply being built goes to, and */
 	uint64_t out_seq;          /* its sequence (a full one is sent, then more) */
 	uint64_t bad_msgs, reqs, hint_hits, hint_stale;
+	uint64_t guess_hits, index_finds; /* ms_find: the lookup phases' guess held / the index asked */
 	size_t rep_per_req;        /* reply bytes per request lately (decaying max), to size the next */
 	/* this thread's CPU clock (pthread_getcpuclockid), set by the thread
 	 * itself once it runs; cpu_clock_ok says it is valid */
@@ -107,9 +110,14 @@ struct ms_worker {
 	uint64_t leases_lost;
 	/* handlers.c: the per-request state of the message being handled
 	 * (lookups in phases, AMAC), amac[0..amac_n); amac_i the next to
-	 * handle; amac_cur the one being handled (NULL: none, e.g. a resume) */
+	 * handle; amac_cur the one being handled (NULL: none, e.g. a resume).
+	 * A message of more than MS_AMAC_MAX requests goes through the phases
+	 * a window at a time: amac_it is where the next window starts,
+	 * amac_more says there may be one */
 	struct ms_amac amac[MS_AMAC_MAX];
 	unsigned amac_n, amac_i;
+	struct wire_iter amac_it;
+	int amac_more;
 	const struct ms_amac *amac_cur;
 };
 #define MS_PEND_CACHE 256

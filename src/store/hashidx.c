@@ -270,23 +270,44 @@ int hidx_get(hidx_t *h, uint64_t hash, const void *key, unsigned klen, uint64_t 
 	}
 }
 
+/* The batched lookups' first two phases.  Their answer is only a guess
+ * (the caller checks it as it checks a client's hint), so they skip what
+ * makes hidx_get exact: the (old, cur) sequence, the probing past an
+ * overflowing bucket, the key match.  A table is never unmapped before
+ * hidx_destroy, so a pointer loaded here stays readable however late.
+ * While a migration runs, the entry may still be in the old table: it is
+ * looked in (and prefetched) too. */
 void hidx_prefetch(hidx_t *h, uint64_t hash)
 {
-	const struct htab *c = LOAD_ACQ(&h->cur);
+	const struct htab *c = LOAD_ACQ(&h->cur), *o = LOAD_ACQ(&h->old);
 	__builtin_prefetch(&c->b[hash & c->mask], 0, 3);
+	if (o)
+		__builtin_prefetch(&o->b[hash & o->mask], 0, 3);
+}
+
+/* The value of the first entry of hash's home bucket in t with its tag, read
+ * as the seqlock says (a bucket being written: no guess). */
+static inline uint64_t bkt_peek(const struct htab *t, uint64_t hash)
+{
+	const struct hbkt *b = &t->b[hash & t->mask];
+	uint16_t tg = tag_of(hash);
+	uint32_t v = LOAD_ACQ(&b->ver);
+	if (v & B_BUSY)
+		return 0;
+	for (unsigned s = 0; s < HB_N; s++)
+		if (LOAD(&b->tag[s]) == tg) {
+			uint64_t val = LOAD(&b->val[s]);
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			return LOAD(&b->ver) == v ? val : 0;
+		}
+	return 0;
 }
 
 uint64_t hidx_peek(hidx_t *h, uint64_t hash)
 {
-	struct htab *o, *c;
-	uint16_t tg = tag_of(hash), tag[HB_N];
-	uint64_t val[HB_N];
-	tabs_load(h, &o, &c);
-	bkt_read(&c->b[hash & c->mask], tag, val);
-	for (unsigned s = 0; s < HB_N; s++)
-		if (tag[s] == tg)
-			return val[s];
-	return 0;
+	const struct htab *o = LOAD_ACQ(&h->old), *c = LOAD_ACQ(&h->cur);
+	uint64_t val = o ? bkt_peek(o, hash) : 0;
+	return val ? val : bkt_peek(c, hash);
 }
 
 /* ---- writers (h->mu held) ---- */

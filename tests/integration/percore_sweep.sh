@@ -11,7 +11,7 @@ command -v taskset >/dev/null || { echo "skip: no taskset"; exit 77; }
 cd "$(dirname "$0")/../.."
 dir=$T
 LOTUS_BIN=$L scripts/bench-percore --records-sweep "2000 5000" --transports tcp --sizes 64 \
-    --workloads C --seconds 1 --json >"$dir/out" 2>"$dir/err" \
+    --workloads C --seconds 1 --no-redis --json >"$dir/out" 2>"$dir/err" \
   || fail "sweep failed: $(tail -n 5 "$dir/err")"
 /usr/bin/python3 - "$dir/out" <<'EOF' || fail "bad sweep output: $(cat "$dir/out")"
 import json, sys
@@ -21,6 +21,7 @@ rows = d["rows"]
 assert [r["records"] for r in rows] == [2000, 5000], rows
 for r in rows:
     assert r["txn_per_s"] > 0 and r["server_us_per_req"] > 0 and r["load_s"] >= 0, r
+    assert r["server_proc_us_per_req"] > 0, r
 assert rows[0]["growth"] == 1.0, rows[0]
 assert abs(rows[1]["growth"] - rows[1]["server_us_per_req"] / rows[0]["server_us_per_req"]) < 0.01, rows
 assert d["redis"] is None, d["redis"]
