@@ -20,7 +20,7 @@ static const char *const batches[] = { "none", "intra", "inter", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
 static const char *const parts[] = { "none", "co", NULL };
 /* index == enum lotus_engine */
-static const char *const engines[] = { "twosided", "onesided", NULL };
+static const char *const engines[] = { "twosided", "onesided", "dex", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
@@ -62,7 +62,10 @@ int cmd_ycsb(int argc, char **argv)
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
 		{ "engine", OPT_CHOICE, &engine, "E", "transaction engine: twosided = lotus (requests to the memory "
 		  "servers' lock managers), onesided = the Sherman/Deft-style baseline over RMA (reads, writes, "
-		  "CAS, FAA on the servers' memory; no_wait or wait_die; no scans or deletes; docs/onesided.md) "
+		  "CAS, FAA on the servers' memory; no_wait or wait_die; no scans or deletes; docs/onesided.md), "
+		  "dex = DEX: one-sided with compute-side partitioning (each compute server owns ranges of "
+		  "1024 keys and draws its keys from them), a coherence-free index cache of --cache bytes, "
+		  "local locks, lookups offloaded to the memory server; docs/dex.md "
 		  "(default twosided)", engines },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },

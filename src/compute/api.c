@@ -32,6 +32,8 @@ const struct engine *engine_find(enum lotus_engine kind)
 		return &engine_twosided;
 	case LOTUS_ENGINE_ONESIDED:
 		return &engine_onesided;
+	case LOTUS_ENGINE_DEX:
+		return &engine_dex;
 	}
 	return NULL;
 }
@@ -39,7 +41,8 @@ const struct engine *engine_find(enum lotus_engine kind)
 const char *engine_kind_name(enum lotus_engine kind)
 {
 	return kind == LOTUS_ENGINE_TWOSIDED ? "twosided"
-	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided" : "unknown";
+	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided"
+	       : kind == LOTUS_ENGINE_DEX ? "dex" : "unknown";
 }
 
 static int cluster_connect(const struct lotus_options *o, lotus_cluster_t **out)

@@ -10,6 +10,7 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "compute/cache.h"
+#include "compute/engine.h"
 #include "compute/txn_cache.h"
 
 struct policy {
@@ -224,6 +225,10 @@ void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counter
 	if (!out)
 		return;
 	memset(out, 0, sizeof(*out));
+	if (c && c->engine && c->engine->cache_counters) {
+		c->engine->cache_counters(c, out);
+		return;
+	}
 	if (!c || !c->cache || !pol(c->cache)->cache)
 		return;
 	struct policy *p = pol(c->cache);
