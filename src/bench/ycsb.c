@@ -240,7 +240,7 @@ static uint64_t dex_own_key(const struct ycsb_opts *o, uint64_t k)
 static uint64_t next_key(struct ycsb_thread *th)
 {
 	uint64_t k = keygen_next(&th->gen, &th->rng);
-	if (th->sh->o->lo.engine == LOTUS_ENGINE_DEX)
+	if (th->sh->o->lo.engine == LOTUS_ENGINE_DEX || th->sh->o->owned_keys)
 		k = dex_own_key(th->sh->o, k);
 	trace_key(th, k);
 	return k;
@@ -880,9 +880,9 @@ int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res)
 
 	memset(res, 0, sizeof(*res));
 	hist_init(&res->lat);
-	if (o->lo.engine == LOTUS_ENGINE_DEX &&
+	if ((o->lo.engine == LOTUS_ENGINE_DEX || o->owned_keys) &&
 	    o->records <= (uint64_t)o->lo.compute_id * LOTUS_DEX_BLOCK) {
-		snprintf(res->message, sizeof(res->message), "--engine dex: compute server %u owns "
+		snprintf(res->message, sizeof(res->message), "--engine dex / --owned-keys: compute server %u owns "
 			 "no key below --records %llu (it owns ranges of %u keys, the first at %llu)",
 			 o->lo.compute_id, (unsigned long long)o->records, LOTUS_DEX_BLOCK,
 			 (unsigned long long)o->lo.compute_id * LOTUS_DEX_BLOCK);

@@ -42,7 +42,7 @@ int cmd_ycsb(int argc, char **argv)
 	uint64_t group = 8, spin = 0;
 	int commit = 0, wl = 0, cc = 0, batch = 1, dist = 1, part = 0, engine = 0;
 	double admit = 1.0;
-	bool digest = false;
+	bool digest = false, owned = false;
 	const char *trace = NULL;
 	bool json = false, no_load = false, quiet = false, no_run = false;
 	ycsb_opts_init(&o);
@@ -81,6 +81,9 @@ int cmd_ycsb(int argc, char **argv)
 		{ "group-size", OPT_U64, &group, "N", "threads per sending group under --batch inter (default 8)", .min = 1, .max = 64 },
 		{ "spin-us", OPT_U64, &spin, "US", "busy-poll before sleeping (default: 100, or 0 when threads outnumber cores)", .max = 1000000 },
 		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds", .min = 1, .max = 1e12 },
+		{ "owned-keys", OPT_FLAG, &owned, NULL, "draw keys only from this compute server's DEX ranges "
+		  "(--compute-id of --compute-count, ranges of 1024 keys; what --engine dex always does), so "
+		  "another engine runs the same transactions" },
 		{ "digest", OPT_FLAG, &digest, NULL, "read the whole table at the end and print its digest" },
 		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading: the table is already there (checked: an empty or "
 		  "smaller table is an error)" },
@@ -161,6 +164,7 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.group_size = (unsigned)group;
 	o.txns = txns;
 	o.digest = digest;
+	o.owned_keys = owned;
 	o.no_run = no_run;
 	if (co.compute_id >= compute_count)
 		return cli_fail("ycsb", "--compute-id %llu must be below the compute count %llu (%s)",
