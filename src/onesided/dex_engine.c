@@ -749,8 +749,11 @@ static int locate(struct dex_txn *t, struct dex_op *op, int want_data)
 			op->located = 1;
 			return 0;
 		}
-		if (cached)       /* maybe added since the copy was taken */
+		if (cached) {     /* maybe added since the copy was taken: the server
+				     answers, and the next lookup reads the page again */
+			cache_drop(C, addr, tag);
 			return offload(t, op, want_data);
+		}
 		op->missing = 1;
 		return 0;
 	}

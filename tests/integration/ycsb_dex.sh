@@ -4,7 +4,7 @@
 # docs/dex.md), the way a user runs it:
 #  - one compute server (--local 2, sm): for the same load and transactions
 #    the final table's digest equals the two-sided engine's, under no_wait
-#    and wait_die, with a cache hit rate above 0 and the offload counter;
+#    (A) and wait_die (C), with a cache hit rate above 0 and the offload counter;
 #  - two compute servers (--compute-id 0 and 1 of --compute-count 2, at the
 #    same time, against standalone memory servers): each commits its
 #    transactions on its own key ranges, and the table the dex engine then
@@ -15,21 +15,20 @@
 digest() { echo "$1" | sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p'; }
 field() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p"; }
 common=(--records 2000 --threads 1 --txns 150 --warmup 0 --ops-per-txn 8 --server-threads 1
-        --digest --json --quiet)
-for w in A C; do
-  for cc in no_wait wait_die; do
-    two=$("$L" ycsb --local 2 --transport sm "${common[@]}" --workload $w --cc $cc \
-          --engine twosided) || fail "twosided $w $cc"
-    dex=$("$L" ycsb --local 2 --transport sm "${common[@]}" --workload $w --cc $cc \
-          --engine dex --cache 4M) || fail "dex $w $cc"
-    d2=$(digest "$two"); dx=$(digest "$dex"); hr=$(field "$dex" hit_rate)
-    echo "$w $cc: twosided $d2, dex $dx, dex hit rate $hr"
-    [ -n "$dx" ] && [ "$dx" = "$d2" ] || fail "digests differ ($w $cc)"
-    echo "$dex" | grep -q '"txns_committed":150' || fail "dex did not commit 150: $dex"
-    echo "$dex" | grep -q '"engine":"dex"' || fail "engine not named dex"
-    echo "$dex" | grep -q '"offload"' || fail "no offload counter: $dex"
-    awk -v h="$hr" 'BEGIN { exit !(h > 0) }' || fail "dex hit rate $hr is not above 0"
-  done
+        --digest --json --quiet --lease-ms 10000)
+for wc in A:no_wait C:wait_die; do
+  w=${wc%:*} cc=${wc#*:}
+  two=$("$L" ycsb --local 2 --transport sm "${common[@]}" --workload $w --cc $cc \
+        --engine twosided) || fail "twosided $w $cc"
+  dex=$("$L" ycsb --local 2 --transport sm "${common[@]}" --workload $w --cc $cc \
+        --engine dex --cache 4M) || fail "dex $w $cc"
+  d2=$(digest "$two"); dx=$(digest "$dex"); hr=$(field "$dex" hit_rate)
+  echo "$w $cc: twosided $d2, dex $dx, dex hit rate $hr"
+  [ -n "$dx" ] && [ "$dx" = "$d2" ] || fail "digests differ ($w $cc)"
+  echo "$dex" | grep -q '"txns_committed":150' || fail "dex did not commit 150: $dex"
+  echo "$dex" | grep -q '"engine":"dex"' || fail "engine not named dex"
+  echo "$dex" | grep -q '"offload"' || fail "no offload counter: $dex"
+  awk -v h="$hr" 'BEGIN { exit !(h > 0) }' || fail "dex hit rate $hr is not above 0"
 done
 out=$("$L" ycsb --local 1 --transport sm "${common[@]}" --workload A --engine dex --cache 0) \
   || fail "dex without a cache"
@@ -38,8 +37,9 @@ echo "$out" | grep -q '"txns_committed":150' || fail "dex --cache 0 did not comm
 # --- two compute servers ----------------------------------------------------
 . "$(dirname "$0")/../../scripts/lib-cluster.sh"
 at_exit 'cluster_stop'
-TRANSPORT=sm cluster_start "$T" 2 --threads 1 --memory 128M || fail "servers did not start"
-run=(--config "$CLUSTER_INI" --records 2000 --threads 1 --warmup 0 --ops-per-txn 8 --quiet)
+TRANSPORT=sm CLUSTER_LEASE_MS=10000 cluster_start "$T" 2 --threads 1 --memory 128M || fail "servers did not start"
+run=(--config "$CLUSTER_INI" --records 2000 --threads 1 --warmup 0 --ops-per-txn 8 --quiet
+     --lease-ms 10000)
 "$L" ycsb "${run[@]}" --no-run >/dev/null || fail "load"
 part=(--no-load --workload A --txns 150 --compute-count 2 --json)
 for e in dex twosided; do
