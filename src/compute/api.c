@@ -17,6 +17,7 @@
 #include "compute/cluster.h"
 #include "compute/engine.h"
 #include "compute/session.h"
+#include "compute/txn_cache.h"
 
 static const struct engine *sess_engine(const lotus_session_t *s)
 {
@@ -309,4 +310,16 @@ int lotus_txn_abort(lotus_txn_t *t)
 	if (!t)
 		return -EINVAL;
 	return sync_wait(t, &w, t->eng->abort(t, sync_done, &w));
+}
+
+/* The engine's own cache (dex: index pages), else the record cache's. */
+void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
+{
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (c && c->engine && c->engine->cache_counters)
+		c->engine->cache_counters(c, out);
+	else
+		txn_cache_counters(c, out);
 }

@@ -10,7 +10,6 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "compute/cache.h"
-#include "compute/engine.h"
 #include "compute/txn_cache.h"
 
 struct policy {
@@ -219,16 +218,12 @@ void txn_cache_destroy(struct txn_cache *tc)
 	free(p);
 }
 
-void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
+void txn_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
 {
 	struct rcache_stats st;
 	if (!out)
 		return;
 	memset(out, 0, sizeof(*out));
-	if (c && c->engine && c->engine->cache_counters) {
-		c->engine->cache_counters(c, out);
-		return;
-	}
 	if (!c || !c->cache || !pol(c->cache)->cache)
 		return;
 	struct policy *p = pol(c->cache);
