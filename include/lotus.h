@@ -157,7 +157,17 @@ enum lotus_commit {
  * Sherman/Deft-style baseline over RMA (reads, writes, CAS, FAA on the
  * servers' memory); LOTUS_EUNSUPPORTED from lotus_connect() in a build
  * without it. */
-enum lotus_engine { LOTUS_ENGINE_TWOSIDED = 0, LOTUS_ENGINE_ONESIDED = 1 };
+/* DEX: DEX (Lu et al., VLDB'24) over the same RMA regions, with compute-side
+ * partitioning: compute server c (compute_id, of compute_count) owns the keys
+ * whose 8-byte big-endian value v has (v / LOTUS_DEX_BLOCK) % compute_count
+ * == c, ranges of LOTUS_DEX_BLOCK consecutive keys.  It caches index pages
+ * (inner and leaf) in cache_bytes without coherence traffic, runs the
+ * concurrency control of its keys locally (no_wait or wait_die), and sends a
+ * lookup whose path misses the cache twice to the memory server's CPU.
+ * Writes and read-for-update of a key another compute server owns fail with
+ * LOTUS_EUNSUPPORTED; reads of one are unlocked (docs/dex.md). */
+enum lotus_engine { LOTUS_ENGINE_TWOSIDED = 0, LOTUS_ENGINE_ONESIDED = 1, LOTUS_ENGINE_DEX = 2 };
+#define LOTUS_DEX_BLOCK 1024
 
 /* The levels of lotus's log lines (lotus_options.log_fn). */
 enum lotus_log_level {
@@ -390,7 +400,7 @@ struct lotus_attempt_counters {
 	struct lotus_op_counters type[LOTUS_OP_TYPES];
 };
 struct lotus_txn_counters {
-	const char *engine;                         /* "twosided", "onesided" */
+	const char *engine;                         /* "twosided", "onesided", "dex" */
 	unsigned ntypes;
 	const char *type_names[LOTUS_OP_TYPES];
 	struct lotus_attempt_counters committed, aborted;

@@ -223,9 +223,25 @@ static int key_taken(const struct slot *sl, unsigned n, uint64_t key)
 	return 0;
 }
 
+/* --engine dex: compute server c of n owns the ranges of LOTUS_DEX_BLOCK keys
+ * whose index is c mod n, and sends only those keys to DEX (its clients send
+ * each request to the key's owner).  Key k maps to the key at the same place
+ * in the nearest owned range at or below it, folded into 0..records-1. */
+static uint64_t dex_own_key(const struct ycsb_opts *o, uint64_t k)
+{
+	uint64_t n = o->lo.compute_count ? o->lo.compute_count : 1, c = o->lo.compute_id;
+	uint64_t B = LOTUS_DEX_BLOCK, stride = B * n;
+	uint64_t r = k / stride * stride + c * B + k % B;
+	while (r >= o->records)
+		r = r >= stride ? r - stride : c * B + (r - c * B) % (o->records - c * B);
+	return r;
+}
+
 static uint64_t next_key(struct ycsb_thread *th)
 {
 	uint64_t k = keygen_next(&th->gen, &th->rng);
+	if (th->sh->o->lo.engine == LOTUS_ENGINE_DEX || th->sh->o->owned_keys)
+		k = dex_own_key(th->sh->o, k);
 	trace_key(th, k);
 	return k;
 }
@@ -871,6 +887,14 @@ int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res)
 
 	memset(res, 0, sizeof(*res));
 	hist_init(&res->lat);
+	if ((o->lo.engine == LOTUS_ENGINE_DEX || o->owned_keys) &&
+	    o->records <= (uint64_t)o->lo.compute_id * LOTUS_DEX_BLOCK) {
+		snprintf(res->message, sizeof(res->message), "--engine dex / --owned-keys: compute server %u owns "
+			 "no key below --records %llu (it owns ranges of %u keys, the first at %llu)",
+			 o->lo.compute_id, (unsigned long long)o->records, LOTUS_DEX_BLOCK,
+			 (unsigned long long)o->lo.compute_id * LOTUS_DEX_BLOCK);
+		return LOTUS_ECONFIG;
+	}
 	oo.threads = n;
 	sh.o = &oo;
 	atomic_store(&ycsb_stopping, 0);
@@ -968,7 +992,7 @@ static const char *cc_name(enum lotus_cc cc)
 
 static const char *engine_name(enum lotus_engine e)
 {
-	return e == LOTUS_ENGINE_ONESIDED ? "onesided" : "twosided";
+	return e == LOTUS_ENGINE_ONESIDED ? "onesided" : e == LOTUS_ENGINE_DEX ? "dex" : "twosided";
 }
 
 static const char *batch_name(enum lotus_batch b)
@@ -1139,7 +1163,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	/* The one-sided engine's RMA operations are not requests a server's
 	 * workers run, and the few requests they do serve (table attach,
 	 * stats) would make their CPU time per request a meaningless figure. */
-	bool onesided = o->lo.engine == LOTUS_ENGINE_ONESIDED;
+	bool onesided = o->lo.engine == LOTUS_ENGINE_ONESIDED || o->lo.engine == LOTUS_ENGINE_DEX;
 	if (r->srv_cpu_ok && r->srv_reqs && !onesided)
 		snprintf(srv_cpu, sizeof(srv_cpu), "%.3f", (double)r->srv_cpu_ns / 1e3 / (double)r->srv_reqs);
 	if (r->client_cpu_ns && r->client_reqs)

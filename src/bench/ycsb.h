@@ -33,6 +33,8 @@ struct ycsb_opts {
 	const char *trace_keys;   /* file for generated key ids, or NULL */
 	uint64_t txns;            /* per thread: run exactly this many, not for a time */
 	bool no_load, no_run, quiet, digest;
+	bool owned_keys;          /* draw keys from this compute server's DEX ranges
+				     (always under LOTUS_ENGINE_DEX) */
 };
 
 struct ycsb_result {

@@ -20,7 +20,7 @@ static const char *const batches[] = { "none", "intra", "inter", NULL };
 static const char *const dists[] = { "uniform", "zipfian", "scrambled", "latest", NULL };
 static const char *const parts[] = { "none", "co", NULL };
 /* index == enum lotus_engine */
-static const char *const engines[] = { "twosided", "onesided", NULL };
+static const char *const engines[] = { "twosided", "onesided", "dex", NULL };
 /* index + 1 == enum lotus_commit */
 static const char *const commits[] = { "two_phase", "one_phase", NULL };
 
@@ -42,7 +42,7 @@ int cmd_ycsb(int argc, char **argv)
 	uint64_t group = 8, spin = 0;
 	int commit = 0, wl = 0, cc = 0, batch = 1, dist = 1, part = 0, engine = 0;
 	double admit = 1.0;
-	bool digest = false;
+	bool digest = false, owned = false;
 	const char *trace = NULL;
 	bool json = false, no_load = false, quiet = false, no_run = false;
 	ycsb_opts_init(&o);
@@ -62,7 +62,10 @@ int cmd_ycsb(int argc, char **argv)
 		{ "warmup", OPT_DOUBLE, &o.warmup, "S", "warm-up before measuring (default 1)", .min = 0, .max = 3600 },
 		{ "engine", OPT_CHOICE, &engine, "E", "transaction engine: twosided = lotus (requests to the memory "
 		  "servers' lock managers), onesided = the Sherman/Deft-style baseline over RMA (reads, writes, "
-		  "CAS, FAA on the servers' memory; no_wait or wait_die; docs/onesided.md) "
+		  "CAS, FAA on the servers' memory; no_wait or wait_die; docs/onesided.md), "
+		  "dex = DEX: one-sided with compute-side partitioning (each compute server owns ranges of "
+		  "1024 keys and draws its keys from them), a coherence-free index cache of --cache bytes, "
+		  "local locks, lookups offloaded to the memory server; docs/dex.md "
 		  "(default twosided)", engines },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
@@ -78,6 +81,9 @@ int cmd_ycsb(int argc, char **argv)
 		{ "group-size", OPT_U64, &group, "N", "threads per sending group under --batch inter (default 8)", .min = 1, .max = 64 },
 		{ "spin-us", OPT_U64, &spin, "US", "busy-poll before sleeping (default: 100, or 0 when threads outnumber cores)", .max = 1000000 },
 		{ "txns", OPT_U64, &txns, "N", "run exactly N transactions per thread instead of --seconds", .min = 1, .max = 1e12 },
+		{ "owned-keys", OPT_FLAG, &owned, NULL, "draw keys only from this compute server's DEX ranges "
+		  "(--compute-id of --compute-count, ranges of 1024 keys; what --engine dex always does), so "
+		  "another engine runs the same transactions" },
 		{ "digest", OPT_FLAG, &digest, NULL, "read the whole table at the end and print its digest" },
 		{ "no-load", OPT_FLAG, &no_load, NULL, "skip loading: the table is already there (checked: an empty or "
 		  "smaller table is an error)" },
@@ -158,6 +164,7 @@ int cmd_ycsb(int argc, char **argv)
 	o.lo.group_size = (unsigned)group;
 	o.txns = txns;
 	o.digest = digest;
+	o.owned_keys = owned;
 	o.no_run = no_run;
 	if (co.compute_id >= compute_count)
 		return cli_fail("ycsb", "--compute-id %llu must be below the compute count %llu (%s)",

@@ -17,6 +17,7 @@
 #include "compute/cluster.h"
 #include "compute/engine.h"
 #include "compute/session.h"
+#include "compute/txn_cache.h"
 
 static const struct engine *sess_engine(const lotus_session_t *s)
 {
@@ -32,6 +33,8 @@ const struct engine *engine_find(enum lotus_engine kind)
 		return &engine_twosided;
 	case LOTUS_ENGINE_ONESIDED:
 		return &engine_onesided;
+	case LOTUS_ENGINE_DEX:
+		return &engine_dex;
 	}
 	return NULL;
 }
@@ -39,7 +42,8 @@ const struct engine *engine_find(enum lotus_engine kind)
 const char *engine_kind_name(enum lotus_engine kind)
 {
 	return kind == LOTUS_ENGINE_TWOSIDED ? "twosided"
-	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided" : "unknown";
+	       : kind == LOTUS_ENGINE_ONESIDED ? "onesided"
+	       : kind == LOTUS_ENGINE_DEX ? "dex" : "unknown";
 }
 
 static int cluster_connect(const struct lotus_options *o, lotus_cluster_t **out)
@@ -309,4 +313,16 @@ int lotus_txn_abort(lotus_txn_t *t)
 	if (!t)
 		return -EINVAL;
 	return sync_wait(t, &w, t->eng->abort(t, sync_done, &w));
+}
+
+/* The engine's own cache (dex: index pages), else the record cache's. */
+void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
+{
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (c && c->engine && c->engine->cache_counters)
+		c->engine->cache_counters(c, out);
+	else
+		txn_cache_counters(c, out);
 }

@@ -1,11 +1,13 @@
 /*
  * engine.h - the transaction engine interface: what the public transaction
  * API (lotus_txn_*, lotus_session_poll) and the drivers above it call, and
- * what every engine implements.  Two engines sit below it as siblings:
+ * what every engine implements.  Three engines sit below it as siblings:
  *
  *   twosided  lotus itself: requests to the memory servers' lock managers
  *             and stores as two-sided messages (txn.c, txn_view.c)
  *   onesided  the Sherman/Deft-style baseline over UCX RMA (issue 13)
+ *   dex       DEX over the same RMA regions: compute-side partitioning,
+ *             a coherence-free index cache, offloading (docs/dex.md)
  *
  * The cluster picks one at lotus_connect() (lotus_options.engine); nothing
  * above this header asks which one it got.
@@ -65,7 +67,7 @@ struct engine_op {
 };
 
 struct engine {
-	const char *name;         /* "twosided", "onesided" */
+	const char *name;         /* "twosided", "onesided", "dex" */
 	/* Optional (NULL: nothing to do).  cluster_open runs at the end of
 	 * lotus_connect (servers reachable, no table yet); cluster_close at the
 	 * start of lotus_disconnect.  session_open/close run after the session
@@ -99,6 +101,9 @@ struct engine {
 
 	/* The session's counters so far (lotus_session_txn_counters). */
 	void (*counters)(const lotus_session_t *s, struct lotus_txn_counters *out);
+	/* Optional: the engine's own cache (lotus_cluster_cache_counters); NULL:
+	 * the record cache's (txn_cache.c). */
+	void (*cache_counters)(lotus_cluster_t *c, struct lotus_cache_counters *out);
 };
 
 /* The engine of that kind, or NULL if this build has none (api.c: the
@@ -108,6 +113,7 @@ const char *engine_kind_name(enum lotus_engine kind);
 
 extern const struct engine engine_twosided;
 extern const struct engine engine_onesided;   /* src/onesided/os_lotus.c */
+extern const struct engine engine_dex;        /* src/onesided/dex_engine.c */
 
 /* ---- counting helpers (any engine) ----------------------------------------- */
 

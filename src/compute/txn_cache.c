@@ -218,7 +218,7 @@ void txn_cache_destroy(struct txn_cache *tc)
 	free(p);
 }
 
-void lotus_cluster_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
+void txn_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out)
 {
 	struct rcache_stats st;
 	if (!out)

@@ -93,5 +93,8 @@ struct txn_cache {
 int txn_cache_create(lotus_cluster_t *c, struct txn_cache **out);
 /* Write back what is dirty (clean shutdown), then free.  NULL: no-op. */
 void txn_cache_destroy(struct txn_cache *tc);
+/* lotus_cluster_cache_counters of the record cache (zeros without one; any
+ * thread).  api.c asks the engine's own first (engine.h cache_counters). */
+void txn_cache_counters(lotus_cluster_t *c, struct lotus_cache_counters *out);
 
 #endif

@@ -87,6 +87,7 @@
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
 #include "onesided/os_region.h"
+#include "onesided/dex.h"
 
 /* One SCAN reply holds at most this many rows and (after its first row) this
  * many bytes; a capped reply says where it stopped and the client continues
@@ -1082,6 +1083,27 @@ static void h_os_attach(struct ms_worker *wk, struct ms_conn *c, uint32_t sender
 	free(info);
 }
 
+/* DEX's offloading: a lookup pushed down to this server's CPU (dex_server.c). */
+static void h_dex_lookup(struct ms_worker *wk, struct ms_conn *c, uint32_t sender,
+			 uint64_t seq, const struct wire_req *r, const unsigned char *key,
+			 const unsigned char *val)
+{
+	void *out = NULL;
+	size_t len = 0;
+	char name[65];
+	uint16_t id = 0;
+	uint32_t maxv;
+	snprintf(name, sizeof(name), "%.*s", (int)r->key_len, (const char *)key);
+	int rc = r->key_len > 64 ? LOTUS_ENOTABLE
+				 : store_table_find(wk->srv->store, name, &id, &maxv);
+	if (rc == 0)
+		rc = dex_region_lookup(wk->srv->onesided, id, r->arg, &out, &len);
+	struct wire_rep rep = { .op = r->op, .status = rc, .tag = r->tag, .txn_id = r->txn_id,
+				.value_len = (uint32_t)len };
+	ms_rep_add(wk, &wk->rep, &rep, out);
+	free(out);
+}
+
 /* `lotus backup` (backup.c, through the hook). */
 static void h_backup(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
@@ -1097,6 +1119,7 @@ static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_PREPARE] = h_prepare, [OP_OS_ATTACH] = h_os_attach,
 	[OP_BACKUP_HOLD] = h_backup, [OP_BACKUP_MARK] = h_backup, [OP_BACKUP_BEGIN] = h_backup,
 	[OP_BACKUP_READ] = h_backup, [OP_BACKUP_END] = h_backup,
+	[OP_DEX_LOOKUP] = h_dex_lookup,
 };
 
 /* Ops that bring data back or may park.  While the connection has more than

@@ -98,6 +98,11 @@ enum wire_op {
 			     = up to WIRE_BACKUP_CHUNK bytes from there, arg =
 			     their count (0: the end) */
 	OP_BACKUP_END,    /* the copy is done: checkpoints go on */
+	OP_DEX_LOOKUP,    /* `--engine dex` offloading: key = table name, arg =
+			     the key as a number; the server walks the table's
+			     one-sided region itself; reply value = struct
+			     dex_lookup_rep and the record's value
+			     (src/onesided/dex.h), or LOTUS_ENOTFOUND */
 	OP_MAX
 };
 

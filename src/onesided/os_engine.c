@@ -88,7 +88,7 @@ static void os_on_msg(void *arg, net_conn_t *c, const void *data, size_t len)
 		return;
 	wire_iter_init(&it, data, len);
 	while (wire_next_rep(&it, &r, &k, &v) == 1) {
-		if (r->op != OP_OS_ATTACH)
+		if (r->op != OP_OS_ATTACH && r->op != OP_DEX_LOOKUP)   /* dex_engine.c's too */
 			continue;
 		s->rep_status = r->status;
 		free(s->rep_val);
