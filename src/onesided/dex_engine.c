@@ -744,7 +744,7 @@ static int locate(struct dex_txn *t, struct dex_op *op, int want_data)
 			continue;
 		}
 		int i = os_leaf_search(&pg, op->key);
-		if (i >= 0) {
+		if (i >= 0 && pg.e[i].ptr) {    /* ptr 0: a deleted key's mark */
 			op->rec = pg.e[i].ptr;
 			op->located = 1;
 			return 0;

@@ -39,16 +39,12 @@ static int page_copy(uint64_t addr, struct os_page *out)
 
 int dex_region_lookup(os_regions_t *r, uint16_t table, uint64_t key, void **out, size_t *len)
 {
-	void *info = NULL;
-	size_t ilen = 0;
 	struct os_page pg;
-	int rc = os_regions_attach(r, table, &info, &ilen);
+	const struct os_region_hdr *hdr;
+	uint32_t vmax;
+	int rc = os_regions_header(r, table, &hdr, &vmax);
 	if (rc)
 		return rc;
-	const struct os_attach_info *ai = info;
-	const struct os_region_hdr *hdr = (const struct os_region_hdr *)(uintptr_t)ai->base;
-	uint32_t vmax = ai->value_max;
-	free(info);
 	uint64_t addr = __atomic_load_n(&hdr->root, __ATOMIC_ACQUIRE);
 	for (unsigned depth = 0; addr && depth < DEX_SRV_DEPTH * 4; depth++) {
 		if ((rc = page_copy(addr, &pg)) != 0)
@@ -64,7 +60,7 @@ int dex_region_lookup(os_regions_t *r, uint16_t table, uint64_t key, void **out,
 			continue;
 		}
 		int i = os_leaf_search(&pg, key);
-		if (i < 0)
+		if (i < 0 || !pg.e[i].ptr)      /* none, or a deleted key's mark */
 			return LOTUS_ENOTFOUND;
 		uint64_t rec = pg.e[i].ptr;
 		const unsigned char *data = (const unsigned char *)(uintptr_t)(rec + OS_REC_DATA);
