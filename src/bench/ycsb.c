@@ -1249,8 +1249,10 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	print_engine(f, r);
 	fprintf(f, "  %-12s memory servers %s us/request%s (%llu requests, %.2f s of their "
 		"workers), compute threads %s us/request (%llu requests)\n", "cpu",
-		onesided ? "n/a" : srv_cpu, onesided ? " (one-sided operations are not requests)" : "",
-		(unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9, cli_cpu,
+		onesided || !strcmp(srv_cpu, "null") ? "n/a" : srv_cpu,
+		onesided ? " (one-sided operations are not requests)" : "",
+		(unsigned long long)r->srv_reqs, (double)r->srv_cpu_ns / 1e9,
+		strcmp(cli_cpu, "null") ? cli_cpu : "n/a",   /* "null" is the JSON's word */
 		(unsigned long long)r->client_reqs);
 	if (o->lo.cache_bytes)
 		fprintf(f, "  %-12s %.1f %% hits (%llu of %llu), %llu stale hints, %llu evictions, %llu write-backs\n",
