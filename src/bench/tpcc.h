@@ -18,8 +18,17 @@
 enum tpcc_type { TX_NEW_ORDER, TX_PAYMENT, TX_ORDER_STATUS, TX_DELIVERY, TX_STOCK_LEVEL, TX_TYPES };
 extern const char *const tpcc_type_names[TX_TYPES];
 
+/* Where the rows live: HASH, every key hashed over the servers (the
+ * library's default); WAREHOUSE, every row of a warehouse on server
+ * W_ID % servers (a lotus_placement rule on the W(2) key prefix of the
+ * ten tables that have one, with warehouse-local scans; ITEM is hashed). */
+enum tpcc_placement { TPCC_PLACE_HASH = 0, TPCC_PLACE_WAREHOUSE = 1 };
+extern const char *const tpcc_placement_names[];   /* "hash", "warehouse", NULL */
+
 struct tpcc_opts {
-	struct lotus_options lo;
+	struct lotus_options lo;  /* tpcc_main adds the placement rules */
+	enum tpcc_placement placement;   /* the database's (kept in its meta row;
+					    another is refused) */
 	unsigned warehouses;      /* 0: the loaded database's (with --no-load / --check) */
 	unsigned threads;         /* terminal threads (and loader threads) */
 	double seconds;

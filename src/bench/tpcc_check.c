@@ -6,8 +6,9 @@
  *      (max(NO_O_ID) only where NEW-ORDER rows are left)
  *   3  max(NO_O_ID) - min(NO_O_ID) + 1 = the NEW-ORDER rows of the district
  *   4  sum(O_OL_CNT) = the ORDER-LINE rows of the district
- * It reads WAREHOUSE, DISTRICT, NEW-ORDER, ORDER and ORDER-LINE whole, in
- * key order, CHUNK rows per read-only transaction, tallying per district.
+ * It reads WAREHOUSE, DISTRICT, NEW-ORDER, ORDER and ORDER-LINE whole, one
+ * warehouse after another in key order, CHUNK rows per read-only
+ * transaction, tallying per district.
  * A chunk that meets locks (a run still finishing, or prepared transactions
  * of a restarted server not yet settled) is retried for up to RETRY_S
  * seconds; under NO_WAIT that is what lets --check follow a crash.
@@ -24,12 +25,17 @@
 
 typedef int (*row_fn)(void *arg, const unsigned char *key, size_t klen, const void *v, size_t vlen);
 
-/* Every row of tb in key order. */
-static int scan_all(lotus_session_t *s, lotus_table_t tb, row_fn fn, void *arg, uint64_t *rows)
+/* Every row of tb of warehouse w (its keys start with W(2)) in key order:
+ * a scan from W that stops at the first row of another warehouse, so it
+ * reads the same under either placement (a warehouse-placed scan asks
+ * only w's server, whose next rows may be of any later warehouse). */
+static int scan_all(lotus_session_t *s, lotus_table_t tb, unsigned w, row_fn fn, void *arg,
+		    uint64_t *rows)
 {
 	lotus_txn_t *t;
 	unsigned char k[KEY_MAX + 1] = { 0 };
-	size_t klen = 1;
+	size_t klen = k_wh(k, w);
+	bool past = false;
 	struct retry r = { 0 };
 	int rc = lotus_txn_begin(s, &t);
 	while (rc == 0) {
@@ -55,6 +61,10 @@ static int scan_all(lotus_session_t *s, lotus_table_t tb, row_fn fn, void *arg, 
 			rc = lotus_txn_scan_row(t, op, (unsigned)i, &key, &kl, &v, &vl);
 			if (rc == 0 && kl > KEY_MAX)
 				rc = LOTUS_EPROTO;
+			if (rc == 0 && (kl < 2 || get16(key) != w)) {
+				past = true;
+				break;
+			}
 			if (rc == 0)
 				rc = fn(arg, key, kl, v, vl);
 			if (rc == 0 && i == n - 1) {   /* the next chunk starts just after */
@@ -64,7 +74,7 @@ static int scan_all(lotus_session_t *s, lotus_table_t tb, row_fn fn, void *arg, 
 			}
 		}
 		*rows += (uint64_t)n;
-		if (n < CHUNK)
+		if (n < CHUNK || past)
 			break;
 	}
 	lotus_txn_free(t);
@@ -231,7 +241,8 @@ int tpcc_check(lotus_session_t *s, const struct tpcc_tables *tb, unsigned wareho
 		goto out;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(passes) && rc == 0; i++)
-		rc = scan_all(s, tb->id[passes[i].tb], passes[i].fn, &ta, &r->rows_read);
+		for (unsigned w = 1; w <= warehouses && rc == 0; w++)
+			rc = scan_all(s, tb->id[passes[i].tb], w, passes[i].fn, &ta, &r->rows_read);
 	if (rc)
 		goto out;
 	judge(&ta, r);

@@ -23,7 +23,7 @@
  *   tpcc_order_line W(2) D(1) O(4) OL(1)
  *   tpcc_item       I(4)                         I_ID 1..100000
  *   tpcc_stock      W(2) I(4)
- *   tpcc_meta       "tpcc"                       { warehouses, loaded }
+ *   tpcc_meta       "tpcc"                       { warehouses, loaded, placement }
  * Rows are the structs below, in the client's byte order (every client of
  * one database runs on the same kind of host); D_YTD is the first field of
  * a district row (the corruption test relies on it).
@@ -116,6 +116,8 @@ struct stock_row {
 struct meta_row {
 	uint32_t warehouses;
 	uint32_t loaded;          /* 1 once every row of the load committed */
+	uint32_t placement;       /* enum tpcc_placement (absent in rows of
+				     older loads: hash) */
 };
 
 /* ---- keys ---- */
@@ -202,7 +204,8 @@ int tpcc_read_meta(lotus_session_t *s, const struct tpcc_tables *tb, struct meta
 /* Load `warehouses` warehouses with `threads` sessions; progress on stderr
  * unless quiet.  0 or the first error (msg says what). */
 int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehouses,
-	      unsigned threads, bool quiet, char *msg, size_t msglen);
+	      enum tpcc_placement placement, unsigned threads, bool quiet, char *msg,
+	      size_t msglen);
 
 /* A step that meets locks (or a prepared transaction's locks after a
  * restart) is retried for up to RETRY_S seconds, backing off. */

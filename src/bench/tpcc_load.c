@@ -13,6 +13,7 @@
  * with loaded = 1, so a load killed midway is recognised and refused.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,9 +86,18 @@ int tpcc_read_meta(lotus_session_t *s, const struct tpcc_tables *tb, struct meta
 	int rc = lotus_txn_begin(s, &t);
 	while (rc == 0) {
 		int op = lotus_txn_read(t, tb->id[TB_META], "tpcc", 4);
+		const void *v;
+		size_t vlen;
 		rc = op < 0 ? op : lotus_txn_execute(t);
 		if (rc == 0)
-			rc = tpcc_get(t, op, m, sizeof(*m));
+			rc = lotus_txn_result(t, op, &v, &vlen);
+		/* a row of an older load has no placement: it was hashed */
+		if (rc == 0 && vlen != sizeof(*m) && vlen != offsetof(struct meta_row, placement))
+			rc = LOTUS_EPROTO;
+		if (rc == 0) {
+			memset(m, 0, sizeof(*m));
+			memcpy(m, v, vlen);
+		}
 		int end = rc == 0 ? lotus_txn_commit(t) : lotus_txn_abort(t);
 		rc = rc ? rc : end;
 		if (!lotus_err_retryable(rc) || !tpcc_retry_again(&r))
@@ -364,10 +374,11 @@ static void *loader_main(void *arg)
 	return NULL;
 }
 
-static int write_meta(lotus_session_t *s, const struct tpcc_tables *tb, unsigned w, bool insert)
+static int write_meta(lotus_session_t *s, const struct tpcc_tables *tb, unsigned w,
+		      enum tpcc_placement placement, bool insert)
 {
 	lotus_txn_t *t;
-	struct meta_row m = { .warehouses = w, .loaded = !insert };
+	struct meta_row m = { .warehouses = w, .loaded = !insert, .placement = placement };
 	int rc = lotus_txn_begin(s, &t);
 	if (rc)
 		return rc;
@@ -384,7 +395,8 @@ static int write_meta(lotus_session_t *s, const struct tpcc_tables *tb, unsigned
 }
 
 int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehouses,
-	      unsigned threads, bool quiet, char *msg, size_t msglen)
+	      enum tpcc_placement placement, unsigned threads, bool quiet, char *msg,
+	      size_t msglen)
 {
 	struct loader l = { .c = c, .tb = tb, .warehouses = warehouses, .msg = msg,
 			    .msglen = msglen, .units = ITEM_CHUNKS + warehouses * UNITS_PER_W };
@@ -398,7 +410,7 @@ int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehou
 	if (rc)
 		return rc;
 	/* the meta row first, loaded = 0: a second load is refused at once */
-	rc = write_meta(s, tb, warehouses, true);
+	rc = write_meta(s, tb, warehouses, placement, true);
 	if (rc == LOTUS_EEXISTS)
 		snprintf(msg, msglen, "the cluster holds a TPC-C database already (or a load "
 			 "that did not finish); use --no-load, or a new cluster");
@@ -425,7 +437,7 @@ int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehou
 	if (rc == 0)
 		rc = atomic_load(&l.error);
 	if (rc == 0)
-		rc = write_meta(s, tb, warehouses, false);
+		rc = write_meta(s, tb, warehouses, placement, false);
 	if (rc == 0 && !quiet)
 		fprintf(stderr, "lotus tpcc: loaded %llu rows of %u warehouse%s in %.1f s\n",
 			(unsigned long long)atomic_load(&l.rows), warehouses, warehouses == 1 ? "" : "s",

@@ -37,7 +37,7 @@ int cmd_tpcc(int argc, char **argv)
 		.compute_id_help = "this process's compute id; unique among concurrent clients (default 0)",
 	};
 	uint64_t warehouses = 1, threads = 2;
-	int cc = 0, commit = 0;
+	int cc = 0, commit = 0, placement = 0;
 	bool json = false, load_only = false, no_load = false, check_only = false;
 	tpcc_opts_init(&o);
 	struct cli_opt own[] = {
@@ -49,6 +49,7 @@ int cmd_tpcc(int argc, char **argv)
 		{ "check", OPT_FLAG, &check_only, NULL, "only check consistency conditions 1-4 of the database the cluster holds; exit 1 if one fails" },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default no_wait, or the config's)", ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's) or one_phase", commits },
+		{ "placement", OPT_CHOICE, &placement, "P", "where rows live: hash (default: every key hashed over the servers) or warehouse (a warehouse's rows on one server, so only remote lines and payments cross servers); --no-load and --check need the load's", tpcc_placement_names },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON document (new_order_per_s, mix, types, checks)" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
 	};
@@ -87,6 +88,7 @@ int cmd_tpcc(int argc, char **argv)
 	o.run = !load_only && !check_only;
 	o.check = !load_only;
 	o.lo.cc = (enum lotus_cc)cc;
+	o.placement = (enum tpcc_placement)placement;
 	if (cli_find(opts, "commit")->seen)
 		o.lo.commit = (enum lotus_commit)(commit + 1);
 	cluster_opts_apply(&co, opts, &o.lo);
