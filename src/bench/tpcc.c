@@ -40,7 +40,7 @@ static const struct lotus_placement by_warehouse[] = {
 	BY_W("tpcc_warehouse"), BY_W("tpcc_district"), BY_W("tpcc_customer"),
 	BY_W("tpcc_cust_name"), BY_W("tpcc_history"), BY_W("tpcc_new_order"),
 	BY_W("tpcc_order"), BY_W("tpcc_order_cust"), BY_W("tpcc_order_line"),
-	BY_W("tpcc_stock"),
+	BY_W("tpcc_stock"), BY_W("tpcc_item"),   /* an ITEM copy per server: C(2) */
 #undef BY_W
 };
 
@@ -235,6 +235,7 @@ int tpcc_main(const struct tpcc_opts *o, struct tpcc_result *r)
 				 "(load one: drop --no-load / --check)");
 		goto out;
 	}
+	tb.item_copies = o->placement == TPCC_PLACE_WAREHOUSE ? r->servers : 1;
 	r->warehouses = o->warehouses;
 	if (o->load) {
 		uint64_t t0 = clock_now_ns();
@@ -250,6 +251,14 @@ int tpcc_main(const struct tpcc_opts *o, struct tpcc_result *r)
 			rc = LOTUS_ESTATE;
 		if (rc == 0 && o->warehouses && o->warehouses != meta.warehouses)
 			rc = LOTUS_ECONFIG;
+		if (rc == 0 && meta.placement == TPCC_PLACE_WAREHOUSE && o->placement == meta.placement &&
+		    meta.servers != r->servers) {
+			snprintf(r->message, sizeof(r->message), "the database was loaded with "
+				 "--placement warehouse on %u memory servers, not %u", meta.servers,
+				 r->servers);
+			rc = LOTUS_ECONFIG;
+			goto out;
+		}
 		if (rc == 0 && meta.placement != o->placement) {
 			/* the rows are where the load put them: read them the same way */
 			snprintf(r->message, sizeof(r->message), "the database was loaded with "

@@ -220,7 +220,8 @@ static void load_items(struct batch *b, const struct tpcc_tables *tb, struct rng
 				       .im_id = (uint32_t)urand(r, 1, 10000) };
 		tpcc_astring(r, it.name, 24, 14, 24);
 		data_string(r, it.data, 50);
-		batch_put(b, tb->id[TB_ITEM], k, k_item(k, i), &it, sizeof(it));
+		for (unsigned c = 0; c < MAX(tb->item_copies, 1u) && !b->rc; c++)
+			batch_put(b, tb->id[TB_ITEM], k, k_item(k, tb, c, i), &it, sizeof(it));
 	}
 }
 
@@ -375,10 +376,11 @@ static void *loader_main(void *arg)
 }
 
 static int write_meta(lotus_session_t *s, const struct tpcc_tables *tb, unsigned w,
-		      enum tpcc_placement placement, bool insert)
+		      enum tpcc_placement placement, unsigned servers, bool insert)
 {
 	lotus_txn_t *t;
-	struct meta_row m = { .warehouses = w, .loaded = !insert, .placement = placement };
+	struct meta_row m = { .warehouses = w, .loaded = !insert, .placement = placement,
+			      .servers = servers };
 	int rc = lotus_txn_begin(s, &t);
 	if (rc)
 		return rc;
@@ -403,14 +405,14 @@ int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehou
 	lotus_session_t *s;
 	pthread_t tid[64];
 	unsigned n = MIN(MAX(threads, 2u), 64u), started = 0;
-	uint64_t expect = TPCC_ITEMS + (uint64_t)warehouses *
+	uint64_t expect = (uint64_t)TPCC_ITEMS * MAX(tb->item_copies, 1u) + (uint64_t)warehouses *
 		(1 + TPCC_DISTRICTS + TPCC_STOCK + (uint64_t)TPCC_DISTRICTS *
 		 (3 * TPCC_CUSTOMERS + 2 * TPCC_ORDERS + TPCC_ORDERS * 10 + TPCC_NEW_ORDERS));
 	int rc = lotus_session_open(c, &s);
 	if (rc)
 		return rc;
 	/* the meta row first, loaded = 0: a second load is refused at once */
-	rc = write_meta(s, tb, warehouses, placement, true);
+	rc = write_meta(s, tb, warehouses, placement, lotus_cluster_servers(c), true);
 	if (rc == LOTUS_EEXISTS)
 		snprintf(msg, msglen, "the cluster holds a TPC-C database already (or a load "
 			 "that did not finish); use --no-load, or a new cluster");
@@ -437,7 +439,7 @@ int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehou
 	if (rc == 0)
 		rc = atomic_load(&l.error);
 	if (rc == 0)
-		rc = write_meta(s, tb, warehouses, placement, false);
+		rc = write_meta(s, tb, warehouses, placement, lotus_cluster_servers(c), false);
 	if (rc == 0 && !quiet)
 		fprintf(stderr, "lotus tpcc: loaded %llu rows of %u warehouse%s in %.1f s\n",
 			(unsigned long long)atomic_load(&l.rows), warehouses, warehouses == 1 ? "" : "s",
