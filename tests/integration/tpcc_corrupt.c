@@ -6,9 +6,12 @@
  *                                       (W, D) (condition 1: W_YTD = sum D_YTD)
  *   tpcc-corrupt CONFIG no W D          deletes the NEW-ORDER row after the
  *                                       district's first (condition 3)
+ * With -w first (tpcc-corrupt -w CONFIG ...) it reaches a database loaded
+ * with --placement warehouse: the tables placed by their W(2) prefix.
  * It knows only what docs/tpcc.md documents: the key encoding (big-endian
- * W(2) D(1) [O(4)]) and that D_YTD, an int64 in the client's byte order, is
- * the first field of a district row.  Exit 0 done, 1 error, 2 usage.
+ * W(2) D(1) [O(4)]), the placement rule, and that D_YTD, an int64 in the
+ * client's byte order, is the first field of a district row.  Exit 0 done,
+ * 1 error, 2 usage.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,8 +28,17 @@ static int fail(const char *what, int rc)
 
 int main(int argc, char **argv)
 {
+	static const struct lotus_placement by_w[] = {
+		{ "tpcc_district", 0, 2, LOTUS_PLACE_SCAN_LOCAL },
+		{ "tpcc_new_order", 0, 2, LOTUS_PLACE_SCAN_LOCAL },
+	};
+	bool place_w = argc > 1 && strcmp(argv[1], "-w") == 0;
+	if (place_w) {
+		argc--;
+		argv++;
+	}
 	if (argc < 5 || (strcmp(argv[2], "ytd") == 0 ? argc != 6 : strcmp(argv[2], "no") || argc != 5)) {
-		fprintf(stderr, "usage: tpcc-corrupt CONFIG ytd W D DELTA | CONFIG no W D\n");
+		fprintf(stderr, "usage: tpcc-corrupt [-w] CONFIG ytd W D DELTA | [-w] CONFIG no W D\n");
 		return 2;
 	}
 	bool ytd = strcmp(argv[2], "ytd") == 0;
@@ -34,6 +46,10 @@ int main(int argc, char **argv)
 	struct lotus_options o;
 	lotus_options_init(&o);
 	o.config_path = argv[1];
+	if (place_w) {
+		o.placement = by_w;
+		o.nplacement = 2;
+	}
 	lotus_cluster_t *cl;
 	lotus_session_t *s;
 	lotus_table_t tb;
