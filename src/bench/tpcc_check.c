@@ -18,12 +18,18 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "bench/bench_scan.h"
 #include "bench/tpcc_int.h"
 #include "common/clock.h"
 
 #define CHUNK 1000
 
 typedef int (*row_fn)(void *arg, const unsigned char *key, size_t klen, const void *v, size_t vlen);
+
+static bool scan_again(void *r)
+{
+	return tpcc_retry_again(r);
+}
 
 /* Every row of tb of warehouse w (its keys start with W(2)) in key order:
  * a scan from W that stops at the first row of another warehouse, so it
@@ -39,18 +45,9 @@ static int scan_all(lotus_session_t *s, lotus_table_t tb, unsigned w, row_fn fn,
 	struct retry r = { 0 };
 	int rc = lotus_txn_begin(s, &t);
 	while (rc == 0) {
-		rc = lotus_txn_recycle(t);
-		int op = rc ? rc : lotus_txn_scan(t, tb, k, klen, CHUNK);
-		rc = op < 0 ? op : lotus_txn_execute(t);
-		rc = rc ? rc : lotus_txn_commit(t);
-		if (rc)
-			lotus_txn_abort(t);
-		if (lotus_err_retryable(rc) && tpcc_retry_again(&r)) {
-			rc = 0;
-			continue;
-		}
+		int op;
+		int n = bench_scan_chunk(t, tb, k, klen, CHUNK, scan_again, &r, &op);
 		r = (struct retry){ 0 };
-		int n = rc ? rc : lotus_txn_scan_rows(t, op);
 		if (n <= 0) {
 			rc = n;
 			break;
