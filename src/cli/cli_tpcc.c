@@ -1,6 +1,6 @@
 /*
  * cli_tpcc.c - `lotus tpcc`: load a TPC-C database, run the five
- * transactions for --seconds, check consistency conditions 1-4 (always
+ * transactions for --seconds, check consistency conditions 1-10 and 12 (always
  * after a run; --check alone only checks).  On a cluster from --config, or
  * on an embedded --local cluster (default 2 servers), which lives as long as
  * this process unless it has a --data-dir.
@@ -43,7 +43,7 @@ int cmd_tpcc(int argc, char **argv)
 		{ "threads", OPT_U64, &threads, "T", "terminal threads, one transaction at a time each; also the loader threads (default 2)", .min = 1, .max = 64 },
 		{ "load-only", OPT_FLAG, &load_only, NULL, "load the database, then stop" },
 		{ "no-load", OPT_FLAG, &no_load, NULL, "run on the database the cluster holds (loaded before)" },
-		{ "check", OPT_FLAG, &check_only, NULL, "only check consistency conditions 1-4 of the database the cluster holds; exit 1 if one fails" },
+		{ "check", OPT_FLAG, &check_only, NULL, "only check consistency conditions 1-10 and 12 of the database the cluster holds; exit 1 if one fails" },
 		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default no_wait, or the config's)", cluster_ccs },
 		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's) or one_phase", cluster_commits },
 		{ "placement", OPT_CHOICE, &placement, "P", "where rows live: hash (default: every key hashed over the servers) or warehouse (a warehouse's rows on one server, so only remote lines and payments cross servers); --no-load and --check need the load's", tpcc_placement_names },
@@ -56,7 +56,7 @@ int cmd_tpcc(int argc, char **argv)
 	cluster_opts_add(&co, opts, &nopts);
 	int rc = cli_parse("tpcc", "Run TPC-C: load W warehouses (the spec's cardinalities), run New-Order,\n"
 			   "Payment, Order-Status, Delivery and Stock-Level at the spec's minimum mix\n"
-			   "without think time, then check consistency conditions 1-4.  See docs/tpcc.md.\n"
+			   "without think time, then check consistency conditions 1-10, 12.  See docs/tpcc.md.\n"
 			   "Exit status 1: a condition failed; 3: a memory server was lost mid-run.",
 			   opts, argc, argv, NULL, NULL);
 	if (rc)
