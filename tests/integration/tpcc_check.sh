@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# timeout: 240
+# timeout: 400
 # sanitizers: skip (loads 660k rows and scans them three times: minutes under ASan; tpcc_local runs the same code there)
 # `lotus tpcc --check` catches a broken database: on two standalone memory
 # servers a warehouse is loaded (--load-only, which checks nothing), --check
