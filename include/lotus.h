@@ -236,6 +236,43 @@ struct lotus_options {
 	 * memory servers are child processes: their lines stay on stderr. */
 	void (*log_fn)(enum lotus_log_level level, const char *line, void *log_arg);
 	void *log_arg;
+	/* Placement: which memory server holds each key (two-sided engine;
+	 * LOTUS_EUNSUPPORTED from lotus_connect with the one-sided one).
+	 * nplacement 0 (default): hash partitioning, every key on server
+	 * hash(key) % servers.  Otherwise the keys of a table that one of the
+	 * rules names go by the rule (see struct lotus_placement); the first
+	 * rule that names a table wins.  The rules are copied at connect, and
+	 * bad ones (NULL or empty table, key_bytes outside 1..8, a field
+	 * past 128 bytes, over 64 rules) fail it with LOTUS_ECONFIG. */
+	const struct lotus_placement *placement;
+	unsigned nplacement;
+};
+
+/* A placement rule: the keys of table `table` (or, if it ends in '*', of
+ * every table whose name starts with what comes before the '*') are placed
+ * by the big-endian unsigned number N in their bytes [key_offset,
+ * key_offset + key_bytes): on server N % servers.  Keys that share that
+ * field share a server, so a transaction that keeps to one value of it
+ * (TPC-C's warehouse) runs on one server and commits there in one phase.
+ * A key shorter than key_offset + key_bytes is hashed.  A scan asks every
+ * server (rows of its range may be anywhere), unless the rule has
+ * LOTUS_PLACE_SCAN_LOCAL and the scan's start key holds the field: then
+ * it asks only that field's server, and returns every row with the
+ * start key's field value (>= start, in order) but, after them, only
+ * that server's rows of other values: stop at the first row whose field
+ * differs.
+ * The memory servers neither know nor check placement: every client of a
+ * table must use the same rule, and a durable cluster must be opened
+ * with the rule its data was written with, on the same number of servers
+ * (a key the rule routes elsewhere is not found there, and a write of it
+ * lands on a second server).  Keep the rule with the data, as `lotus tpcc`
+ * keeps its own in its meta row and refuses a run with another. */
+#define LOTUS_PLACE_SCAN_LOCAL 1u
+struct lotus_placement {
+	const char *table;
+	unsigned key_offset;
+	unsigned key_bytes;       /* 1..8 */
+	unsigned flags;           /* 0 or LOTUS_PLACE_SCAN_LOCAL */
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);
@@ -398,6 +435,8 @@ struct lotus_op_counters {
 struct lotus_attempt_counters {
 	uint64_t attempts, round_trips, ops, bytes_sent, bytes_recv;
 	struct lotus_op_counters type[LOTUS_OP_TYPES];
+	uint64_t servers;         /* memory servers each attempt sent to, summed
+				     (two-sided engine; 0 from the one-sided) */
 };
 struct lotus_txn_counters {
 	const char *engine;                         /* "twosided", "onesided", "dex" */

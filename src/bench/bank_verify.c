@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include "bench/bank_int.h"
+#include "bench/bench_scan.h"
 #include "common/clock.h"
 #include "common/common.h"
 #include "common/json.h"
@@ -34,6 +35,11 @@
  * meets locks is retried (struct retry).  Consistent only on a quiesced
  * table.  0, an error of the library, or fn's error.
  */
+static bool scan_again(void *r)
+{
+	return retry_again(r);
+}
+
 int scan_table(lotus_session_t *s, lotus_table_t tb, uint64_t start, unsigned limit,
 		      row_fn fn, void *arg)
 {
@@ -43,20 +49,11 @@ int scan_table(lotus_session_t *s, lotus_table_t tb, uint64_t start, unsigned li
 	int rc = lotus_txn_begin(s, &t);
 	while (rc == 0 && seen < limit) {
 		unsigned char k[8];
+		int op;
 		key_from_u64(start, k);
-		rc = lotus_txn_recycle(t);
-		int op = rc ? rc : lotus_txn_scan(t, tb, k, 8, MIN(SCAN_CHUNK, limit - seen));
-		rc = op < 0 ? op : lotus_txn_execute(t);
-		if (rc == 0)
-			rc = lotus_txn_commit(t);
-		else
-			lotus_txn_abort(t);
-		if (lotus_err_retryable(rc) && retry_again(&r)) {
-			rc = 0;
-			continue;
-		}
+		int n = bench_scan_chunk(t, tb, k, 8, MIN(SCAN_CHUNK, limit - seen), scan_again, &r,
+					 &op);
 		retry_reset(&r);
-		int n = rc ? rc : lotus_txn_scan_rows(t, op);
 		if (n <= 0) {
 			rc = n;
 			break;

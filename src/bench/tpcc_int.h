@@ -21,9 +21,10 @@
  *                   row of a customer is its max(O_ID) (Order-Status); there
  *                   is no reverse scan
  *   tpcc_order_line W(2) D(1) O(4) OL(1)
- *   tpcc_item       I(4)                         I_ID 1..100000
+ *   tpcc_item       I(4)                         I_ID 1..100000 (warehouse
+ *                   placement: C(2) I(4), a copy C per server, see k_item)
  *   tpcc_stock      W(2) I(4)
- *   tpcc_meta       "tpcc"                       { warehouses, loaded }
+ *   tpcc_meta       "tpcc"                       { warehouses, loaded, placement }
  * Rows are the structs below, in the client's byte order (every client of
  * one database runs on the same kind of host); D_YTD is the first field of
  * a district row (the corruption test relies on it).
@@ -60,6 +61,8 @@ enum tpcc_table {
 
 struct tpcc_tables {
 	lotus_table_t id[TB_COUNT];
+	unsigned item_copies;     /* ITEM copies: 1 (hash placement), or one per
+				     server (warehouse placement, see k_item) */
 };
 
 /* ---- rows (values) ---- */
@@ -116,6 +119,10 @@ struct stock_row {
 struct meta_row {
 	uint32_t warehouses;
 	uint32_t loaded;          /* 1 once every row of the load committed */
+	uint32_t placement;       /* enum tpcc_placement (absent in rows of
+				     older loads: hash) */
+	uint32_t servers;         /* the servers it was loaded on (placement
+				     warehouse routes by them) */
 };
 
 /* ---- keys ---- */
@@ -171,7 +178,20 @@ static inline size_t k_ol(unsigned char *k, unsigned w, unsigned d, uint32_t o, 
 {
 	k_order(k, w, d, o); k[7] = (unsigned char)n; return 8;
 }
-static inline size_t k_item(unsigned char *k, uint32_t i) { be32(k, i); return 4; }
+/* ITEM is read-only: under warehouse placement every server holds a copy,
+ * copy C(2) I(4) on server C, and a terminal reads the copy of its home
+ * warehouse's server (w % servers); under hash placement one copy, I(4). */
+static inline size_t k_item(unsigned char *k, const struct tpcc_tables *tb, unsigned copy,
+			    uint32_t i)
+{
+	if (tb->item_copies <= 1) {
+		be32(k, i);
+		return 4;
+	}
+	be16(k, copy % tb->item_copies);
+	be32(k + 2, i);
+	return 6;
+}
 static inline size_t k_stock(unsigned char *k, unsigned w, uint32_t i)
 {
 	be16(k, w); be32(k + 2, i); return 6;
@@ -202,7 +222,8 @@ int tpcc_read_meta(lotus_session_t *s, const struct tpcc_tables *tb, struct meta
 /* Load `warehouses` warehouses with `threads` sessions; progress on stderr
  * unless quiet.  0 or the first error (msg says what). */
 int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehouses,
-	      unsigned threads, bool quiet, char *msg, size_t msglen);
+	      enum tpcc_placement placement, unsigned threads, bool quiet, char *msg,
+	      size_t msglen);
 
 /* A step that meets locks (or a prepared transaction's locks after a
  * restart) is retried for up to RETRY_S seconds, backing off. */

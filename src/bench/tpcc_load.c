@@ -13,6 +13,7 @@
  * with loaded = 1, so a load killed midway is recognised and refused.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,9 +86,18 @@ int tpcc_read_meta(lotus_session_t *s, const struct tpcc_tables *tb, struct meta
 	int rc = lotus_txn_begin(s, &t);
 	while (rc == 0) {
 		int op = lotus_txn_read(t, tb->id[TB_META], "tpcc", 4);
+		const void *v;
+		size_t vlen;
 		rc = op < 0 ? op : lotus_txn_execute(t);
 		if (rc == 0)
-			rc = tpcc_get(t, op, m, sizeof(*m));
+			rc = lotus_txn_result(t, op, &v, &vlen);
+		/* a row of an older load has no placement: it was hashed */
+		if (rc == 0 && vlen != sizeof(*m) && vlen != offsetof(struct meta_row, placement))
+			rc = LOTUS_EPROTO;
+		if (rc == 0) {
+			memset(m, 0, sizeof(*m));
+			memcpy(m, v, vlen);
+		}
 		int end = rc == 0 ? lotus_txn_commit(t) : lotus_txn_abort(t);
 		rc = rc ? rc : end;
 		if (!lotus_err_retryable(rc) || !tpcc_retry_again(&r))
@@ -210,7 +220,8 @@ static void load_items(struct batch *b, const struct tpcc_tables *tb, struct rng
 				       .im_id = (uint32_t)urand(r, 1, 10000) };
 		tpcc_astring(r, it.name, 24, 14, 24);
 		data_string(r, it.data, 50);
-		batch_put(b, tb->id[TB_ITEM], k, k_item(k, i), &it, sizeof(it));
+		for (unsigned c = 0; c < MAX(tb->item_copies, 1u) && !b->rc; c++)
+			batch_put(b, tb->id[TB_ITEM], k, k_item(k, tb, c, i), &it, sizeof(it));
 	}
 }
 
@@ -364,10 +375,12 @@ static void *loader_main(void *arg)
 	return NULL;
 }
 
-static int write_meta(lotus_session_t *s, const struct tpcc_tables *tb, unsigned w, bool insert)
+static int write_meta(lotus_session_t *s, const struct tpcc_tables *tb, unsigned w,
+		      enum tpcc_placement placement, unsigned servers, bool insert)
 {
 	lotus_txn_t *t;
-	struct meta_row m = { .warehouses = w, .loaded = !insert };
+	struct meta_row m = { .warehouses = w, .loaded = !insert, .placement = placement,
+			      .servers = servers };
 	int rc = lotus_txn_begin(s, &t);
 	if (rc)
 		return rc;
@@ -384,21 +397,22 @@ static int write_meta(lotus_session_t *s, const struct tpcc_tables *tb, unsigned
 }
 
 int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehouses,
-	      unsigned threads, bool quiet, char *msg, size_t msglen)
+	      enum tpcc_placement placement, unsigned threads, bool quiet, char *msg,
+	      size_t msglen)
 {
 	struct loader l = { .c = c, .tb = tb, .warehouses = warehouses, .msg = msg,
 			    .msglen = msglen, .units = ITEM_CHUNKS + warehouses * UNITS_PER_W };
 	lotus_session_t *s;
 	pthread_t tid[64];
 	unsigned n = MIN(MAX(threads, 2u), 64u), started = 0;
-	uint64_t expect = TPCC_ITEMS + (uint64_t)warehouses *
+	uint64_t expect = (uint64_t)TPCC_ITEMS * MAX(tb->item_copies, 1u) + (uint64_t)warehouses *
 		(1 + TPCC_DISTRICTS + TPCC_STOCK + (uint64_t)TPCC_DISTRICTS *
 		 (3 * TPCC_CUSTOMERS + 2 * TPCC_ORDERS + TPCC_ORDERS * 10 + TPCC_NEW_ORDERS));
 	int rc = lotus_session_open(c, &s);
 	if (rc)
 		return rc;
 	/* the meta row first, loaded = 0: a second load is refused at once */
-	rc = write_meta(s, tb, warehouses, true);
+	rc = write_meta(s, tb, warehouses, placement, lotus_cluster_servers(c), true);
 	if (rc == LOTUS_EEXISTS)
 		snprintf(msg, msglen, "the cluster holds a TPC-C database already (or a load "
 			 "that did not finish); use --no-load, or a new cluster");
@@ -425,7 +439,7 @@ int tpcc_load(lotus_cluster_t *c, const struct tpcc_tables *tb, unsigned warehou
 	if (rc == 0)
 		rc = atomic_load(&l.error);
 	if (rc == 0)
-		rc = write_meta(s, tb, warehouses, false);
+		rc = write_meta(s, tb, warehouses, placement, lotus_cluster_servers(c), false);
 	if (rc == 0 && !quiet)
 		fprintf(stderr, "lotus tpcc: loaded %llu rows of %u warehouse%s in %.1f s\n",
 			(unsigned long long)atomic_load(&l.rows), warehouses, warehouses == 1 ? "" : "s",

@@ -152,7 +152,7 @@ static int new_order(struct tpcc_term *tm, lotus_txn_t *t, const struct no_in *i
 	int op_d = lotus_txn_read_for_update(t, tb->id[TB_DISTRICT], k, k_dist(k, w, d));
 	int op_c = lotus_txn_read(t, tb->id[TB_CUSTOMER], k, k_cust(k, w, d, in->c));
 	for (unsigned n = 0; n < in->ol_cnt; n++) {
-		op_i[n] = lotus_txn_read(t, tb->id[TB_ITEM], k, k_item(k, in->i_id[n]));
+		op_i[n] = lotus_txn_read(t, tb->id[TB_ITEM], k, k_item(k, tb, w, in->i_id[n]));
 		op_s[n] = lotus_txn_read_for_update(t, tb->id[TB_STOCK], k,
 						    k_stock(k, in->supply_w[n], in->i_id[n]));
 	}

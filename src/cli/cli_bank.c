@@ -22,20 +22,6 @@
 #include "common/config.h"
 #include "common/log.h"
 
-static const char *const ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
-/* index + 1 == enum lotus_commit */
-static const char *const commits[] = { "two_phase", "one_phase", NULL };
-
-/* Busy polling only pays when every polling thread has a core; a local
- * cluster's servers poll on this host too (as in `lotus ycsb`). */
-static void set_spin(unsigned threads, unsigned local, unsigned sthreads)
-{
-	unsigned cores = (unsigned)cpu_count();
-	unsigned pollers = threads + 1 + local * (sthreads ? sthreads : cores);
-	if (!getenv("LOTUS_NET_SPIN_US") && pollers > cores)
-		setenv("LOTUS_NET_SPIN_US", "0", 1);
-}
-
 static int report(const struct bank_opts *o, int rc, unsigned logged, const struct bank_run_result *run,
 		  const struct bank_verify_result *ver, bool json)
 {
@@ -112,8 +98,8 @@ int cmd_bank(int argc, char **argv)
 		{ "opening", OPT_U64, &opening, "X", "opening balance of every account (default 1000)", .min = 0, .max = 1e12 },
 		{ "threads", OPT_U64, &threads, "T", "transfer threads (default 4)", .min = 1, .max = 1024 },
 		{ "inflight", OPT_U64, &inflight, "K", "transfers in flight per thread (default 1)", .min = 1, .max = 1024 },
-		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default no_wait, or the config's)", ccs },
-		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", commits },
+		{ "cc", OPT_CHOICE, &cc, "P", "concurrency control protocol (default no_wait, or the config's)", cluster_ccs },
+		{ "commit", OPT_CHOICE, &commit, "C", "multi-server commits: two_phase (default, or the config's; atomic on failures) or one_phase (one round less; atomic only if no client or server fails)", cluster_commits },
 		{ "json", OPT_FLAG, &json, NULL, "print one JSON document: the run or the verify object, or {\"run\":{..},\"verify\":{..}} for both" },
 		{ "quiet", OPT_FLAG, &o.quiet, NULL, "no progress lines on stderr" },
 	};
@@ -167,7 +153,7 @@ int cmd_bank(int argc, char **argv)
 		if (!cli_find(opts, "cc")->seen)
 			o.lo.cc = (enum lotus_cc)cfg.cc;
 	}
-	set_spin(o.threads, config ? 0 : (unsigned)co.local, (unsigned)co.sthreads);
+	cluster_opts_spin(&co, o.threads);
 	log_set_tag("bank");
 	cli_stop_signals("bank", bank_stop);
 	struct bank_run_result run;

@@ -1,13 +1,18 @@
 /*
- * cluster_opts.c - the cluster options shared by bank, serve and ycsb
+ * cluster_opts.c - the cluster options shared by bank, serve, tpcc and ycsb
  * (cluster_opts.h): one declaration of each, appended to a subcommand's
- * table, and their translation into struct lotus_options.
+ * table, their translation into struct lotus_options, and the checks and
+ * polling choice they share.
  */
 #include <stddef.h>
+#include <stdlib.h>
 #include "cli/cluster_opts.h"
+#include "common/common.h"
 
 const char *const cluster_transports[] = { "tcp", "sm", "rc", "ud", "dc", NULL };
 const char *const cluster_durabilities[] = { "none", "async", "sync", NULL };
+const char *const cluster_ccs[] = { "no_wait", "wait_die", "wound_wait", NULL };
+const char *const cluster_commits[] = { "two_phase", "one_phase", NULL };
 
 void cluster_opts_add(struct cluster_opts *c, struct cli_opt *opts, unsigned *n)
 {
@@ -71,4 +76,30 @@ void cluster_opts_apply(const struct cluster_opts *c, struct cli_opt *opts,
 	lo->compute_id = (unsigned)c->compute_id;
 	lo->lease_ms = (unsigned)c->lease_ms;
 	lo->secret_file = c->secret_file;
+}
+
+int cluster_opts_check(const struct cluster_opts *c, struct cli_opt *opts, const char *cmd)
+{
+	if (c->config && cluster_opts_seen(opts, "local"))
+		return cli_fail(cmd, "--config and --local exclude each other");
+	if (c->config && (cluster_opts_seen(opts, "server-threads") ||
+			  cluster_opts_seen(opts, "server-memory") || c->data_dir ||
+			  cluster_opts_seen(opts, "durability") || c->scap || c->spw))
+		return cli_fail(cmd, "--server-* options, --data-dir and --durability apply to "
+				"--local only");
+	if (c->durability != 0 && !c->data_dir)
+		return cli_fail(cmd, "--durability %s needs --data-dir DIR",
+				cluster_durabilities[c->durability]);
+	if (c->scap && !c->data_dir)
+		return cli_fail(cmd, "--server-capacity needs --data-dir DIR (evicted pages go there)");
+	return 0;
+}
+
+void cluster_opts_spin(const struct cluster_opts *c, unsigned client_threads)
+{
+	unsigned cores = (unsigned)cpu_count();
+	unsigned local = c->config ? 0 : (unsigned)c->local;
+	unsigned pollers = client_threads + 1 + local * (c->sthreads ? (unsigned)c->sthreads : cores);
+	if (!getenv("LOTUS_NET_SPIN_US") && pollers > cores)
+		setenv("LOTUS_NET_SPIN_US", "0", 1);
 }

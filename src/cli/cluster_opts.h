@@ -1,6 +1,6 @@
 /*
- * cluster_opts.h - the cluster options that `lotus bank`, `lotus serve` and
- * `lotus ycsb` share: where the cluster is (--config, or --local N memory
+ * cluster_opts.h - the cluster options that `lotus bank`, `lotus serve`,
+ * `lotus tpcc` and `lotus ycsb` share: where the cluster is (--config, or --local N memory
  * servers started as children, with their --server-* resources, --data-dir
  * and --durability), how to reach it (--transport, --secret-file) and who
  * this client is (--compute-id, --lease-ms).
@@ -19,9 +19,13 @@
 #include "cli/opts.h"
 #include "lotus.h"
 
-/* The transports and durabilities, as the options spell them. */
+/* The transports and durabilities, as the options spell them; and the
+ * protocols (index = enum lotus_cc) and commit modes (index + 1 = enum
+ * lotus_commit) of --cc and --commit. */
 extern const char *const cluster_transports[];
 extern const char *const cluster_durabilities[];
+extern const char *const cluster_ccs[];
+extern const char *const cluster_commits[];
 
 struct cluster_opts {
 	/* the values (set the defaults that differ before cluster_opts_add) */
@@ -50,5 +54,14 @@ bool cluster_opts_seen(struct cli_opt *opts, const char *name);
  * unless given), compute_id, lease_ms, secret_file. */
 void cluster_opts_apply(const struct cluster_opts *c, struct cli_opt *opts,
 			struct lotus_options *lo);
+/* After cli_parse: the checks every --local/--config subcommand words the
+ * same (--config with --local or a local server's option, --durability or
+ * --server-capacity without --data-dir).  0, or cli_fail's 2 (said as cmd). */
+int cluster_opts_check(const struct cluster_opts *c, struct cli_opt *opts, const char *cmd);
+/* Busy polling pays only when every polling thread has a core; a local
+ * cluster's servers poll on this host too.  Sets LOTUS_NET_SPIN_US=0 when
+ * client_threads (+1) and the local servers' threads outnumber the cores,
+ * unless the environment set it. */
+void cluster_opts_spin(const struct cluster_opts *c, unsigned client_threads);
 
 #endif

@@ -56,6 +56,10 @@ static int cluster_connect(const struct lotus_options *o, lotus_cluster_t **out)
 		log_error("lotus_connect: the %s engine is not built yet", engine_kind_name(o->engine));
 		return LOTUS_EUNSUPPORTED;
 	}
+	if (o->nplacement && o->engine != LOTUS_ENGINE_TWOSIDED) {
+		log_error("lotus_connect: placement rules need the two-sided engine");
+		return LOTUS_EUNSUPPORTED;
+	}
 	int rc = cluster_create(o, &c);
 	if (rc)
 		return rc;

@@ -61,9 +61,71 @@ void lotus_options_init(struct lotus_options *o)
 	o->group_size = 8;
 }
 
-unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen)
+unsigned cluster_route(const lotus_cluster_t *c, lotus_table_t tb, const void *key, size_t klen)
 {
+	const struct table_ent *te = tb < LOTUS_MAX_TABLES ? &c->tables[tb] : NULL;
+	if (te && te->place_len && klen >= (size_t)te->place_off + te->place_len) {
+		const unsigned char *k = (const unsigned char *)key + te->place_off;
+		uint64_t n = 0;
+		for (unsigned i = 0; i < te->place_len; i++)
+			n = n << 8 | k[i];
+		return (unsigned)(n % c->nservers);
+	}
 	return (unsigned)(fnv1a64(key, klen) % c->nservers);
+}
+
+bool cluster_scan_local(const lotus_cluster_t *c, lotus_table_t tb, size_t klen)
+{
+	const struct table_ent *te = tb < LOTUS_MAX_TABLES ? &c->tables[tb] : NULL;
+	return te && te->place_len && te->place_scan_local &&
+	       klen >= (size_t)te->place_off + te->place_len;
+}
+
+void cluster_place_table(const lotus_cluster_t *c, struct table_ent *te)
+{
+	te->place_off = te->place_len = te->place_scan_local = 0;
+	for (unsigned i = 0; i < c->nplace; i++) {
+		const struct place_rule *r = &c->place[i];
+		size_t n = strlen(r->table);
+		bool match = r->table[n - 1] == '*' ? !strncmp(te->name, r->table, n - 1)
+			   : !strcmp(te->name, r->table);
+		if (match) {
+			te->place_off = r->off;
+			te->place_len = r->len;
+			te->place_scan_local = r->scan_local;
+			return;
+		}
+	}
+}
+
+/* Copy and check lotus_options.placement. */
+static int place_rules(lotus_cluster_t *c, const struct lotus_options *o)
+{
+	c->opts.placement = NULL;
+	c->opts.nplacement = 0;
+	if (o->nplacement > LOTUS_MAX_TABLES || (o->nplacement && !o->placement)) {
+		log_error("lotus_connect: %u placement rules (at most %d)", o->nplacement,
+			  LOTUS_MAX_TABLES);
+		return LOTUS_ECONFIG;
+	}
+	for (unsigned i = 0; i < o->nplacement; i++) {
+		const struct lotus_placement *p = &o->placement[i];
+		size_t n = p->table ? strnlen(p->table, 66) : 0;
+		bool star = n && p->table[n - 1] == '*';
+		if (n == 0 || n > 64 + (size_t)star || p->key_bytes < 1 || p->key_bytes > 8 ||
+		    p->key_offset > 128 - p->key_bytes) {
+			log_error("lotus_connect: placement rule %u (table %s, key bytes %u at %u): "
+				  "needs a table name of 1..64 bytes and 1..8 key bytes within 128",
+				  i, p->table ? p->table : "(null)", p->key_bytes, p->key_offset);
+			return LOTUS_ECONFIG;
+		}
+		memcpy(c->place[i].table, p->table, n + 1);
+		c->place[i].off = (uint8_t)p->key_offset;
+		c->place[i].len = (uint8_t)p->key_bytes;
+		c->place[i].scan_local = (p->flags & LOTUS_PLACE_SCAN_LOCAL) != 0;
+	}
+	c->nplace = o->nplacement;
+	return 0;
 }
 
 int cluster_owns(const lotus_cluster_t *c, const void *key, size_t klen)
@@ -506,9 +568,10 @@ int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
-	if (o->config_path) {
+	rc = place_rules(c, o);
+	if (rc == 0 && o->config_path) {
 		rc = cluster_from_config(c, o->config_path);
-	} else if (o->local_servers > 0 && o->local_servers <= LOTUS_MAX_SERVERS) {
+	} else if (rc == 0 && o->local_servers > 0 && o->local_servers <= LOTUS_MAX_SERVERS) {
 		int d = LOTUS_DUR_NONE;
 		c->nservers = (unsigned)o->local_servers;
 		rc = 0;
@@ -518,7 +581,7 @@ int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 		else if (o->data_dir)
 			d = LOTUS_DUR_SYNC;
 		c->durable = d != LOTUS_DUR_NONE;
-	} else {
+	} else if (rc == 0) {
 		log_error("lotus_connect: give a config file or 1..%d local servers",
 			  LOTUS_MAX_SERVERS);
 		rc = LOTUS_ECONFIG;

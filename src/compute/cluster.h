@@ -15,7 +15,9 @@
  *   cache.h cache.c           the record cache itself (a data structure)
  *   keeper.h keeper.c         the lease keeper (also the one-sided engine's)
  *
- * Request routing: hash partitioning, server = fnv1a64(key) % nservers.
+ * Request routing: hash partitioning, server = fnv1a64(key) % nservers,
+ * unless a placement rule (lotus_options.placement) names the key's table:
+ * then server = the big-endian number in the rule's key bytes % nservers.
  * Co-partitioning: compute server c owns the keys with
  * (fnv1a64(key) >> 32) % compute_count == c.
  *
@@ -42,6 +44,14 @@ struct table_ent {
 	char name[65];
 	uint32_t max_value;
 	uint16_t ids[LOTUS_MAX_SERVERS];
+	uint8_t place_off, place_len;   /* placement field (place_len 0: hash) */
+	uint8_t place_scan_local;       /* LOTUS_PLACE_SCAN_LOCAL */
+};
+
+/* A placement rule, copied from lotus_options.placement. */
+struct place_rule {
+	char table[66];                 /* a name, or a prefix ending in '*' */
+	uint8_t off, len, scan_local;
 };
 
 struct server_ent {
@@ -68,6 +78,9 @@ struct lotus_cluster {
 	pthread_mutex_t tables_mu;
 	unsigned ntables;
 	struct table_ent tables[LOTUS_MAX_TABLES];
+	unsigned nplace;                /* placement rules (opts.placement is
+					   NULL after connect: they live here) */
+	struct place_rule place[LOTUS_MAX_TABLES];
 	int peers_fd;                   /* local: the memfd the servers read to find
 					   each other (-1 if none) */
 	char peers_path[32];            /* "/proc/self/fd/N" in the children */
@@ -95,7 +108,13 @@ struct lotus_cluster {
 int cluster_create(const struct lotus_options *o, lotus_cluster_t **out);
 /* Stop local servers, free everything.  NULL is a no-op. */
 void cluster_destroy(lotus_cluster_t *c);
-unsigned cluster_route(const lotus_cluster_t *c, const void *key, size_t klen);
+/* The server of a key of table tb (tb < ntables): its placement rule's
+ * field modulo the servers, else its hash. */
+unsigned cluster_route(const lotus_cluster_t *c, lotus_table_t tb, const void *key, size_t klen);
+/* Does a scan from key (of table tb) go to its routed server alone? */
+bool cluster_scan_local(const lotus_cluster_t *c, lotus_table_t tb, size_t klen);
+/* Fill te's placement from the first rule that names te->name. */
+void cluster_place_table(const lotus_cluster_t *c, struct table_ent *te);
 /* CO partitioning: does this compute server own the key? */
 int cluster_owns(const lotus_cluster_t *c, const void *key, size_t klen);
 /* The table registry: index of name, or -1 (tables_mu held). */

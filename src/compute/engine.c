@@ -15,6 +15,7 @@ void engine_attempt_end(struct engine_attempt *a, bool committed, struct lotus_t
 	c->ops += a->ops;
 	c->bytes_sent += a->bytes_sent;
 	c->bytes_recv += a->bytes_recv;
+	c->servers += (uint64_t)__builtin_popcountll(a->servers);
 	for (unsigned i = 0; i < LOTUS_OP_TYPES; i++) {
 		c->type[i].ops += a->type[i].ops;
 		c->type[i].bytes_sent += a->type[i].bytes_sent;

@@ -122,6 +122,7 @@ struct engine_attempt {
 	bool open;                /* something counted since the last end */
 	uint64_t round_trips, ops, bytes_sent, bytes_recv;
 	struct lotus_op_counters type[LOTUS_OP_TYPES];
+	uint64_t servers;         /* bit i: a request went to server i */
 };
 
 /* An attempt runs from its first step to the end of its commit or abort

@@ -640,6 +640,7 @@ static int table_register(lotus_session_t *s, const char *name, uint32_t max_val
 	if (rc == LOTUS_ECONFIG)
 		log_error("table %s has different sizes on different memory servers", name);
 	if (rc == 0) {
+		cluster_place_table(c, &te);
 		c->tables[i] = te;
 		if (i == c->ntables)
 			c->ntables++;

@@ -161,7 +161,7 @@ static struct txn_op *op_add(ts_txn_t *t, uint8_t op, lotus_table_t tb, const vo
 	o->sent = 0;
 	o->table = (uint16_t)tb;
 	o->klen = (uint16_t)klen;
-	o->server = (uint16_t)cluster_route(c, key, klen);
+	o->server = (uint16_t)cluster_route(c, tb, key, klen);
 	o->status = 0;
 	o->loc = 0;
 	o->rlen = 0;
@@ -380,12 +380,14 @@ int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, cons
 		engine_count_round_trip(&t->att);
 	}
 	t->participants |= 1ULL << sv;
+	t->att.servers |= 1ULL << sv;
 	t->due[sv]++;
 	t->outstanding++;
 	return 0;
 }
 
-/* Send op idx to its memory server(s); a scan goes to every server. */
+/* Send op idx to its memory server(s); a scan goes to every server (but a
+ * LOTUS_PLACE_SCAN_LOCAL one to its start key's). */
 int txn_op_send_remote(ts_txn_t *t, unsigned idx)
 {
 	lotus_cluster_t *c = t->s->cl;
@@ -397,6 +399,11 @@ int txn_op_send_remote(ts_txn_t *t, unsigned idx)
 		struct cache_key k = { .table = o->table, .klen = o->klen, .key = o->key };
 		r.table = c->tables[o->table].ids[o->server];
 		r.hint = o->hint = c->cache ? c->cache->ops->hint(c->cache, &k, o->op) : 0;
+		o->replies_due = 1;
+		return txn_send(t, o->server, &r, o->key, NULL);
+	}
+	if (cluster_scan_local(c, o->table, o->klen)) {   /* the field's server alone */
+		r.table = c->tables[o->table].ids[o->server];
 		o->replies_due = 1;
 		return txn_send(t, o->server, &r, o->key, NULL);
 	}

@@ -166,7 +166,7 @@ static int cache_writeback(void *arg, uint32_t table, const void *key, uint16_t 
 	if (!p->wb)
 		rc = session_open(c, 1, &p->wb);
 	if (rc == 0) {
-		unsigned sv = cluster_route(c, key, klen);
+		unsigned sv = cluster_route(c, table, key, klen);
 		rc = session_writeback(p->wb, sv, c->tables[table].ids[sv], key, klen, value, vlen);
 	}
 	pthread_mutex_unlock(&p->wb_mu);

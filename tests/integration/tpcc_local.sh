@@ -15,7 +15,7 @@ echo "$out" | "$PY" -c '
 import json, sys
 d = json.load(sys.stdin)
 assert d["new_order_per_s"] > 0, d["new_order_per_s"]
-assert d["checks"] == {"1": True, "2": True, "3": True, "4": True}, d["checks"]
+assert {k: v for k, v in d["checks"].items() if k != "11"} == {str(k): True for k in range(1, 13) if k != 11} and d["checks"]["11"] is None, d["checks"]
 assert abs(sum(d["mix"].values()) - 1) < 1e-3, d["mix"]
 assert 0.3 < d["mix"]["new_order"] < 0.6 and 0.3 < d["mix"]["payment"] < 0.6, d["mix"]
 for name in ("new_order", "payment", "order_status", "delivery", "stock_level"):

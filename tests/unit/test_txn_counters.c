@@ -29,7 +29,7 @@ static void pick_keys(lotus_cluster_t *c, char keys[8][16])
 	for (unsigned i = 0; have[0] + have[1] < 8; i++) {
 		char k[16];
 		snprintf(k, sizeof(k), "key%u", i);
-		unsigned sv = cluster_route(c, k, strlen(k));
+		unsigned sv = cluster_route(c, 0, k, strlen(k));   /* hashed: no rule */
 		if (have[sv] < 4)
 			memcpy(keys[sv * 4 + have[sv]++], k, sizeof(k));
 	}
