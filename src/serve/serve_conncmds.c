@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "serve/serve_int.h"
+#include "serve/serve_types.h"
 
 #define AUTH_DELAY_NS     100000000ULL    /* after the first failure; doubles */
 #define AUTH_DELAY_DOUBLINGS 5            /* to 3.2 s at most */
@@ -267,11 +268,40 @@ void cmd_multi(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 	resp_simple(b, "OK");
 }
 
+static void watch_clear(struct conn *c)
+{
+	c->watch.len = 0;
+	c->watch.oom = 0;
+	c->nwatch = 0;
+}
+
 static void multi_end(struct conn *c)
 {
 	job_free(c->mq);
 	c->mq = NULL;
 	c->multi = c->multi_err = 0;
+}
+
+/* EXEC after WATCH: a first command that compares each watched key's stamp
+ * (serve_types.c) inside the EXEC's own transaction, whose reads lock them
+ * until the commit: a change after WATCH makes EXEC answer nil. */
+static int exec_add_watch(struct conn *c, struct job *j)
+{
+	struct resp_cmd cmd = { NULL, 0, 0 };
+	int rc = -ENOMEM;
+	if (c->watch.oom || !(cmd.argv = calloc(1 + 2 * (size_t)c->nwatch, sizeof(*cmd.argv))))
+		goto out;
+	cmd.argv[cmd.argc++] = (struct resp_arg){ "WATCHCHECK", 10 };
+	for (size_t off = 0; off < c->watch.len && cmd.argc < 1 + 2 * c->nwatch;) {
+		size_t kl = (unsigned char)c->watch.data[off];
+		cmd.argv[cmd.argc++] = (struct resp_arg){ c->watch.data + off + 1, kl };
+		cmd.argv[cmd.argc++] = (struct resp_arg){ c->watch.data + off + 1 + kl, 9 };
+		off += 1 + kl + 9;
+	}
+	rc = job_add_watchcheck(j, &cmd);
+out:
+	free(cmd.argv);
+	return rc;
 }
 
 void cmd_exec(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
@@ -282,12 +312,20 @@ void cmd_exec(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 	}
 	if (c->multi_err) {
 		multi_end(c);
+		watch_clear(c);
 		resp_error(b, "EXECABORT Transaction discarded because of previous errors.");
 		return;
 	}
 	struct job *j = c->mq;
 	c->mq = NULL;
 	multi_end(c);
+	if (c->nwatch && exec_add_watch(c, j)) {
+		watch_clear(c);
+		job_free(j);
+		resp_error(b, "ERR out of memory");
+		return;
+	}
+	watch_clear(c);
 	if (job_has_data(j))
 		job_start(j);
 	else
@@ -301,22 +339,20 @@ void cmd_discard(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 		return;
 	}
 	multi_end(c);
+	watch_clear(c);
 	resp_simple(b, "OK");
 }
 
 void cmd_watch(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 {
-	if (resp_arg_is(&cmd->argv[0], "UNWATCH")) {
-		resp_simple(b, "OK");   /* nothing can be watched, so nothing to forget */
-		return;
-	}
-	resp_error(b, "ERR WATCH is not supported by lotus serve: put the reads and the writes "
-		   "in one MULTI/EXEC, which runs as one serializable lotus transaction");
+	watch_clear(c);   /* UNWATCH; WATCH itself is a data command (serve_types.c) */
+	resp_simple(b, "OK");
 }
 
 void cmd_reset(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 {
 	multi_end(c);
+	watch_clear(c);
 	c->name[0] = 0;
 	c->authed = c->w->sv->o.requirepass == NULL;
 	resp_simple(b, "RESET");
