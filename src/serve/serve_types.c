@@ -638,7 +638,7 @@ static void hash_all(struct job *j, unsigned ci, struct rbuf *b, int what)
 	for (int i = 0; i < n; i++) {
 		if (pat.p && !serve_glob(pat.p, pat.len, r[i].k + 9, r[i].kn - 9))
 			continue;
-		if (what & 1)
+		if (what & 1 || what == 4)
 			resp_bulk(b, r[i].k + 9, r[i].kn - 9);
 		if (what & 2 || what == 4)
 			resp_bulk(b, r[i].v, r[i].vn);
