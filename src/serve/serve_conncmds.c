@@ -396,16 +396,39 @@ static void info_lotus(struct conn *c, struct rbuf *t)
 	}
 }
 
+/* used_memory: the bytes the memory servers' pools hold (their stats, one
+ * round trip each), summed. */
+static void info_memory(struct conn *c, struct rbuf *t)
+{
+	struct server *sv = c->w->sv;
+	unsigned long long used = 0, total = 0;
+	char line[512];
+	for (unsigned i = 0; i < lotus_cluster_servers(sv->cl); i++) {
+		const char *js = lotus_server_stats(c->w->s, i);
+		const char *u = js ? strstr(js, "\"pool_used_bytes\":") : NULL;
+		const char *p = js ? strstr(js, "\"pool_bytes\":") : NULL;
+		if (u)
+			used += strtoull(u + 18, NULL, 10);
+		if (p)
+			total += strtoull(p + 13, NULL, 10);
+	}
+	int n = snprintf(line, sizeof(line), "# Memory\r\nused_memory:%llu\r\n"
+			 "used_memory_human:%.2fM\r\nmaxmemory:%llu\r\n"
+			 "mem_allocator:lotus-pool\r\n\r\n", used, (double)used / 1048576.0, total);
+	rbuf_put(t, line, (size_t)n);
+}
+
 void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 {
 	struct server *sv = c->w->sv;
 	struct rbuf t;
 	char line[1024];
 	int all = cmd->argc == 1;
-	int want[5] = { all, all, all, all, all };
-	static const char *const names[] = { "server", "clients", "stats", "lotus", "keyspace" };
+	int want[6] = { all, all, all, all, all, all };
+	static const char *const names[] = { "server", "clients", "stats", "lotus", "keyspace",
+					     "memory" };
 	for (unsigned a = 1; a < cmd->argc; a++)
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < 6; i++)
 			if (resp_arg_is(&cmd->argv[a], names[i]) || resp_arg_is(&cmd->argv[a], "all") ||
 			    resp_arg_is(&cmd->argv[a], "everything") ||
 			    resp_arg_is(&cmd->argv[a], "default"))
@@ -422,8 +445,8 @@ void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 	}
 	if (want[1]) {
 		int n = snprintf(line, sizeof(line), "# Clients\r\nconnected_clients:%lld\r\n"
-				 "maxclients:%u\r\n\r\n", (long long)sv->ctr.conns_now,
-				 sv->o.max_clients);
+				 "blocked_clients:0\r\nmaxclients:%u\r\n\r\n",
+				 (long long)sv->ctr.conns_now, sv->o.max_clients);
 		rbuf_put(&t, line, (size_t)n);
 	}
 	if (want[2]) {
@@ -434,12 +457,27 @@ void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 			(unsigned long long)sv->ctr.rejected, (unsigned long long)sv->ctr.proto_errors);
 		rbuf_put(&t, line, (size_t)n);
 	}
+	if (want[5])
+		info_memory(c, &t);
 	if (want[3]) {
 		info_lotus(c, &t);
 		rbuf_put(&t, "\r\n", 2);
 	}
-	if (want[4])   /* empty: counting keys takes a scan (DBSIZE) */
+	if (want[4]) {
+		/* counted by a scan in the background, at most once a second: the
+		 * numbers are those of the last count (none before the first) */
+		uint64_t at = sv->ks_at_ns;
+		int idle = 0;
+		if ((!at || serve_now_ns() - at > 1000000000ULL) &&
+		    atomic_compare_exchange_strong(&sv->ks_running, &idle, 1))
+			job_start_count(c->w);
 		rbuf_put(&t, "# Keyspace\r\n", 12);
+		if (at && sv->ks_keys > 0) {
+			int n = snprintf(line, sizeof(line), "db0:keys=%lld,expires=%lld,avg_ttl=0\r\n",
+					 (long long)sv->ks_keys, (long long)sv->ks_expires);
+			rbuf_put(&t, line, (size_t)n);
+		}
+	}
 	resp_bulk(b, t.data ? t.data : "", t.len);
 	rbuf_free(&t);
 }

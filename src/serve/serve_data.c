@@ -805,6 +805,8 @@ static void job_end(struct job *j)
 		atomic_fetch_add(&j->sv->ctr.txn_commit, 1);
 	}
 	rbuf_free(&scratch);
+	if (j->solo == SOLO_COUNT)
+		j->sv->ks_running = 0;
 	job_free(j);
 	if (c) {
 		c->job = NULL;
@@ -991,7 +993,7 @@ static void job_compute(struct job *j)
 			resp_int(&j->reply, j->dbsize);
 		else if (j->solo == SOLO_SCAN)
 			scan_run(j, ci, &j->reply);
-		else if (j->solo == SOLO_KEYS || j->solo == SOLO_FLUSH)
+		else if (j->solo == SOLO_KEYS || j->solo == SOLO_FLUSH || j->solo == SOLO_COUNT)
 			keys_run(j, ci, &j->reply);
 		else
 			jc->d->run(j, ci, &j->reply);
@@ -1196,7 +1198,8 @@ static void job_stage(struct job *j)
 void job_start(struct job *j)
 {
 	struct conn *c = j->c;
-	c->job = j;
+	if (c)
+		c->job = j;
 	j->w->inflight++;
 	j->t = worker_txn_get(j->w);
 	if (!j->t) {
@@ -1425,6 +1428,33 @@ static int scan_setup(struct job *j, const struct resp_cmd *cmd, struct rbuf *er
 		return -1;
 	}
 	return 0;
+}
+
+void job_start_count(struct worker *w)
+{
+	static const struct cmd_def count_def = { .name = "KEYSPACE", .arity = 1, .kind = CK_SOLO,
+						  .solo = SOLO_COUNT };
+	struct resp_arg a = { "KEYSPACE", 8 };
+	struct resp_cmd cmd = { &a, 1, 1 };
+	struct job *j = w->job_pool;
+	if (j) {
+		w->job_pool = j->delay_next;
+		w->njob_pool--;
+		j->delay_next = NULL;
+	} else if (!(j = calloc(1, sizeof(*j)))) {
+		w->sv->ks_running = 0;
+		return;
+	}
+	j->c = NULL;           /* no client: job_end answers nobody */
+	j->w = w;
+	j->sv = w->sv;
+	j->solo = SOLO_COUNT;
+	if (job_add(j, &count_def, &cmd, NULL)) {
+		job_free(j);
+		w->sv->ks_running = 0;
+		return;
+	}
+	job_start(j);
 }
 
 void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd)

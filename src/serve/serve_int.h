@@ -50,7 +50,7 @@ enum keyspec {
 	KS_RW12,      /* arguments 1 and 2 read and written (RENAME) */
 	KS_R_PAIRS,   /* arguments 1, 3, 5.. read (EXEC's WATCH check) */
 };
-enum { SOLO_NONE, SOLO_SCAN, SOLO_DBSIZE, SOLO_KEYS, SOLO_FLUSH };
+enum { SOLO_NONE, SOLO_SCAN, SOLO_DBSIZE, SOLO_KEYS, SOLO_FLUSH, SOLO_COUNT };
 
 struct cmd_def {
 	const char *name;
@@ -102,6 +102,11 @@ struct server {
 	lotus_table_t tb_sub;            /* members of hashes, lists, sets, zsets */
 	uint32_t max_value;
 	_Atomic uint64_t stamp_seq;      /* serve_types.c: write stamps, container ids */
+	/* INFO keyspace: counted by a background scan (serve_types.c), at most
+	 * once a second, when INFO asks */
+	_Atomic long long ks_keys, ks_expires;
+	_Atomic uint64_t ks_at_ns;       /* the last count (0: none yet) */
+	_Atomic int ks_running;
 	struct resp_limits lim;
 	int lfd, stop_efd;
 	_Atomic int stop;
@@ -206,6 +211,8 @@ void job_start(struct job *j);
 void job_reply_now(struct job *j);
 /* CK_SOLO commands */
 void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd);
+/* Count the keys for INFO keyspace in the background on worker w. */
+void job_start_count(struct worker *w);
 lotus_txn_t *worker_txn_get(struct worker *w);
 /* Start the delayed retries that are due; 1 if some are still waiting. */
 int worker_run_delayed(struct worker *w);

@@ -1587,12 +1587,29 @@ void keys_run(struct job *j, unsigned ci, struct rbuf *b)
 {
 	struct ov_row *r;
 	struct resp_arg name = job_arg(j, ci, 0);
-	int flush = !resp_arg_is(&name, "KEYS");
+	int flush = !resp_arg_is(&name, "KEYS") && !resp_arg_is(&name, "KEYSPACE");
 	int n = ov_scan(j, TB_MAIN, "", 1, 0, SCAN_ALL, &r);
 	if (n == OV_PENDING)
 		return;
 	if (n < 0) {
 		b->oom = 1;
+		return;
+	}
+	if (resp_arg_is(&name, "KEYSPACE")) {   /* INFO keyspace, in the background */
+		struct server *sv = job_server(j);
+		long long keys = 0, expires = 0;
+		for (int i = 0; i < n; i++) {
+			struct meta m;
+			meta_decode(r[i].v, r[i].vn, &m);
+			if (m.expire && m.expire <= types_now_ms())
+				continue;
+			keys++;
+			expires += m.expire != 0;
+		}
+		free(r);
+		sv->ks_keys = keys;
+		sv->ks_expires = expires;
+		sv->ks_at_ns = serve_now_ns();
 		return;
 	}
 	if (!flush) {

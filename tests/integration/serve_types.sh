@@ -4,7 +4,7 @@
 # hashes, lists (across several chunks), sets, sorted sets, TYPE, KEYS,
 # SCAN TYPE, RENAME, DEL and FLUSHDB of containers, WRONGTYPE worded as Redis
 # does, and expiry (SET EX, EXPIRE/TTL/PTTL/PERSIST, SETEX) that a key really
-# loses; then `redis-cli --bigkeys` completes.
+# loses; `redis-cli --bigkeys` completes; INFO keyspace and memory.
 . "$(dirname "$0")/lib.sh"
 command -v redis-cli >/dev/null || { echo "SKIP: redis-cli (redis-tools) not installed"; exit 77; }
 dir=$T
@@ -130,6 +130,20 @@ echo "ok: keys expire"
 out=$(R --bigkeys 2>&1) || fail "--bigkeys failed: $out"
 echo "$out" | grep -q "Biggest   hash found" || fail "--bigkeys: $out"
 echo "ok: --bigkeys"
+
+# INFO in Redis's field names: keyspace (counted in the background, so ask
+# until it shows), memory from the memory servers' pools
+ks=
+for i in $(seq 40); do
+  ks=$(R INFO keyspace | tr -d '\r' | grep '^db0:')
+  [ -n "$ks" ] && break
+  sleep 0.25
+done
+echo "$ks" | grep -Eq '^db0:keys=[0-9]+,expires=[1-9][0-9]*,' || fail "INFO keyspace: [$ks]"
+mem=$(R INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
+[ "${mem:-0}" -gt 0 ] || fail "INFO memory: used_memory [$mem]"
+R INFO | tr -d '\r' | grep -q '^connected_clients:' || fail "INFO clients"
+echo "ok: INFO $ks, used_memory:$mem"
 
 want OK FLUSHDB
 want 0 DBSIZE
