@@ -759,6 +759,14 @@ static void worker_tick(struct worker *w)
 			    now - c->last_ns >= sv->o.timeout_s * 1000000000ULL)
 				conn_kill(c);
 		}
+	/* the active expiry sweep: a batch of due keys at a time, every 100 ms
+	 * (at once again while it finds due keys) */
+	int idle_sweep = 0;
+	if (w->id == 0 && !sv->stop && now >= sv->sweep_next_ns && !w->renew &&
+	    atomic_compare_exchange_strong(&sv->sweep_running, &idle_sweep, 1)) {
+		sv->sweep_next_ns = now + 100000000ULL;
+		job_start_bg(w, SOLO_SWEEP);
+	}
 	if (w->id == 0 && sv->listen_resume_ns && now >= sv->listen_resume_ns) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tag_listen };
 		epoll_ctl(w->ep, EPOLL_CTL_MOD, sv->lfd, &ev);

@@ -470,7 +470,7 @@ void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 		int idle = 0;
 		if ((!at || serve_now_ns() - at > 1000000000ULL) &&
 		    atomic_compare_exchange_strong(&sv->ks_running, &idle, 1))
-			job_start_count(c->w);
+			job_start_bg(c->w, SOLO_COUNT);
 		rbuf_put(&t, "# Keyspace\r\n", 12);
 		if (at && sv->ks_keys > 0) {
 			int n = snprintf(line, sizeof(line), "db0:keys=%lld,expires=%lld,avg_ttl=0\r\n",

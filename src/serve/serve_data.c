@@ -807,6 +807,8 @@ static void job_end(struct job *j)
 	rbuf_free(&scratch);
 	if (j->solo == SOLO_COUNT)
 		j->sv->ks_running = 0;
+	if (j->solo == SOLO_SWEEP)
+		j->sv->sweep_running = 0;
 	job_free(j);
 	if (c) {
 		c->job = NULL;
@@ -993,7 +995,7 @@ static void job_compute(struct job *j)
 			resp_int(&j->reply, j->dbsize);
 		else if (j->solo == SOLO_SCAN)
 			scan_run(j, ci, &j->reply);
-		else if (j->solo == SOLO_KEYS || j->solo == SOLO_FLUSH || j->solo == SOLO_COUNT)
+		else if (j->solo >= SOLO_KEYS)
 			keys_run(j, ci, &j->reply);
 		else
 			jc->d->run(j, ci, &j->reply);
@@ -1430,11 +1432,15 @@ static int scan_setup(struct job *j, const struct resp_cmd *cmd, struct rbuf *er
 	return 0;
 }
 
-void job_start_count(struct worker *w)
+void job_start_bg(struct worker *w, int solo)
 {
 	static const struct cmd_def count_def = { .name = "KEYSPACE", .arity = 1, .kind = CK_SOLO,
 						  .solo = SOLO_COUNT };
-	struct resp_arg a = { "KEYSPACE", 8 };
+	static const struct cmd_def sweep_def = { .name = "EXPIRESWEEP", .arity = 1,
+						  .kind = CK_SOLO, .solo = SOLO_SWEEP };
+	_Atomic int *running = solo == SOLO_SWEEP ? &w->sv->sweep_running : &w->sv->ks_running;
+	struct resp_arg a = { solo == SOLO_SWEEP ? "EXPIRESWEEP" : "KEYSPACE",
+			      solo == SOLO_SWEEP ? 11u : 8u };
 	struct resp_cmd cmd = { &a, 1, 1 };
 	struct job *j = w->job_pool;
 	if (j) {
@@ -1442,16 +1448,17 @@ void job_start_count(struct worker *w)
 		w->njob_pool--;
 		j->delay_next = NULL;
 	} else if (!(j = calloc(1, sizeof(*j)))) {
-		w->sv->ks_running = 0;
+		*running = 0;
 		return;
 	}
 	j->c = NULL;           /* no client: job_end answers nobody */
 	j->w = w;
 	j->sv = w->sv;
-	j->solo = SOLO_COUNT;
-	if (job_add(j, &count_def, &cmd, NULL)) {
+	j->solo = solo;
+	j->writes = solo == SOLO_SWEEP;
+	if (job_add(j, solo == SOLO_SWEEP ? &sweep_def : &count_def, &cmd, NULL)) {
 		job_free(j);
-		w->sv->ks_running = 0;
+		*running = 0;
 		return;
 	}
 	job_start(j);

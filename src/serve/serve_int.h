@@ -50,7 +50,7 @@ enum keyspec {
 	KS_RW12,      /* arguments 1 and 2 read and written (RENAME) */
 	KS_R_PAIRS,   /* arguments 1, 3, 5.. read (EXEC's WATCH check) */
 };
-enum { SOLO_NONE, SOLO_SCAN, SOLO_DBSIZE, SOLO_KEYS, SOLO_FLUSH, SOLO_COUNT };
+enum { SOLO_NONE, SOLO_SCAN, SOLO_DBSIZE, SOLO_KEYS, SOLO_FLUSH, SOLO_COUNT, SOLO_SWEEP };
 
 struct cmd_def {
 	const char *name;
@@ -107,6 +107,9 @@ struct server {
 	_Atomic long long ks_keys, ks_expires;
 	_Atomic uint64_t ks_at_ns;       /* the last count (0: none yet) */
 	_Atomic int ks_running;
+	/* the active expiry sweep (serve_types.c), started by worker 0 */
+	_Atomic int sweep_running;
+	uint64_t sweep_next_ns;
 	struct resp_limits lim;
 	int lfd, stop_efd;
 	_Atomic int stop;
@@ -211,8 +214,9 @@ void job_start(struct job *j);
 void job_reply_now(struct job *j);
 /* CK_SOLO commands */
 void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd);
-/* Count the keys for INFO keyspace in the background on worker w. */
-void job_start_count(struct worker *w);
+/* Background jobs with no client on worker w: SOLO_COUNT counts the keys
+ * for INFO keyspace, SOLO_SWEEP deletes expired keys (serve_types.c). */
+void job_start_bg(struct worker *w, int solo);
 lotus_txn_t *worker_txn_get(struct worker *w);
 /* Start the delayed retries that are due; 1 if some are still waiting. */
 int worker_run_delayed(struct worker *w);

@@ -31,8 +31,10 @@
  *
  * Expiry: `expire` is a wall-clock time in ms (CLOCK_REALTIME of the serve
  * that set it).  A key past it reads as missing everywhere (lazy), and a
- * write over it replaces it.  With several serves on one cluster their clocks
- * must agree (NTP): each decides by its own clock.
+ * write over it replaces it.  An expiry index in T.sub (id 0, in time order,
+ * see xkey) lets a background sweep delete due keys without a full scan.
+ * With several serves on one cluster their clocks must agree (NTP): each
+ * decides by its own clock.
  *
  * Every command is one lotus transaction with the others of its job; reads of
  * members go through ov_get/ov_scan (serve_data.c), which run the job again
@@ -62,6 +64,7 @@ struct meta {
 	int fresh;             /* made in this pass: its rows cannot exist */
 	uint64_t stamp;
 	int64_t expire;        /* ms since the epoch, 0: none */
+	uint64_t exptag;       /* names its expiry-index row (0: a new expiry) */
 	uint64_t id;
 	int64_t size, head, tail;
 	const char *sval;      /* a string's bytes */
@@ -122,6 +125,7 @@ static int meta_decode(const char *v, size_t n, struct meta *m)
 	m->type = (unsigned char)v[4];
 	m->stamp = get64(v + 5);
 	m->expire = (int64_t)get64(v + 13);
+	m->exptag = get64(v + 21);
 	if (m->type == T_STRING) {
 		m->sval = v + HDR_STR;
 		m->slen = n - HDR_STR;
@@ -172,6 +176,20 @@ static int meta_get(struct job *j, unsigned ci, unsigned i, struct meta *m)
 	return m->type;
 }
 
+/* The expiry index: rows 0^8 'e' expire(8, big-endian) exptag(8) -> key in
+ * T.sub (no container has id 0), in time order.  A key's row is written with
+ * its metadata whenever it has an expiry; a row whose key changed its expiry
+ * since (another exptag) is stale and only dropped by the sweep. */
+#define XKEY_LEN 25
+static size_t xkey(char *out, int64_t expire, uint64_t tag)
+{
+	memset(out, 0, 8);
+	out[8] = 'e';
+	put64be(out + 9, (uint64_t)expire);
+	put64be(out + 17, tag);
+	return XKEY_LEN;
+}
+
 /* Store m (a new stamp) as argument i's row. */
 static int meta_put(struct job *j, unsigned ci, unsigned i, struct meta *m)
 {
@@ -180,9 +198,19 @@ static int meta_put(struct job *j, unsigned ci, unsigned i, struct meta *m)
 	memcpy(hdr, HDR_MAGIC, 4);
 	hdr[4] = (char)m->type;
 	m->stamp = new_stamp(job_server(j));
+	if (m->expire && !m->exptag)
+		m->exptag = m->stamp;
+	if (!m->expire)
+		m->exptag = 0;
 	put64(hdr + 5, m->stamp);
 	put64(hdr + 13, (uint64_t)m->expire);
-	put64(hdr + 21, 0);
+	put64(hdr + 21, m->exptag);
+	if (m->expire) {
+		char xk[XKEY_LEN];
+		struct resp_arg k = job_arg(j, ci, i);
+		if (ov_put(j, TB_SUB, xk, xkey(xk, m->expire, m->exptag), k.p, k.len))
+			return -ENOMEM;
+	}
 	if (m->type != T_STRING) {
 		put64(hdr + HDR_STR, m->id);
 		put64(hdr + HDR_STR + 8, (uint64_t)m->size);
@@ -1469,6 +1497,7 @@ void run_rename(struct job *j, unsigned ci, struct rbuf *b)
 			b->oom = 1;
 	}
 	meta_get(j, ci, 1, &m);   /* the rows of a container stay: they hang on its id */
+	m.exptag = 0;             /* a new expiry-index row, naming the new key */
 	struct rbuf keep;
 	rbuf_init(&keep);
 	rbuf_put(&keep, m.sval, m.slen);
@@ -1520,6 +1549,7 @@ static void expire_generic(struct job *j, unsigned ci, struct rbuf *b, long long
 	rbuf_put(&keep, m.sval, m.slen);
 	m.sval = keep.data ? keep.data : "";
 	m.expire = when;
+	m.exptag = 0;
 	if (meta_put(j, ci, 1, &m))
 		b->oom = 1;
 	rbuf_free(&keep);
@@ -1582,11 +1612,17 @@ static void setex_generic(struct job *j, unsigned ci, struct rbuf *b, long long 
 void run_setex(struct job *j, unsigned ci, struct rbuf *b) { setex_generic(j, ci, b, 1000); }
 void run_psetex(struct job *j, unsigned ci, struct rbuf *b) { setex_generic(j, ci, b, 1); }
 
+void sweep_run(struct job *j, unsigned ci, struct rbuf *b);
+
 /* KEYS pattern, FLUSHDB / FLUSHALL: one transaction over every row. */
 void keys_run(struct job *j, unsigned ci, struct rbuf *b)
 {
 	struct ov_row *r;
 	struct resp_arg name = job_arg(j, ci, 0);
+	if (resp_arg_is(&name, "EXPIRESWEEP")) {
+		sweep_run(j, ci, b);
+		return;
+	}
 	int flush = !resp_arg_is(&name, "KEYS") && !resp_arg_is(&name, "KEYSPACE");
 	int n = ov_scan(j, TB_MAIN, "", 1, 0, SCAN_ALL, &r);
 	if (n == OV_PENDING)
@@ -1651,6 +1687,70 @@ void keys_run(struct job *j, unsigned ci, struct rbuf *b)
 	free(k1);
 	free(k2);
 	resp_simple(b, "OK");
+}
+
+/* The active expiry sweep (a background job of worker 0, every 100 ms): the
+ * first SWEEP_BATCH rows of the expiry index; each due one is dropped, and
+ * its key deleted (members too) if it still has that expiry.  No full scan:
+ * the index is in time order, so the sweep reads only due rows (and one). */
+#define SWEEP_BATCH 32
+struct xrow {
+	char xk[XKEY_LEN];
+	unsigned char kn;
+	char k[KEY_MAX];
+};
+
+void sweep_run(struct job *j, unsigned ci, struct rbuf *b)
+{
+	char p[9];
+	struct ov_row *r;
+	memset(p, 0, 8);
+	p[8] = 'e';
+	int n = ov_scan(j, TB_SUB, p, 9, 9, SWEEP_BATCH, &r);
+	if (n < 0) {
+		if (n != OV_PENDING)
+			b->oom = 1;
+		return;
+	}
+	int64_t now = types_now_ms();
+	struct xrow *x = malloc(sizeof(*x) * (size_t)(n > 0 ? n : 1));
+	int nx = 0;
+	for (int i = 0; x && i < n; i++) {
+		if (r[i].kn != XKEY_LEN || r[i].vn == 0 || r[i].vn > KEY_MAX)
+			continue;
+		if ((int64_t)get64be(r[i].k + 9) > now)
+			break;
+		memcpy(x[nx].xk, r[i].k, XKEY_LEN);
+		x[nx].kn = (unsigned char)r[i].vn;
+		memcpy(x[nx].k, r[i].v, r[i].vn);
+		nx++;
+	}
+	free(r);
+	if (!x) {
+		b->oom = 1;
+		return;
+	}
+	for (int i = 0; i < nx; i++) {
+		const char *v;
+		size_t vn;
+		struct meta m;
+		int got = ov_get(j, TB_MAIN, x[i].k, x[i].kn, 0, &v, &vn);
+		if (got == OV_PENDING)
+			continue;
+		if (got == 1) {
+			meta_decode(v, vn, &m);
+			if (m.expire == (int64_t)get64be(x[i].xk + 9) &&
+			    m.exptag == get64be(x[i].xk + 17)) {
+				if (box_drop(j, &m) == OV_PENDING)
+					continue;
+				ov_del(j, TB_MAIN, x[i].k, x[i].kn);
+			}
+		}
+		ov_del(j, TB_SUB, x[i].xk, XKEY_LEN);
+	}
+	if (nx == SWEEP_BATCH)
+		job_server(j)->sweep_next_ns = 0;   /* more may be due: again at once */
+	free(x);
 }
 
 /* ---- WATCH ---------------------------------------------------------------- */
