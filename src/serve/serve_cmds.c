@@ -417,8 +417,8 @@ static void command_info(struct rbuf *b, const struct cmd_def *d)
 	int flags = (d->kind == CK_DATA || d->kind == CK_SOLO) + (d->noauth != 0);
 	resp_array(b, flags);
 	if (d->kind == CK_DATA || d->kind == CK_SOLO)
-		resp_simple(b, d->keys == KS_R1 || d->keys == KS_R_ALL || d->kind == CK_SOLO
-			       ? "readonly" : "write");
+		resp_simple(b, d->keys == KS_R1 || d->keys == KS_R_ALL ||
+			       (d->kind == CK_SOLO && d->solo != SOLO_FLUSH) ? "readonly" : "write");
 	if (d->noauth)
 		resp_simple(b, "no_auth");
 	resp_int(b, d->first_key);
