@@ -947,6 +947,11 @@ static int create_table(struct server *sv)
 		rc = lotus_table_create(s, sub, sv->max_value + SERVE_ROW_EXTRA, &sv->tb_sub);
 	if (rc == LOTUS_EEXISTS)
 		rc = lotus_table_open(s, sub, &sv->tb_sub);
+	snprintf(sub, sizeof(sub), "%s.exp", sv->o.table);
+	if (rc == 0)
+		rc = lotus_table_create(s, sub, 2 * KEY_MAX, &sv->tb_exp);
+	if (rc == LOTUS_EEXISTS)
+		rc = lotus_table_open(s, sub, &sv->tb_exp);
 	lotus_session_close(s);
 	if (rc == LOTUS_EEXISTS)
 		slog(LOTUS_LOG_ERROR, "table '%s' exists with another maximum value size "

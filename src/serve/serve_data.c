@@ -229,6 +229,11 @@ int job_has_data(const struct job *j)
 	return j->ndata > 0;
 }
 
+static lotus_table_t tab_tb(const struct job *j, int tab)
+{
+	return tab == TB_SUB ? j->sv->tb_sub : tab == TB_EXP ? j->sv->tb_exp : j->sv->tb;
+}
+
 static const char *jk_bytes(const struct job *j, const struct jkey *k)
 {
 	return (k->comp ? j->karena.data : j->arena.data) + k->off;
@@ -862,7 +867,7 @@ static int stage_writes(struct job *j, int *inserts)
 		int rc = 0;
 		if (!k->dirty)
 			continue;
-		lotus_table_t tb = k->tab == TB_SUB ? j->sv->tb_sub : j->sv->tb;
+		lotus_table_t tb = tab_tb(j, k->tab);
 		int found = k->op >= 0 && lotus_txn_result(j->t, k->op, NULL, NULL) == 0;
 		if (k->op >= 0 && !found) {        /* missing when read */
 			if (k->exists) {
@@ -955,7 +960,7 @@ static void job_next_pass(struct job *j)
 		struct jkey *k = &j->keys[i];
 		k->loaded = k->dirty = k->exists = 0;
 		if (k->rd && k->op < 0) {
-			lotus_table_t tb = k->tab == TB_SUB ? j->sv->tb_sub : j->sv->tb;
+			lotus_table_t tb = tab_tb(j, k->tab);
 			rc = j->writes ? lotus_txn_read_for_update(j->t, tb, jk_bytes(j, k), k->klen)
 				       : lotus_txn_read(j->t, tb, jk_bytes(j, k), k->klen);
 			if (rc >= 0)
@@ -966,7 +971,7 @@ static void job_next_pass(struct job *j)
 		struct jscan *sc = &j->scans[i];
 		if (sc->op >= 0)
 			continue;
-		rc = lotus_txn_scan(j->t, sc->tab == TB_SUB ? j->sv->tb_sub : j->sv->tb,
+		rc = lotus_txn_scan(j->t, tab_tb(j, sc->tab),
 				    j->karena.data + sc->off, sc->slen, sc->count);
 		if (rc >= 0)
 			sc->op = rc;
@@ -1158,7 +1163,7 @@ static void job_stage(struct job *j)
 		if (!k->rd)
 			continue;
 		const char *key = jk_bytes(j, k);
-		lotus_table_t tb = k->tab == TB_SUB ? j->sv->tb_sub : j->sv->tb;
+		lotus_table_t tb = tab_tb(j, k->tab);
 		rc = k->wr || (k->comp && j->writes)
 			     ? lotus_txn_read_for_update(j->t, tb, key, k->klen)
 			     : lotus_txn_read(j->t, tb, key, k->klen);
@@ -1169,7 +1174,7 @@ static void job_stage(struct job *j)
 	}
 	for (unsigned i = 0; i < j->nscans && rc >= 0; i++) {
 		struct jscan *sc = &j->scans[i];
-		sc->op = rc = lotus_txn_scan(j->t, sc->tab == TB_SUB ? j->sv->tb_sub : j->sv->tb,
+		sc->op = rc = lotus_txn_scan(j->t, tab_tb(j, sc->tab),
 					     j->karena.data + sc->off, sc->slen, sc->count);
 		nreads++;
 	}

@@ -100,6 +100,7 @@ struct server {
 	lotus_cluster_t *cl;
 	lotus_table_t tb;
 	lotus_table_t tb_sub;            /* members of hashes, lists, sets, zsets */
+	lotus_table_t tb_exp;            /* the expiry index */
 	uint32_t max_value;
 	_Atomic uint64_t stamp_seq;      /* serve_types.c: write stamps, container ids */
 	/* INFO keyspace: counted by a background scan (serve_types.c), at most
@@ -229,14 +230,14 @@ struct server *job_server(const struct job *j);
 int kv_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n);
 int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n);
 int kv_del(struct job *j, unsigned ci, unsigned i);   /* 1 if it existed */
-/* Keys a command computes (the rows of a type's members, in table TB_SUB or
- * TB_MAIN), read in a further pass of the job: ov_get answers OV_PENDING for
+/* Keys a command computes (the rows of a type's members, in table TB_SUB,
+ * TB_EXP or TB_MAIN), read in a further pass of the job: ov_get answers OV_PENDING for
  * a key not read yet and asks for it; once every command of a pass has run,
  * a pass with pending reads is thrown away, the reads are executed, and
  * every command runs again from the start (its replies and changes are
  * rebuilt).  fresh: the key cannot exist (a container id made in this pass):
  * no read.  ov_put / ov_del of a key never read write it blind. */
-enum { TB_MAIN = 0, TB_SUB = 1 };
+enum { TB_MAIN = 0, TB_SUB = 1, TB_EXP = 2 };
 #define OV_PENDING (-2)
 int ov_get(struct job *j, int tab, const void *key, size_t klen, int fresh,
 	   const char **v, size_t *n);

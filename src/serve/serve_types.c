@@ -31,8 +31,8 @@
  *
  * Expiry: `expire` is a wall-clock time in ms (CLOCK_REALTIME of the serve
  * that set it).  A key past it reads as missing everywhere (lazy), and a
- * write over it replaces it.  An expiry index in T.sub (id 0, in time order,
- * see xkey) lets a background sweep delete due keys without a full scan.
+ * write over it replaces it.  An expiry index, table T.exp (in time order,
+ * see xkey), lets a background sweep delete due keys without a full scan.
  * With several serves on one cluster their clocks must agree (NTP): each
  * decides by its own clock.
  *
@@ -177,7 +177,7 @@ static int meta_get(struct job *j, unsigned ci, unsigned i, struct meta *m)
 }
 
 /* The expiry index: rows 0^8 'e' expire(8, big-endian) exptag(8) -> key in
- * T.sub (no container has id 0), in time order.  A key's row is written with
+ * table T.exp, in time order.  A key's row is written with
  * its metadata whenever it has an expiry; a row whose key changed its expiry
  * since (another exptag) is stale and only dropped by the sweep. */
 #define XKEY_LEN 25
@@ -208,7 +208,7 @@ static int meta_put(struct job *j, unsigned ci, unsigned i, struct meta *m)
 	if (m->expire) {
 		char xk[XKEY_LEN];
 		struct resp_arg k = job_arg(j, ci, i);
-		if (ov_put(j, TB_SUB, xk, xkey(xk, m->expire, m->exptag), k.p, k.len))
+		if (ov_put(j, TB_EXP, xk, xkey(xk, m->expire, m->exptag), k.p, k.len))
 			return -ENOMEM;
 	}
 	if (m->type != T_STRING) {
@@ -1663,14 +1663,26 @@ void keys_run(struct job *j, unsigned ci, struct rbuf *b)
 		free(r);
 		return;
 	}
-	struct ov_row *rs;
+	struct ov_row *rs, *rx;
 	int ns = ov_scan(j, TB_SUB, "", 1, 0, SCAN_ALL, &rs);
-	if (ns < 0) {
+	int nx = ov_scan(j, TB_EXP, "", 1, 0, SCAN_ALL, &rx);
+	if (ns < 0 || nx < 0) {
 		free(r);
-		if (ns != OV_PENDING)
+		if (ns >= 0)
+			free(rs);
+		if (nx >= 0)
+			free(rx);
+		if (ns != OV_PENDING && nx != OV_PENDING)
 			b->oom = 1;
 		return;
 	}
+	char *k3 = rows_keys(rx, nx);
+	free(rx);
+	for (int i = 0; k3 && i < nx; i++)
+		ov_del(j, TB_EXP, k3 + i * (KEY_MAX + 1) + 1, (unsigned char)k3[i * (KEY_MAX + 1)]);
+	if (!k3)
+		b->oom = 1;
+	free(k3);
 	char *k1 = rows_keys(r, n), *k2 = rows_keys(rs, ns);
 	free(r);
 	free(rs);
@@ -1706,7 +1718,7 @@ void sweep_run(struct job *j, unsigned ci, struct rbuf *b)
 	struct ov_row *r;
 	memset(p, 0, 8);
 	p[8] = 'e';
-	int n = ov_scan(j, TB_SUB, p, 9, 9, SWEEP_BATCH, &r);
+	int n = ov_scan(j, TB_EXP, p, 9, 9, SWEEP_BATCH, &r);
 	if (n < 0) {
 		if (n != OV_PENDING)
 			b->oom = 1;
@@ -1746,7 +1758,7 @@ void sweep_run(struct job *j, unsigned ci, struct rbuf *b)
 				ov_del(j, TB_MAIN, x[i].k, x[i].kn);
 			}
 		}
-		ov_del(j, TB_SUB, x[i].xk, XKEY_LEN);
+		ov_del(j, TB_EXP, x[i].xk, XKEY_LEN);
 	}
 	if (nx == SWEEP_BATCH)
 		job_server(j)->sweep_next_ns = 0;   /* more may be due: again at once */
