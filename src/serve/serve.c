@@ -64,6 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "serve/serve_int.h"
+#include "serve/serve_types.h"
 
 #define OUT_PAUSE   (4u << 20)
 #define IN_SOFT     (1u << 20)
@@ -254,7 +255,8 @@ static void conn_free(struct conn *c)
 		c->next->prev = c->prev;
 	if (c->hold_until_ns)
 		w->nheld--;
-	job_free(c->mq);
+	rbuf_free(&c->in);
+	rbuf_free(&c->watch);
 	rbuf_free(&c->in);
 	rbuf_free(&c->out);
 	resp_cmd_free(&c->cmd);
@@ -351,6 +353,11 @@ static void conn_queue(struct conn *c, const struct cmd_def *d, const struct res
 {
 	struct server *sv = c->w->sv;
 	pre->len = 0;
+	if (d->run == run_watch) {
+		resp_error(&c->out, "ERR WATCH inside MULTI is not allowed");
+		c->multi_err = 1;
+		return;
+	}
 	if (d->kind == CK_STATE || d->kind == CK_SOLO) {
 		resp_error(&c->out, "ERR %s inside MULTI is not supported by lotus serve", d->name);
 		c->multi_err = 1;
@@ -752,6 +759,14 @@ static void worker_tick(struct worker *w)
 			    now - c->last_ns >= sv->o.timeout_s * 1000000000ULL)
 				conn_kill(c);
 		}
+	/* the active expiry sweep: a batch of due keys at a time, every 100 ms
+	 * (at once again while it finds due keys) */
+	int idle_sweep = 0;
+	if (w->id == 0 && !sv->stop && now >= sv->sweep_next_ns && !w->renew &&
+	    atomic_compare_exchange_strong(&sv->sweep_running, &idle_sweep, 1)) {
+		sv->sweep_next_ns = now + 100000000ULL;
+		job_start_bg(w, SOLO_SWEEP);
+	}
 	if (w->id == 0 && sv->listen_resume_ns && now >= sv->listen_resume_ns) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &tag_listen };
 		epoll_ctl(w->ep, EPOLL_CTL_MOD, sv->lfd, &ev);
@@ -914,7 +929,29 @@ static int create_table(struct server *sv)
 		slog(LOTUS_LOG_ERROR, "cannot open a session: %s", lotus_strerror(rc));
 		return rc;
 	}
-	rc = lotus_table_create(s, sv->o.table, sv->max_value, &sv->tb);
+	/* a row holds the value and serve's header (type, stamp, expiry; 61 bytes
+	 * for a container): the table is SERVE_ROW_EXTRA bigger than --max-value.
+	 * A table made by an older serve (--max-value bytes exactly) is opened as
+	 * it is, and values SERVE_ROW_EXTRA short of it are taken. */
+	char sub[80];
+	rc = lotus_table_create(s, sv->o.table, sv->max_value + SERVE_ROW_EXTRA, &sv->tb);
+	if (rc == LOTUS_EEXISTS && lotus_table_open(s, sv->o.table, &sv->tb) == 0 &&
+	    lotus_table_max_value(s, sv->tb) > SERVE_ROW_EXTRA) {
+		sv->max_value = lotus_table_max_value(s, sv->tb) - SERVE_ROW_EXTRA;
+		slog(LOTUS_LOG_WARN, "table '%s' exists with another size: values up to %u bytes",
+		     sv->o.table, (unsigned)sv->max_value);
+		rc = 0;
+	}
+	snprintf(sub, sizeof(sub), "%s.sub", sv->o.table);
+	if (rc == 0)
+		rc = lotus_table_create(s, sub, sv->max_value + SERVE_ROW_EXTRA, &sv->tb_sub);
+	if (rc == LOTUS_EEXISTS)
+		rc = lotus_table_open(s, sub, &sv->tb_sub);
+	snprintf(sub, sizeof(sub), "%s.exp", sv->o.table);
+	if (rc == 0)
+		rc = lotus_table_create(s, sub, 2 * KEY_MAX, &sv->tb_exp);
+	if (rc == LOTUS_EEXISTS)
+		rc = lotus_table_open(s, sub, &sv->tb_exp);
 	lotus_session_close(s);
 	if (rc == LOTUS_EEXISTS)
 		slog(LOTUS_LOG_ERROR, "table '%s' exists with another maximum value size "
@@ -938,6 +975,12 @@ int serve_run(const struct serve_opts *o)
 	sv->auth_seed = serve_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0xcbf29ce484222325ULL;
 	pthread_mutex_init(&sv->auth_mu, NULL);
 	sv->max_value = o->max_value;
+	{   /* write stamps: unique per write (serve_types.c): the compute id on top */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		sv->stamp_seq = ((uint64_t)o->lo.compute_id << 52) +
+				((uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000);
+	}
 	sv->lim.max_bulk = MAX_BULK;
 	sv->lim.max_args = 1u << 20;
 	sv->lim.max_inline = 64u << 10;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include "serve/serve_int.h"
+#include "serve/serve_types.h"
 
 /* ---- checks --------------------------------------------------------------- */
 
@@ -91,33 +92,78 @@ static int check_incrby(struct server *sv, const struct resp_cmd *cmd, struct rb
 	return 0;
 }
 
+/* SET's options; *expire: -1 KEEPTTL, 0 none, else the time (ms). */
+static int set_opts(const struct resp_arg *argv, unsigned argc, int *nx, int *xx, int *get,
+		    int64_t *expire)
+{
+	int ttls = 0;
+	*nx = *xx = *get = 0;
+	*expire = 0;
+	for (unsigned a = 3; a < argc; a++) {
+		const struct resp_arg *o = &argv[a];
+		long long t, unit = 0, at = 0;
+		if (resp_arg_is(o, "NX"))
+			*nx = 1;
+		else if (resp_arg_is(o, "XX"))
+			*xx = 1;
+		else if (resp_arg_is(o, "GET"))
+			*get = 1;
+		else if (resp_arg_is(o, "KEEPTTL"))
+			*expire = -1, ttls++;
+		else if (resp_arg_is(o, "EX"))
+			unit = 1000;
+		else if (resp_arg_is(o, "PX"))
+			unit = 1;
+		else if (resp_arg_is(o, "EXAT"))
+			unit = 1000, at = 1;
+		else if (resp_arg_is(o, "PXAT"))
+			unit = 1, at = 1;
+		else
+			return -1;
+		if (!unit)
+			continue;
+		if (a + 1 >= argc || resp_arg_ll(&argv[a + 1], &t))
+			return -1;
+		if (t <= 0 || t > LLONG_MAX / 4000)
+			return -2;
+		*expire = t * unit + (at ? 0 : types_now_ms());
+		ttls++;
+		a++;
+	}
+	return (*nx && *xx) || ttls > 1 ? -1 : 0;
+}
+
 static int check_set(struct server *sv, const struct resp_cmd *cmd, struct rbuf *b)
 {
-	int nx = 0, xx = 0;
+	int nx, xx, get;
+	int64_t ex;
 	if (check_key_value(sv, cmd, b))
 		return -1;
-	for (unsigned a = 3; a < cmd->argc; a++) {
-		const struct resp_arg *o = &cmd->argv[a];
-		if (resp_arg_is(o, "NX"))
-			nx = 1;
-		else if (resp_arg_is(o, "XX"))
-			xx = 1;
-		else if (resp_arg_is(o, "GET") || resp_arg_is(o, "KEEPTTL"))
-			continue;   /* KEEPTTL: there are no TTLs to keep */
-		else if (resp_arg_is(o, "EX") || resp_arg_is(o, "PX") || resp_arg_is(o, "EXAT") ||
-			 resp_arg_is(o, "PXAT")) {
-			resp_error(b, "ERR SET %.*s is not supported: lotus serve has no key "
-				   "expiry (TTL) yet", (int)o->len, o->p);
-			return -1;
-		} else {
-			resp_error(b, "ERR syntax error");
-			return -1;
-		}
-	}
-	if (nx && xx) {
+	int rc = set_opts(cmd->argv, cmd->argc, &nx, &xx, &get, &ex);
+	if (rc == -2)
+		resp_error(b, "ERR invalid expire time in 'set' command");
+	else if (rc)
 		resp_error(b, "ERR syntax error");
+	return rc ? -1 : 0;
+}
+
+static int check_setex(struct server *sv, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	return check_key(&cmd->argv[1], b) || check_value(sv, cmd->argv[3].len, b) ? -1 : 0;
+}
+
+static int check_key2(struct server *sv, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	return check_key(&cmd->argv[1], b) || check_key(&cmd->argv[2], b) ? -1 : 0;
+}
+
+static int check_values_from2(struct server *sv, const struct resp_cmd *cmd, struct rbuf *b)
+{
+	if (check_key(&cmd->argv[1], b))
 		return -1;
-	}
+	for (unsigned i = 2; i < cmd->argc; i++)
+		if (check_value(sv, cmd->argv[i].len, b))
+			return -1;
 	return 0;
 }
 
@@ -132,7 +178,10 @@ static void run_get(struct job *j, unsigned ci, struct rbuf *b)
 {
 	const char *v;
 	size_t n;
-	if (kv_get(j, ci, 1, &v, &n))
+	int r = str_get(j, ci, 1, &v, &n, NULL);
+	if (r < 0)
+		put_wrongtype(b);
+	else if (r)
 		resp_bulk(b, v, n);
 	else
 		resp_null(b);
@@ -140,17 +189,24 @@ static void run_get(struct job *j, unsigned ci, struct rbuf *b)
 
 static void run_set(struct job *j, unsigned ci, struct rbuf *b)
 {
-	int nx = 0, xx = 0, get = 0;
+	int nx, xx, get;
+	int64_t ex, old_ex = 0;
 	const char *v;
 	size_t n;
 	struct resp_arg val = job_arg(j, ci, 2);
-	for (unsigned a = 3; a < job_argc(j, ci); a++) {
-		struct resp_arg o = job_arg(j, ci, a);
-		nx |= resp_arg_is(&o, "NX");
-		xx |= resp_arg_is(&o, "XX");
-		get |= resp_arg_is(&o, "GET");
+	struct resp_arg argv[16];
+	unsigned argc = job_argc(j, ci) < 16 ? job_argc(j, ci) : 16;
+	for (unsigned a = 0; a < argc; a++)
+		argv[a] = job_arg(j, ci, a);
+	set_opts(argv, argc, &nx, &xx, &get, &ex);   /* checked on arrival */
+	int exists = (nx || xx || get || ex < 0) ? str_get(j, ci, 1, &v, &n, &old_ex) : 0;
+	if (exists < 0 && get) {
+		put_wrongtype(b);
+		return;
 	}
-	int exists = (nx || xx || get) ? kv_get(j, ci, 1, &v, &n) : 0;
+	if (ex < 0)
+		ex = exists ? old_ex : 0;
+	exists = exists != 0;
 	struct rbuf old;
 	rbuf_init(&old);
 	if (get && exists)
@@ -160,7 +216,7 @@ static void run_set(struct job *j, unsigned ci, struct rbuf *b)
 			rbuf_put(b, old.data, old.len);
 		else
 			resp_null(b);
-	} else if (kv_set(j, ci, 1, val.p, val.len)) {
+	} else if (str_set(j, ci, 1, val.p, val.len, ex)) {
 		resp_error(b, "ERR out of memory");
 	} else if (get) {
 		if (exists)
@@ -178,11 +234,11 @@ static void run_setnx(struct job *j, unsigned ci, struct rbuf *b)
 	const char *v;
 	size_t n;
 	struct resp_arg val = job_arg(j, ci, 2);
-	if (kv_get(j, ci, 1, &v, &n)) {
+	if (str_get(j, ci, 1, &v, &n, NULL)) {   /* any type: the key exists */
 		resp_int(b, 0);
 		return;
 	}
-	if (kv_set(j, ci, 1, val.p, val.len))
+	if (str_set(j, ci, 1, val.p, val.len, 0))
 		resp_error(b, "ERR out of memory");
 	else
 		resp_int(b, 1);
@@ -193,11 +249,16 @@ static void run_getset(struct job *j, unsigned ci, struct rbuf *b)
 	const char *v;
 	size_t n;
 	struct resp_arg val = job_arg(j, ci, 2);
-	if (kv_get(j, ci, 1, &v, &n))
+	int r = str_get(j, ci, 1, &v, &n, NULL);
+	if (r < 0) {
+		put_wrongtype(b);
+		return;
+	}
+	if (r)
 		resp_bulk(b, v, n);
 	else
 		resp_null(b);
-	if (kv_set(j, ci, 1, val.p, val.len))
+	if (str_set(j, ci, 1, val.p, val.len, 0))
 		b->oom = 1;
 }
 
@@ -207,7 +268,7 @@ static void run_mget(struct job *j, unsigned ci, struct rbuf *b)
 	size_t n;
 	resp_array(b, job_argc(j, ci) - 1);
 	for (unsigned i = 1; i < job_argc(j, ci); i++) {
-		if (kv_get(j, ci, i, &v, &n))
+		if (str_get(j, ci, i, &v, &n, NULL) == 1)
 			resp_bulk(b, v, n);
 		else
 			resp_null(b);
@@ -218,7 +279,7 @@ static void run_mset(struct job *j, unsigned ci, struct rbuf *b)
 {
 	for (unsigned i = 1; i + 1 < job_argc(j, ci); i += 2) {
 		struct resp_arg val = job_arg(j, ci, i + 1);
-		if (kv_set(j, ci, i, val.p, val.len)) {
+		if (str_set(j, ci, i, val.p, val.len, 0)) {
 			b->oom = 1;
 			return;
 		}
@@ -226,30 +287,19 @@ static void run_mset(struct job *j, unsigned ci, struct rbuf *b)
 	resp_simple(b, "OK");
 }
 
-static void run_del(struct job *j, unsigned ci, struct rbuf *b)
-{
-	long long n = 0;
-	for (unsigned i = 1; i < job_argc(j, ci); i++)
-		n += kv_del(j, ci, i);
-	resp_int(b, n);
-}
-
-static void run_exists(struct job *j, unsigned ci, struct rbuf *b)
-{
-	const char *v;
-	size_t len;
-	long long n = 0;
-	for (unsigned i = 1; i < job_argc(j, ci); i++)
-		n += kv_get(j, ci, i, &v, &len);
-	resp_int(b, n);
-}
 
 static void incr_by(struct job *j, unsigned ci, struct rbuf *b, long long by)
 {
 	const char *v;
 	size_t n;
 	long long cur = 0;
-	if (kv_get(j, ci, 1, &v, &n)) {
+	int64_t ex = 0;
+	int r = str_get(j, ci, 1, &v, &n, &ex);
+	if (r < 0) {
+		put_wrongtype(b);
+		return;
+	}
+	if (r) {
 		struct resp_arg a = { v, n };
 		if (resp_arg_ll(&a, &cur)) {
 			resp_error(b, "ERR value is not an integer or out of range");
@@ -265,7 +315,7 @@ static void incr_by(struct job *j, unsigned ci, struct rbuf *b, long long by)
 	int len = snprintf(s, sizeof(s), "%lld", cur);
 	if (check_value(job_server(j), (size_t)len, b))
 		return;
-	if (kv_set(j, ci, 1, s, (size_t)len))
+	if (str_set(j, ci, 1, s, (size_t)len, ex))
 		resp_error(b, "ERR out of memory");
 	else
 		resp_int(b, cur);
@@ -302,14 +352,20 @@ static void run_append(struct job *j, unsigned ci, struct rbuf *b)
 	size_t n;
 	struct resp_arg add = job_arg(j, ci, 2);
 	struct rbuf nv;
-	if (!kv_get(j, ci, 1, &v, &n))
+	int64_t ex = 0;
+	int r = str_get(j, ci, 1, &v, &n, &ex);
+	if (r < 0) {
+		put_wrongtype(b);
+		return;
+	}
+	if (!r)
 		n = 0;
 	if (check_value(job_server(j), n + add.len, b))
 		return;
 	rbuf_init(&nv);
 	rbuf_put(&nv, v, n);
 	rbuf_put(&nv, add.p, add.len);
-	if (nv.oom || kv_set(j, ci, 1, nv.data ? nv.data : "", nv.len))
+	if (nv.oom || str_set(j, ci, 1, nv.data ? nv.data : "", nv.len, ex))
 		resp_error(b, "ERR out of memory");
 	else
 		resp_int(b, (long long)(n + add.len));
@@ -320,7 +376,11 @@ static void run_strlen(struct job *j, unsigned ci, struct rbuf *b)
 {
 	const char *v;
 	size_t n;
-	resp_int(b, kv_get(j, ci, 1, &v, &n) ? (long long)n : 0);
+	int r = str_get(j, ci, 1, &v, &n, NULL);
+	if (r < 0)
+		put_wrongtype(b);
+	else
+		resp_int(b, r ? (long long)n : 0);
 }
 
 /* ---- immediate commands ----------------------------------------------------- */
@@ -357,8 +417,8 @@ static void command_info(struct rbuf *b, const struct cmd_def *d)
 	int flags = (d->kind == CK_DATA || d->kind == CK_SOLO) + (d->noauth != 0);
 	resp_array(b, flags);
 	if (d->kind == CK_DATA || d->kind == CK_SOLO)
-		resp_simple(b, d->keys == KS_R1 || d->keys == KS_R_ALL || d->kind == CK_SOLO
-			       ? "readonly" : "write");
+		resp_simple(b, d->keys == KS_R1 || d->keys == KS_R_ALL ||
+			       (d->kind == CK_SOLO && d->solo != SOLO_FLUSH) ? "readonly" : "write");
 	if (d->noauth)
 		resp_simple(b, "no_auth");
 	resp_int(b, d->first_key);
@@ -445,7 +505,7 @@ const struct cmd_def cmd_table[] = {
 	STATE("MULTI", 1, cmd_multi, 0),
 	STATE("EXEC", 1, cmd_exec, 0),
 	STATE("DISCARD", 1, cmd_discard, 0),
-	STATE("WATCH", -2, cmd_watch, 0),
+	DATA("WATCH", -2, KS_R_ALL, check_keys, run_watch, 1, -1, 1),
 	STATE("UNWATCH", 1, cmd_watch, 0),
 	STATE("RESET", 1, cmd_reset, 1),
 	DATA("GET", 2, KS_R1, check_key1, run_get, 1, 1, 1),
@@ -462,6 +522,53 @@ const struct cmd_def cmd_table[] = {
 	DATA("DECRBY", 3, KS_RW1, check_incrby, run_decrby, 1, 1, 1),
 	DATA("APPEND", 3, KS_RW1, check_key1, run_append, 1, 1, 1),
 	DATA("STRLEN", 2, KS_R1, check_key1, run_strlen, 1, 1, 1),
+	DATA("SETEX", 4, KS_W1, check_setex, run_setex, 1, 1, 1),
+	DATA("PSETEX", 4, KS_W1, check_setex, run_psetex, 1, 1, 1),
+	DATA("TYPE", 2, KS_R1, check_key1, run_type, 1, 1, 1),
+	DATA("RENAME", 3, KS_RW12, check_key2, run_rename, 1, 2, 1),
+	DATA("EXPIRE", -3, KS_RW1, check_key1, run_expire, 1, 1, 1),
+	DATA("PEXPIRE", -3, KS_RW1, check_key1, run_pexpire, 1, 1, 1),
+	DATA("EXPIREAT", -3, KS_RW1, check_key1, run_expireat, 1, 1, 1),
+	DATA("PEXPIREAT", -3, KS_RW1, check_key1, run_pexpireat, 1, 1, 1),
+	DATA("TTL", 2, KS_R1, check_key1, run_ttl, 1, 1, 1),
+	DATA("PTTL", 2, KS_R1, check_key1, run_pttl, 1, 1, 1),
+	DATA("PERSIST", 2, KS_RW1, check_key1, run_persist, 1, 1, 1),
+	DATA("HSET", -4, KS_RW1, check_values_from2, run_hset, 1, 1, 1),
+	DATA("HMSET", -4, KS_RW1, check_values_from2, run_hmset, 1, 1, 1),
+	DATA("HSETNX", 4, KS_RW1, check_values_from2, run_hsetnx, 1, 1, 1),
+	DATA("HGET", 3, KS_R1, check_key1, run_hget, 1, 1, 1),
+	DATA("HMGET", -3, KS_R1, check_key1, run_hmget, 1, 1, 1),
+	DATA("HDEL", -3, KS_RW1, check_key1, run_hdel, 1, 1, 1),
+	DATA("HLEN", 2, KS_R1, check_key1, run_hlen, 1, 1, 1),
+	DATA("HEXISTS", 3, KS_R1, check_key1, run_hexists, 1, 1, 1),
+	DATA("HINCRBY", 4, KS_RW1, check_key1, run_hincrby, 1, 1, 1),
+	DATA("HGETALL", 2, KS_R1, check_key1, run_hgetall, 1, 1, 1),
+	DATA("HKEYS", 2, KS_R1, check_key1, run_hkeys, 1, 1, 1),
+	DATA("HVALS", 2, KS_R1, check_key1, run_hvals, 1, 1, 1),
+	DATA("HSCAN", -3, KS_R1, check_key1, run_hscan, 1, 1, 1),
+	DATA("SADD", -3, KS_RW1, check_key1, run_sadd, 1, 1, 1),
+	DATA("SREM", -3, KS_RW1, check_key1, run_srem, 1, 1, 1),
+	DATA("SISMEMBER", 3, KS_R1, check_key1, run_sismember, 1, 1, 1),
+	DATA("SCARD", 2, KS_R1, check_key1, run_scard, 1, 1, 1),
+	DATA("SMEMBERS", 2, KS_R1, check_key1, run_smembers, 1, 1, 1),
+	DATA("SPOP", -2, KS_RW1, check_key1, run_spop, 1, 1, 1),
+	DATA("ZADD", -4, KS_RW1, check_key1, run_zadd, 1, 1, 1),
+	DATA("ZSCORE", 3, KS_R1, check_key1, run_zscore, 1, 1, 1),
+	DATA("ZCARD", 2, KS_R1, check_key1, run_zcard, 1, 1, 1),
+	DATA("ZREM", -3, KS_RW1, check_key1, run_zrem, 1, 1, 1),
+	DATA("ZRANGE", -4, KS_R1, check_key1, run_zrange, 1, 1, 1),
+	DATA("ZRANGEBYSCORE", -4, KS_R1, check_key1, run_zrangebyscore, 1, 1, 1),
+	DATA("ZPOPMIN", -2, KS_RW1, check_key1, run_zpopmin, 1, 1, 1),
+	DATA("LPUSH", -3, KS_RW1, check_key1, run_lpush, 1, 1, 1),
+	DATA("RPUSH", -3, KS_RW1, check_key1, run_rpush, 1, 1, 1),
+	DATA("LPOP", -2, KS_RW1, check_key1, run_lpop, 1, 1, 1),
+	DATA("RPOP", -2, KS_RW1, check_key1, run_rpop, 1, 1, 1),
+	DATA("LLEN", 2, KS_R1, check_key1, run_llen, 1, 1, 1),
+	DATA("LRANGE", 4, KS_R1, check_key1, run_lrange, 1, 1, 1),
+	DATA("LINDEX", 3, KS_R1, check_key1, run_lindex, 1, 1, 1),
+	{ .name = "KEYS", .arity = 2, .kind = CK_SOLO, .solo = SOLO_KEYS, .check = check_scan },
+	{ .name = "FLUSHDB", .arity = -1, .kind = CK_SOLO, .solo = SOLO_FLUSH, .check = check_scan },
+	{ .name = "FLUSHALL", .arity = -1, .kind = CK_SOLO, .solo = SOLO_FLUSH, .check = check_scan },
 	{ .name = "SCAN", .arity = -2, .kind = CK_SOLO, .solo = SOLO_SCAN, .check = check_scan },
 	{ .name = "DBSIZE", .arity = 1, .kind = CK_SOLO, .solo = SOLO_DBSIZE, .check = check_scan },
 };

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "serve/serve_int.h"
+#include "serve/serve_types.h"
 
 #define AUTH_DELAY_NS     100000000ULL    /* after the first failure; doubles */
 #define AUTH_DELAY_DOUBLINGS 5            /* to 3.2 s at most */
@@ -267,11 +268,40 @@ void cmd_multi(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 	resp_simple(b, "OK");
 }
 
+static void watch_clear(struct conn *c)
+{
+	c->watch.len = 0;
+	c->watch.oom = 0;
+	c->nwatch = 0;
+}
+
 static void multi_end(struct conn *c)
 {
 	job_free(c->mq);
 	c->mq = NULL;
 	c->multi = c->multi_err = 0;
+}
+
+/* EXEC after WATCH: a first command that compares each watched key's stamp
+ * (serve_types.c) inside the EXEC's own transaction, whose reads lock them
+ * until the commit: a change after WATCH makes EXEC answer nil. */
+static int exec_add_watch(struct conn *c, struct job *j)
+{
+	struct resp_cmd cmd = { NULL, 0, 0 };
+	int rc = -ENOMEM;
+	if (c->watch.oom || !(cmd.argv = calloc(1 + 2 * (size_t)c->nwatch, sizeof(*cmd.argv))))
+		goto out;
+	cmd.argv[cmd.argc++] = (struct resp_arg){ "WATCHCHECK", 10 };
+	for (size_t off = 0; off < c->watch.len && cmd.argc < 1 + 2 * c->nwatch;) {
+		size_t kl = (unsigned char)c->watch.data[off];
+		cmd.argv[cmd.argc++] = (struct resp_arg){ c->watch.data + off + 1, kl };
+		cmd.argv[cmd.argc++] = (struct resp_arg){ c->watch.data + off + 1 + kl, 9 };
+		off += 1 + kl + 9;
+	}
+	rc = job_add_watchcheck(j, &cmd);
+out:
+	free(cmd.argv);
+	return rc;
 }
 
 void cmd_exec(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
@@ -282,12 +312,20 @@ void cmd_exec(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 	}
 	if (c->multi_err) {
 		multi_end(c);
+		watch_clear(c);
 		resp_error(b, "EXECABORT Transaction discarded because of previous errors.");
 		return;
 	}
 	struct job *j = c->mq;
 	c->mq = NULL;
 	multi_end(c);
+	if (c->nwatch && exec_add_watch(c, j)) {
+		watch_clear(c);
+		job_free(j);
+		resp_error(b, "ERR out of memory");
+		return;
+	}
+	watch_clear(c);
 	if (job_has_data(j))
 		job_start(j);
 	else
@@ -301,22 +339,20 @@ void cmd_discard(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 		return;
 	}
 	multi_end(c);
+	watch_clear(c);
 	resp_simple(b, "OK");
 }
 
 void cmd_watch(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 {
-	if (resp_arg_is(&cmd->argv[0], "UNWATCH")) {
-		resp_simple(b, "OK");   /* nothing can be watched, so nothing to forget */
-		return;
-	}
-	resp_error(b, "ERR WATCH is not supported by lotus serve: put the reads and the writes "
-		   "in one MULTI/EXEC, which runs as one serializable lotus transaction");
+	watch_clear(c);   /* UNWATCH; WATCH itself is a data command (serve_types.c) */
+	resp_simple(b, "OK");
 }
 
 void cmd_reset(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 {
 	multi_end(c);
+	watch_clear(c);
 	c->name[0] = 0;
 	c->authed = c->w->sv->o.requirepass == NULL;
 	resp_simple(b, "RESET");
@@ -360,16 +396,39 @@ static void info_lotus(struct conn *c, struct rbuf *t)
 	}
 }
 
+/* used_memory: the bytes the memory servers' pools hold (their stats, one
+ * round trip each), summed. */
+static void info_memory(struct conn *c, struct rbuf *t)
+{
+	struct server *sv = c->w->sv;
+	unsigned long long used = 0, total = 0;
+	char line[512];
+	for (unsigned i = 0; i < lotus_cluster_servers(sv->cl); i++) {
+		const char *js = lotus_server_stats(c->w->s, i);
+		const char *u = js ? strstr(js, "\"pool_used_bytes\":") : NULL;
+		const char *p = js ? strstr(js, "\"pool_bytes\":") : NULL;
+		if (u)
+			used += strtoull(u + 18, NULL, 10);
+		if (p)
+			total += strtoull(p + 13, NULL, 10);
+	}
+	int n = snprintf(line, sizeof(line), "# Memory\r\nused_memory:%llu\r\n"
+			 "used_memory_human:%.2fM\r\nmaxmemory:%llu\r\n"
+			 "mem_allocator:lotus-pool\r\n\r\n", used, (double)used / 1048576.0, total);
+	rbuf_put(t, line, (size_t)n);
+}
+
 void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 {
 	struct server *sv = c->w->sv;
 	struct rbuf t;
 	char line[1024];
 	int all = cmd->argc == 1;
-	int want[5] = { all, all, all, all, all };
-	static const char *const names[] = { "server", "clients", "stats", "lotus", "keyspace" };
+	int want[6] = { all, all, all, all, all, all };
+	static const char *const names[] = { "server", "clients", "stats", "lotus", "keyspace",
+					     "memory" };
 	for (unsigned a = 1; a < cmd->argc; a++)
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < 6; i++)
 			if (resp_arg_is(&cmd->argv[a], names[i]) || resp_arg_is(&cmd->argv[a], "all") ||
 			    resp_arg_is(&cmd->argv[a], "everything") ||
 			    resp_arg_is(&cmd->argv[a], "default"))
@@ -386,8 +445,8 @@ void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 	}
 	if (want[1]) {
 		int n = snprintf(line, sizeof(line), "# Clients\r\nconnected_clients:%lld\r\n"
-				 "maxclients:%u\r\n\r\n", (long long)sv->ctr.conns_now,
-				 sv->o.max_clients);
+				 "blocked_clients:0\r\nmaxclients:%u\r\n\r\n",
+				 (long long)sv->ctr.conns_now, sv->o.max_clients);
 		rbuf_put(&t, line, (size_t)n);
 	}
 	if (want[2]) {
@@ -398,12 +457,27 @@ void cmd_info(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b)
 			(unsigned long long)sv->ctr.rejected, (unsigned long long)sv->ctr.proto_errors);
 		rbuf_put(&t, line, (size_t)n);
 	}
+	if (want[5])
+		info_memory(c, &t);
 	if (want[3]) {
 		info_lotus(c, &t);
 		rbuf_put(&t, "\r\n", 2);
 	}
-	if (want[4])   /* empty: counting keys takes a scan (DBSIZE) */
+	if (want[4]) {
+		/* counted by a scan in the background, at most once a second: the
+		 * numbers are those of the last count (none before the first) */
+		uint64_t at = sv->ks_at_ns;
+		int idle = 0;
+		if ((!at || serve_now_ns() - at > 1000000000ULL) &&
+		    atomic_compare_exchange_strong(&sv->ks_running, &idle, 1))
+			job_start_bg(c->w, SOLO_COUNT);
 		rbuf_put(&t, "# Keyspace\r\n", 12);
+		if (at && sv->ks_keys > 0) {
+			int n = snprintf(line, sizeof(line), "db0:keys=%lld,expires=%lld,avg_ttl=0\r\n",
+					 (long long)sv->ks_keys, (long long)sv->ks_expires);
+			rbuf_put(&t, line, (size_t)n);
+		}
+	}
 	resp_bulk(b, t.data ? t.data : "", t.len);
 	rbuf_free(&t);
 }

@@ -66,10 +66,20 @@ struct jkey {
 	int op;                /* this attempt's read op, or -1 */
 	int ins;               /* this attempt's insert op, or -1 */
 	uint8_t loaded, exists, dirty, found;
+	uint8_t tab;           /* TB_MAIN or TB_SUB */
+	uint8_t comp;          /* a computed key: its bytes are in j->karena */
 	const char *vp;        /* the value now: in the read's result, the job's
 				  arguments, or val */
 	size_t vn;
 	struct rbuf val;       /* a value the job computed (INCR, APPEND) */
+};
+
+/* A scan a command asked for (ov_scan): kept across passes and attempts. */
+struct jscan {
+	uint8_t tab;
+	size_t off, slen;      /* start, in j->karena */
+	unsigned count;
+	int op;                /* this attempt's scan op, or -1 */
 };
 
 struct job {
@@ -98,6 +108,20 @@ struct job {
 	uint16_t start_len;
 	unsigned char start[KEY_MAX];
 	long long dbsize;
+	/* computed keys and scans (ov_*), passes */
+	struct rbuf karena;
+	struct jscan *scans;
+	unsigned nscans, capscans;
+	int writes;            /* some command writes: read computed keys for update */
+	int need;              /* this pass asked for reads */
+	unsigned passes;
+	unsigned watch_ci1;    /* EXEC with WATCH: the check command's index + 1 */
+	int watch_fail;        /* a watched key changed: EXEC answers nil */
+	/* KEYS and FLUSHDB */
+	struct rbuf keysbuf;
+	long long nkeysout;
+	int flush_tab, flush_more;
+	int scan_type;         /* SCAN TYPE: the type asked for, or -1 */
 	uint64_t due;          /* a delayed retry starts then */
 	struct job *delay_next;
 };
@@ -141,8 +165,12 @@ struct job *job_new(struct conn *c, int is_exec)
 
 static void job_recycle(struct worker *w, struct job *j)
 {
-	j->arena.len = j->reply.len = 0;
-	j->arena.oom = j->reply.oom = 0;
+	j->arena.len = j->reply.len = j->karena.len = j->keysbuf.len = 0;
+	j->arena.oom = j->reply.oom = j->karena.oom = j->keysbuf.oom = 0;
+	j->nscans = 0;
+	j->writes = j->need = j->watch_fail = j->flush_tab = j->flush_more = 0;
+	j->passes = j->watch_ci1 = 0;
+	j->nkeysout = 0;
 	j->nargs = j->ncmds = 0;
 	if (j->nkeys)
 		memset(j->hash, 0, j->hcap * sizeof(*j->hash));
@@ -172,6 +200,9 @@ void job_free(struct job *j)
 	free(j->hash);
 	free(j->args);
 	free(j->cmds);
+	free(j->scans);
+	rbuf_free(&j->karena);
+	rbuf_free(&j->keysbuf);
 	rbuf_free(&j->arena);
 	rbuf_free(&j->reply);
 	free(j);
@@ -198,10 +229,20 @@ int job_has_data(const struct job *j)
 	return j->ndata > 0;
 }
 
-static uint64_t key_hash(const void *p, size_t n)
+static lotus_table_t tab_tb(const struct job *j, int tab)
+{
+	return tab == TB_SUB ? j->sv->tb_sub : tab == TB_EXP ? j->sv->tb_exp : j->sv->tb;
+}
+
+static const char *jk_bytes(const struct job *j, const struct jkey *k)
+{
+	return (k->comp ? j->karena.data : j->arena.data) + k->off;
+}
+
+static uint64_t key_hash(int tab, const void *p, size_t n)
 {
 	const unsigned char *s = p;
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)tab;
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ s[i]) * 0x100000001b3ULL;
 	return h;
@@ -215,7 +256,7 @@ static int hash_grow(struct job *j)
 		return -ENOMEM;
 	for (unsigned i = 0; i < j->nkeys; i++) {
 		struct jkey *k = &j->keys[i];
-		unsigned at = (unsigned)key_hash(j->arena.data + k->off, k->klen) & (cap - 1);
+		unsigned at = (unsigned)key_hash(k->tab, jk_bytes(j, k), k->klen) & (cap - 1);
 		while (h[at])
 			at = (at + 1) & (cap - 1);
 		h[at] = i + 1;
@@ -226,16 +267,19 @@ static int hash_grow(struct job *j)
 	return 0;
 }
 
-/* The key index of the argument at arena offset off (added if new). */
-static int key_intern(struct job *j, size_t off, size_t len, int rd, int wr)
+/* The key index of key p (an argument at arena offset off, or with comp a
+ * computed key, copied into karena if new), added if new. */
+static int key_intern2(struct job *j, int tab, int comp, const char *p, size_t off,
+		       size_t len, int rd, int wr)
 {
 	if ((j->nkeys + 1) * 2 > j->hcap && hash_grow(j))
 		return -ENOMEM;
-	const char *p = j->arena.data + off;
-	unsigned at = (unsigned)key_hash(p, len) & (j->hcap - 1);
+	if (!comp)
+		p = j->arena.data + off;
+	unsigned at = (unsigned)key_hash(tab, p, len) & (j->hcap - 1);
 	for (; j->hash[at]; at = (at + 1) & (j->hcap - 1)) {
 		struct jkey *k = &j->keys[j->hash[at] - 1];
-		if (k->klen == len && !memcmp(j->arena.data + k->off, p, len)) {
+		if (k->klen == len && k->tab == tab && !memcmp(jk_bytes(j, k), p, len)) {
 			k->rd |= (uint8_t)rd;
 			k->wr |= (uint8_t)wr;
 			return (int)(j->hash[at] - 1);
@@ -250,18 +294,32 @@ static int key_intern(struct job *j, size_t off, size_t len, int rd, int wr)
 		j->keys = nk;
 		j->capkeys = cap;
 	}
+	if (comp) {
+		off = j->karena.len;
+		rbuf_put(&j->karena, p, len);
+		if (j->karena.oom)
+			return -ENOMEM;
+	}
 	struct jkey *k = &j->keys[j->nkeys];
 	struct rbuf keep = k->val;   /* a pooled job keeps its value buffers */
 	memset(k, 0, sizeof(*k));
 	k->val = keep;
 	k->val.len = 0;
 	k->val.oom = 0;
+	k->tab = (uint8_t)tab;
+	k->comp = (uint8_t)comp;
+	k->op = k->ins = -1;
 	k->off = off;
 	k->klen = (uint16_t)len;
 	k->rd = (uint8_t)rd;
 	k->wr = (uint8_t)wr;
 	j->hash[at] = ++j->nkeys;
 	return (int)(j->nkeys - 1);
+}
+
+static int key_intern(struct job *j, size_t off, size_t len, int rd, int wr)
+{
+	return key_intern2(j, TB_MAIN, 0, NULL, off, len, rd, wr);
 }
 
 /* Is argument i of cmd a key, and is it read / written? */
@@ -282,7 +340,7 @@ static int arg_key_role(const struct cmd_def *d, const struct resp_cmd *cmd, uns
 		*wr = 1;
 		for (unsigned a = 3; a < cmd->argc; a++)
 			if (resp_arg_is(&cmd->argv[a], "NX") || resp_arg_is(&cmd->argv[a], "XX") ||
-			    resp_arg_is(&cmd->argv[a], "GET"))
+			    resp_arg_is(&cmd->argv[a], "GET") || resp_arg_is(&cmd->argv[a], "KEEPTTL"))
 				*rd = 1;
 		return i == 1;
 	case KS_R_ALL:
@@ -293,6 +351,15 @@ static int arg_key_role(const struct cmd_def *d, const struct resp_cmd *cmd, uns
 		return 1;
 	case KS_W_PAIRS:
 		*wr = 1;
+		return i % 2 == 1;
+	case KS_W1:
+		*wr = 1;
+		return i == 1;
+	case KS_RW12:
+		*rd = *wr = 1;
+		return i == 1 || i == 2;
+	case KS_R_PAIRS:
+		*rd = 1;
 		return i % 2 == 1;
 	default:
 		return 0;
@@ -348,6 +415,7 @@ int job_add(struct job *j, const struct cmd_def *d, const struct resp_cmd *cmd,
 			a->key = key_intern(j, a->off, a->len, rd, wr);
 			if (a->key < 0)
 				return -ENOMEM;
+			j->writes |= wr;
 		}
 	}
 	j->nargs += cmd->argc;
@@ -448,6 +516,210 @@ int kv_del(struct job *j, unsigned ci, unsigned i)
 	return had;
 }
 
+/* ---- computed keys and scans (the types' members) ------------------------------ */
+
+int job_pending(const struct job *j)
+{
+	return j->need;
+}
+
+struct conn *job_conn(const struct job *j)
+{
+	return j->c;
+}
+
+int job_add_watchcheck(struct job *j, const struct resp_cmd *cmd)
+{
+	int rc = job_add(j, &cmd_watchcheck, cmd, NULL);
+	if (rc == 0)
+		j->watch_ci1 = j->ncmds;
+	return rc;
+}
+
+void job_set_watch_fail(struct job *j)
+{
+	j->watch_fail = 1;
+}
+
+int ov_get(struct job *j, int tab, const void *key, size_t klen, int fresh,
+	   const char **v, size_t *n)
+{
+	int ki = key_intern2(j, tab, 1, key, 0, klen, 0, 0);
+	if (ki < 0)
+		return ki;
+	struct jkey *k = &j->keys[ki];
+	if (!k->loaded && k->op < 0) {
+		if (!fresh) {
+			k->rd = 1;          /* read it in the next pass */
+			j->need = 1;
+			return OV_PENDING;
+		}
+		k->loaded = 1;          /* a new container's row: missing */
+		k->exists = 0;
+		k->vp = "";
+		k->vn = 0;
+	}
+	kv_load(j, k);
+	*v = k->vp;
+	*n = k->vn;
+	return k->exists;
+}
+
+static int ov_key(struct job *j, int tab, const void *key, size_t klen)
+{
+	int ki = key_intern2(j, tab, 1, key, 0, klen, 0, 0);
+	if (ki < 0)
+		return ki;
+	struct jkey *k = &j->keys[ki];
+	if (!k->loaded && k->op < 0) {   /* blind: written without a read */
+		k->loaded = 1;
+		k->exists = 0;
+	}
+	kv_load(j, k);
+	return ki;
+}
+
+int ov_put(struct job *j, int tab, const void *key, size_t klen, const void *v, size_t n)
+{
+	int ki = ov_key(j, tab, key, klen);
+	if (ki < 0)
+		return ki;
+	struct jkey *k = &j->keys[ki];
+	struct rbuf nv;     /* v may point into k->val */
+	rbuf_init(&nv);
+	rbuf_put(&nv, v, n);
+	if (nv.oom || rbuf_reserve(&nv, 1))
+		return -ENOMEM;
+	rbuf_free(&k->val);
+	k->val = nv;
+	k->vp = k->val.data;
+	k->vn = n;
+	k->exists = k->dirty = 1;
+	return 0;
+}
+
+int ov_del(struct job *j, int tab, const void *key, size_t klen)
+{
+	int ki = ov_key(j, tab, key, klen);
+	if (ki < 0)
+		return ki;
+	struct jkey *k = &j->keys[ki];
+	int had = k->exists;
+	k->exists = 0;
+	k->vp = "";
+	k->vn = 0;
+	k->dirty = 1;
+	return had;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct ov_row *x = a, *y = b;
+	size_t n = x->kn < y->kn ? x->kn : y->kn;
+	int c = memcmp(x->k, y->k, n);
+	return c ? c : (x->kn > y->kn) - (x->kn < y->kn);
+}
+
+static int key_in(const char *k, size_t kn, const char *start, size_t slen, size_t plen)
+{
+	if (kn < plen || memcmp(k, start, plen))
+		return 0;
+	struct ov_row a = { k, NULL, kn, 0 }, b = { start, NULL, slen, 0 };
+	return row_cmp(&a, &b) >= 0;
+}
+
+int ov_scan(struct job *j, int tab, const void *start, size_t slen, size_t plen,
+	    unsigned want, struct ov_row **rows)
+{
+	unsigned deleted = 0, si;
+	*rows = NULL;
+	for (unsigned i = 0; i < j->nkeys; i++) {
+		struct jkey *k = &j->keys[i];
+		if (k->tab == tab && k->dirty && !k->exists &&
+		    key_in(jk_bytes(j, k), k->klen, start, slen, plen))
+			deleted++;
+	}
+	unsigned count = want ? want + deleted : 0;
+	for (si = 0; si < j->nscans; si++) {
+		struct jscan *sc = &j->scans[si];
+		if (sc->tab == tab && sc->slen == slen && sc->count >= count &&
+		    !memcmp(j->karena.data + sc->off, start, slen))
+			break;
+	}
+	if (count && si == j->nscans) {
+		if (j->nscans == j->capscans) {
+			unsigned cap = j->capscans ? j->capscans * 2 : 8;
+			struct jscan *ns = realloc(j->scans, cap * sizeof(*ns));
+			if (!ns)
+				return -ENOMEM;
+			j->scans = ns;
+			j->capscans = cap;
+		}
+		struct jscan *sc = &j->scans[j->nscans];
+		sc->tab = (uint8_t)tab;
+		sc->off = j->karena.len;
+		sc->slen = slen;
+		sc->count = count;
+		sc->op = -1;
+		rbuf_put(&j->karena, start, slen);
+		if (j->karena.oom)
+			return -ENOMEM;
+		j->nscans++;
+	}
+	if (count && j->scans[si].op < 0) {
+		j->need = 1;
+		return OV_PENDING;
+	}
+	int n = count ? lotus_txn_scan_rows(j->t, j->scans[si].op) : 0;
+	if (n < 0)
+		n = 0;
+	struct ov_row *r = malloc(((size_t)n + j->nkeys + 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	unsigned nr = 0;
+	const void *lastk = NULL;
+	size_t lastn = 0;
+	for (int i = 0; i < n; i++) {
+		const void *k, *v;
+		size_t kl, vl;
+		if (lotus_txn_scan_row(j->t, j->scans[si].op, (unsigned)i, &k, &kl, &v, &vl))
+			continue;
+		lastk = k;
+		lastn = kl;
+		if (!key_in(k, kl, start, slen, plen))
+			continue;
+		r[nr++] = (struct ov_row){ k, v ? v : "", kl, vl };
+	}
+	/* this job's changes: a changed row replaces its scanned one; a new one
+	 * counts only up to the last row scanned if the scan may have stopped short */
+	int full = (unsigned)n < j->scans[si].count;
+	for (unsigned i = 0; i < j->nkeys; i++) {
+		struct jkey *k = &j->keys[i];
+		const char *kb = jk_bytes(j, k);
+		if (k->tab != tab || !k->loaded || !k->dirty || !key_in(kb, k->klen, start, slen, plen))
+			continue;
+		unsigned at;
+		for (at = 0; at < nr; at++)
+			if (r[at].kn == k->klen && !memcmp(r[at].k, kb, k->klen))
+				break;
+		if (at < nr) {
+			if (k->exists) {
+				r[at].v = k->vp;
+				r[at].vn = k->vn;
+			} else {
+				r[at] = r[--nr];
+			}
+			continue;
+		}
+		struct ov_row me = { kb, k->vp, k->klen, k->vn }, last = { lastk, NULL, lastn, 0 };
+		if (k->exists && (full || !lastk || row_cmp(&me, &last) < 0))
+			r[nr++] = me;
+	}
+	qsort(r, nr, sizeof(*r), row_cmp);
+	*rows = r;
+	return (int)nr;
+}
+
 /* ---- the transaction -------------------------------------------------------- */
 
 lotus_txn_t *worker_txn_get(struct worker *w)
@@ -485,10 +757,20 @@ static void put_reply_fixed(struct job *j, unsigned ci, struct rbuf *b)
 	rbuf_put(b, j->arena.data + j->cmds[ci].pre_off, j->cmds[ci].pre_len);
 }
 
+static void job_exec_header(struct job *j, struct rbuf *out)
+{
+	if (j->watch_fail)
+		resp_null_array(out);
+	else
+		resp_array(out, j->ncmds - (j->watch_ci1 != 0));
+}
+
 static void job_end(struct job *j)
 {
 	struct conn *c = j->c;
-	struct rbuf *out = &c->out;
+	struct rbuf scratch;
+	rbuf_init(&scratch);
+	struct rbuf *out = c ? &c->out : &scratch;   /* no client: the sweeps */
 	if (j->t) {
 		worker_txn_put(j->w, j->t);
 		j->t = NULL;
@@ -522,13 +804,21 @@ static void job_end(struct job *j)
 		atomic_fetch_add(&j->sv->ctr.txn_fail, 1);
 	} else {
 		if (j->is_exec)
-			resp_array(out, j->ncmds);
-		rbuf_put(out, j->reply.data, j->reply.len);
+			job_exec_header(j, out);
+		if (!j->watch_fail)
+			rbuf_put(out, j->reply.data, j->reply.len);
 		atomic_fetch_add(&j->sv->ctr.txn_commit, 1);
 	}
-	c->job = NULL;
+	rbuf_free(&scratch);
+	if (j->solo == SOLO_COUNT)
+		j->sv->ks_running = 0;
+	if (j->solo == SOLO_SWEEP)
+		j->sv->sweep_running = 0;
 	job_free(j);
-	conn_job_done(c);
+	if (c) {
+		c->job = NULL;
+		conn_job_done(c);
+	}
 }
 
 void job_reply_now(struct job *j)
@@ -573,21 +863,21 @@ static int stage_writes(struct job *j, int *inserts)
 	*inserts = 0;
 	for (unsigned i = 0; i < j->nkeys; i++) {
 		struct jkey *k = &j->keys[i];
-		const char *key = j->arena.data + k->off;
+		const char *key = jk_bytes(j, k);
 		int rc = 0;
 		if (!k->dirty)
 			continue;
+		lotus_table_t tb = tab_tb(j, k->tab);
 		int found = k->op >= 0 && lotus_txn_result(j->t, k->op, NULL, NULL) == 0;
 		if (k->op >= 0 && !found) {        /* missing when read */
 			if (k->exists) {
-				rc = k->ins = lotus_txn_insert(j->t, j->sv->tb, key, k->klen,
-							       k->vp, k->vn);
+				rc = k->ins = lotus_txn_insert(j->t, tb, key, k->klen, k->vp, k->vn);
 				(*inserts)++;
 			}
 		} else if (k->exists) {
-			rc = lotus_txn_write(j->t, j->sv->tb, key, k->klen, k->vp, k->vn);
+			rc = lotus_txn_write(j->t, tb, key, k->klen, k->vp, k->vn);
 		} else {
-			rc = lotus_txn_delete(j->t, j->sv->tb, key, k->klen);
+			rc = lotus_txn_delete(j->t, tb, key, k->klen);
 		}
 		if (rc < 0)
 			return rc;
@@ -642,12 +932,54 @@ static void cb_release(lotus_txn_t *t, int rc, void *arg)
 static void job_detach(struct job *j)
 {
 	struct conn *c = j->c;
+	if (!c)
+		return;
 	if (j->is_exec)
-		resp_array(&c->out, j->ncmds);
-	rbuf_put(&c->out, j->reply.data, j->reply.len);
+		job_exec_header(j, &c->out);
+	if (!j->watch_fail)
+		rbuf_put(&c->out, j->reply.data, j->reply.len);
 	c->job = NULL;
 	j->c = NULL;
 	conn_job_done(c);
+}
+
+void keys_run(struct job *j, unsigned ci, struct rbuf *b);
+static void cb_exec(lotus_txn_t *t, int rc, void *arg);
+
+#define PASSES_MAX 64
+
+/* A pass asked for reads: forget what it computed, read, and run again. */
+static void job_next_pass(struct job *j)
+{
+	int rc = 0;
+	if (++j->passes > PASSES_MAX) {
+		job_fail(j, -E2BIG);
+		return;
+	}
+	for (unsigned i = 0; i < j->nkeys && rc >= 0; i++) {
+		struct jkey *k = &j->keys[i];
+		k->loaded = k->dirty = k->exists = 0;
+		if (k->rd && k->op < 0) {
+			lotus_table_t tb = tab_tb(j, k->tab);
+			rc = j->writes ? lotus_txn_read_for_update(j->t, tb, jk_bytes(j, k), k->klen)
+				       : lotus_txn_read(j->t, tb, jk_bytes(j, k), k->klen);
+			if (rc >= 0)
+				k->op = rc;
+		}
+	}
+	for (unsigned i = 0; i < j->nscans && rc >= 0; i++) {
+		struct jscan *sc = &j->scans[i];
+		if (sc->op >= 0)
+			continue;
+		rc = lotus_txn_scan(j->t, tab_tb(j, sc->tab),
+				    j->karena.data + sc->off, sc->slen, sc->count);
+		if (rc >= 0)
+			sc->op = rc;
+	}
+	if (rc >= 0)
+		rc = lotus_txn_execute_async(j->t, cb_exec, j);
+	if (rc < 0)
+		job_fail(j, rc);
 }
 
 static void job_compute(struct job *j)
@@ -655,20 +987,35 @@ static void job_compute(struct job *j)
 	int inserts, rc;
 	j->reply.len = 0;
 	j->reply.oom = 0;
-	for (unsigned ci = 0; ci < j->ncmds; ci++) {
+	j->need = j->watch_fail = 0;
+	if (j->watch_ci1)   /* EXEC after WATCH: are the watched keys as they were? */
+		j->cmds[j->watch_ci1 - 1].d->run(j, j->watch_ci1 - 1, &j->reply);
+	for (unsigned ci = 0; ci < j->ncmds && !j->watch_fail; ci++) {
 		struct jcmd *jc = &j->cmds[ci];
+		if (ci + 1 == j->watch_ci1)
+			continue;
 		if (jc->pre)
 			put_reply_fixed(j, ci, &j->reply);
 		else if (j->solo == SOLO_DBSIZE)
 			resp_int(&j->reply, j->dbsize);
 		else if (j->solo == SOLO_SCAN)
 			scan_run(j, ci, &j->reply);
+		else if (j->solo >= SOLO_KEYS)
+			keys_run(j, ci, &j->reply);
 		else
 			jc->d->run(j, ci, &j->reply);
+	}
+	if (j->need) {
+		job_next_pass(j);
+		return;
 	}
 	if (j->reply.oom) {
 		job_fail(j, -ENOMEM);
 		return;
+	}
+	if (j->watch_fail) {   /* EXEC answers nil and writes nothing */
+		for (unsigned i = 0; i < j->nkeys; i++)
+			j->keys[i].dirty = 0;
 	}
 	rc = stage_writes(j, &inserts);
 	if (rc == 0 && !inserts && reply_before_release(j)) {
@@ -815,15 +1162,24 @@ static void job_stage(struct job *j)
 		k->vn = 0;
 		if (!k->rd)
 			continue;
-		const char *key = j->arena.data + k->off;
-		rc = k->wr ? lotus_txn_read_for_update(j->t, j->sv->tb, key, k->klen)
-			   : lotus_txn_read(j->t, j->sv->tb, key, k->klen);
+		const char *key = jk_bytes(j, k);
+		lotus_table_t tb = tab_tb(j, k->tab);
+		rc = k->wr || (k->comp && j->writes)
+			     ? lotus_txn_read_for_update(j->t, tb, key, k->klen)
+			     : lotus_txn_read(j->t, tb, key, k->klen);
 		if (rc < 0)
 			break;
 		k->op = rc;
 		nreads++;
 	}
-	if (rc >= 0 && j->solo) {
+	for (unsigned i = 0; i < j->nscans && rc >= 0; i++) {
+		struct jscan *sc = &j->scans[i];
+		sc->op = rc = lotus_txn_scan(j->t, tab_tb(j, sc->tab),
+					     j->karena.data + sc->off, sc->slen, sc->count);
+		nreads++;
+	}
+	j->passes = 0;
+	if (rc >= 0 && (j->solo == SOLO_SCAN || j->solo == SOLO_DBSIZE)) {
 		j->dbsize = 0;
 		if (j->solo == SOLO_DBSIZE) {
 			j->start[0] = 0;
@@ -849,7 +1205,8 @@ static void job_stage(struct job *j)
 void job_start(struct job *j)
 {
 	struct conn *c = j->c;
-	c->job = j;
+	if (c)
+		c->job = j;
 	j->w->inflight++;
 	j->t = worker_txn_get(j->w);
 	if (!j->t) {
@@ -936,6 +1293,11 @@ static int glob_match(const char *p, size_t pn, const char *s, size_t sn)
 	return sn == 0;
 }
 
+int serve_glob(const char *p, size_t pn, const char *s, size_t sn)
+{
+	return glob_match(p, pn, s, sn);
+}
+
 static uint64_t cursor_save(struct server *sv, const void *key, size_t klen)
 {
 	pthread_mutex_lock(&sv->cursor_mu);
@@ -1014,9 +1376,12 @@ void scan_run(struct job *j, unsigned ci, struct rbuf *b)
 	    lotus_txn_scan_row(j->t, j->scan_op, n - 1, &k, &kl, &v, &vl) == 0)
 		next = cursor_save(j->sv, k, kl);
 	unsigned hits = 0;
+	int ty;
+#define SCAN_HIT() (lotus_txn_scan_row(j->t, j->scan_op, i, &k, &kl, &v, &vl) == 0 && \
+		    (!pat.p || glob_match(pat.p, pat.len, k, kl)) && \
+		    types_row_live(j->sv, v, vl, &ty) && (j->scan_type < 0 || ty == j->scan_type))
 	for (unsigned i = first; i < n; i++)
-		if (lotus_txn_scan_row(j->t, j->scan_op, i, &k, &kl, &v, &vl) == 0 &&
-		    (!pat.p || glob_match(pat.p, pat.len, k, kl)))
+		if (SCAN_HIT())
 			hits++;
 	resp_array(b, 2);
 	char cur[24];
@@ -1024,9 +1389,9 @@ void scan_run(struct job *j, unsigned ci, struct rbuf *b)
 	resp_bulk_str(b, cur);
 	resp_array(b, hits);
 	for (unsigned i = first; i < n; i++)
-		if (lotus_txn_scan_row(j->t, j->scan_op, i, &k, &kl, &v, &vl) == 0 &&
-		    (!pat.p || glob_match(pat.p, pat.len, k, kl)))
+		if (SCAN_HIT())
 			resp_bulk(b, k, kl);
+#undef SCAN_HIT
 }
 
 /* SCAN cursor [MATCH pattern] [COUNT n]: the arguments were checked. */
@@ -1049,11 +1414,9 @@ static int scan_setup(struct job *j, const struct resp_cmd *cmd, struct rbuf *er
 				return -1;
 			}
 		} else if (resp_arg_is(&cmd->argv[a], "TYPE")) {
-			if (!resp_arg_is(&cmd->argv[a + 1], "string")) {
-				resp_error(err, "ERR lotus serve stores strings only: SCAN TYPE "
-					   "takes only 'string'");
-				return -1;
-			}
+			j->scan_type = types_type_of(&cmd->argv[a + 1]);
+			if (j->scan_type < 0)
+				j->scan_type = 99;   /* Redis: an unknown type matches nothing */
 		} else if (!resp_arg_is(&cmd->argv[a], "MATCH")) {
 			resp_error(err, "ERR syntax error");
 			return -1;
@@ -1074,6 +1437,38 @@ static int scan_setup(struct job *j, const struct resp_cmd *cmd, struct rbuf *er
 	return 0;
 }
 
+void job_start_bg(struct worker *w, int solo)
+{
+	static const struct cmd_def count_def = { .name = "KEYSPACE", .arity = 1, .kind = CK_SOLO,
+						  .solo = SOLO_COUNT };
+	static const struct cmd_def sweep_def = { .name = "EXPIRESWEEP", .arity = 1,
+						  .kind = CK_SOLO, .solo = SOLO_SWEEP };
+	_Atomic int *running = solo == SOLO_SWEEP ? &w->sv->sweep_running : &w->sv->ks_running;
+	struct resp_arg a = { solo == SOLO_SWEEP ? "EXPIRESWEEP" : "KEYSPACE",
+			      solo == SOLO_SWEEP ? 11u : 8u };
+	struct resp_cmd cmd = { &a, 1, 1 };
+	struct job *j = w->job_pool;
+	if (j) {
+		w->job_pool = j->delay_next;
+		w->njob_pool--;
+		j->delay_next = NULL;
+	} else if (!(j = calloc(1, sizeof(*j)))) {
+		*running = 0;
+		return;
+	}
+	j->c = NULL;           /* no client: job_end answers nobody */
+	j->w = w;
+	j->sv = w->sv;
+	j->solo = solo;
+	j->writes = solo == SOLO_SWEEP;
+	if (job_add(j, solo == SOLO_SWEEP ? &sweep_def : &count_def, &cmd, NULL)) {
+		job_free(j);
+		*running = 0;
+		return;
+	}
+	job_start(j);
+}
+
 void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd)
 {
 	struct job *j = job_new(c, 0);
@@ -1085,6 +1480,8 @@ void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_c
 	}
 	j->solo = d->solo;
 	j->scan_count = DBSIZE_CHUNK;
+	j->writes = d->solo == SOLO_FLUSH;
+	j->scan_type = -1;
 	if (d->solo == SOLO_SCAN && scan_setup(j, cmd, &err)) {
 		rbuf_put(&c->out, err.data, err.len);
 		rbuf_free(&err);

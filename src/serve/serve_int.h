@@ -21,6 +21,7 @@
 #include "serve/serve.h"
 
 #define KEY_MAX 128           /* lotus's key limit */
+#define SERVE_ROW_EXTRA 64    /* a row: the value and serve_types.c's header */
 
 struct server;
 struct worker;
@@ -45,8 +46,11 @@ enum keyspec {
 	KS_R_ALL,     /* arguments 1.. read (MGET, EXISTS) */
 	KS_RW_ALL,    /* arguments 1.. read and written (DEL) */
 	KS_W_PAIRS,   /* arguments 1, 3, 5.. written (MSET) */
+	KS_W1,        /* argument 1 written, not read (SETEX, PSETEX) */
+	KS_RW12,      /* arguments 1 and 2 read and written (RENAME) */
+	KS_R_PAIRS,   /* arguments 1, 3, 5.. read (EXEC's WATCH check) */
 };
-enum { SOLO_NONE, SOLO_SCAN, SOLO_DBSIZE };
+enum { SOLO_NONE, SOLO_SCAN, SOLO_DBSIZE, SOLO_KEYS, SOLO_FLUSH, SOLO_COUNT, SOLO_SWEEP };
 
 struct cmd_def {
 	const char *name;
@@ -95,7 +99,18 @@ struct server {
 	struct serve_opts o;
 	lotus_cluster_t *cl;
 	lotus_table_t tb;
+	lotus_table_t tb_sub;            /* members of hashes, lists, sets, zsets */
+	lotus_table_t tb_exp;            /* the expiry index */
 	uint32_t max_value;
+	_Atomic uint64_t stamp_seq;      /* serve_types.c: write stamps, container ids */
+	/* INFO keyspace: counted by a background scan (serve_types.c), at most
+	 * once a second, when INFO asks */
+	_Atomic long long ks_keys, ks_expires;
+	_Atomic uint64_t ks_at_ns;       /* the last count (0: none yet) */
+	_Atomic int ks_running;
+	/* the active expiry sweep (serve_types.c), started by worker 0 */
+	_Atomic int sweep_running;
+	uint64_t sweep_next_ns;
 	struct resp_limits lim;
 	int lfd, stop_efd;
 	_Atomic int stop;
@@ -174,6 +189,8 @@ struct conn {
 	struct job *job;              /* the job in flight, if any */
 	uint64_t last_ns;             /* the last byte read or written (--timeout) */
 	uint64_t hold_until_ns;       /* AUTH throttle: not read nor written before */
+	struct rbuf watch;            /* WATCHed keys with their stamps (serve_types.c) */
+	unsigned nwatch;
 	unsigned auth_fails;          /* failed AUTHs on this connection */
 	char name[64];
 };
@@ -198,6 +215,9 @@ void job_start(struct job *j);
 void job_reply_now(struct job *j);
 /* CK_SOLO commands */
 void job_start_solo(struct conn *c, const struct cmd_def *d, const struct resp_cmd *cmd);
+/* Background jobs with no client on worker w: SOLO_COUNT counts the keys
+ * for INFO keyspace, SOLO_SWEEP deletes expired keys (serve_types.c). */
+void job_start_bg(struct worker *w, int solo);
 lotus_txn_t *worker_txn_get(struct worker *w);
 /* Start the delayed retries that are due; 1 if some are still waiting. */
 int worker_run_delayed(struct worker *w);
@@ -210,6 +230,38 @@ struct server *job_server(const struct job *j);
 int kv_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n);
 int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n);
 int kv_del(struct job *j, unsigned ci, unsigned i);   /* 1 if it existed */
+/* Keys a command computes (the rows of a type's members, in table TB_SUB,
+ * TB_EXP or TB_MAIN), read in a further pass of the job: ov_get answers OV_PENDING for
+ * a key not read yet and asks for it; once every command of a pass has run,
+ * a pass with pending reads is thrown away, the reads are executed, and
+ * every command runs again from the start (its replies and changes are
+ * rebuilt).  fresh: the key cannot exist (a container id made in this pass):
+ * no read.  ov_put / ov_del of a key never read write it blind. */
+enum { TB_MAIN = 0, TB_SUB = 1, TB_EXP = 2 };
+#define OV_PENDING (-2)
+int ov_get(struct job *j, int tab, const void *key, size_t klen, int fresh,
+	   const char **v, size_t *n);
+int ov_put(struct job *j, int tab, const void *key, size_t klen, const void *v, size_t n);
+int ov_del(struct job *j, int tab, const void *key, size_t klen);
+struct ov_row {
+	const char *k, *v;
+	size_t kn, vn;
+};
+/* Rows with key >= start and the first plen bytes of start, in key order,
+ * at least min(want, such rows) of them, with this job's changes applied;
+ * *rows is malloc'd (free it).  The count, OV_PENDING or -ENOMEM. */
+int ov_scan(struct job *j, int tab, const void *start, size_t slen, size_t plen,
+	    unsigned want, struct ov_row **rows);
+int job_pending(const struct job *j);          /* this pass has asked for reads */
+struct conn *job_conn(const struct job *j);    /* NULL: no client */
+void job_set_watch_fail(struct job *j);
+int serve_glob(const char *p, size_t pn, const char *s, size_t sn);   /* Redis's glob */
+/* ---- serve_types.c ---- */
+extern const struct cmd_def cmd_watchcheck;
+int types_row_live(struct server *sv, const void *v, size_t n, int *type);
+const char *types_name(int type);
+int types_type_of(const struct resp_arg *name);   /* SCAN TYPE: -1 unknown */
+
 /* ---- serve_cmds.c: the command table ---- */
 /* Connection commands, in serve.c */
 void cmd_auth(struct conn *c, const struct resp_cmd *cmd, struct rbuf *b);
