@@ -650,23 +650,8 @@ static int acquire_locked(struct acq *a)
 	return rc;
 }
 
-uint64_t lock_key_prefetch(lock_table_t *lt, uint16_t table, const void *key, uint16_t klen)
-{
-	uint64_t h = key_hash(table, key, klen);
-	__builtin_prefetch(&lt->buckets[h & lt->mask], 1, 3);
-	return h;
-}
-
 int lock_acquire(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
 		 uint16_t klen, enum lock_mode mode, enum cc_proto cc, struct lock_waiter *w)
-{
-	return lock_acquire_hashed(lt, txn, key_hash(table, key, klen), table, key, klen, mode,
-				   cc, w);
-}
-
-int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint64_t h, uint16_t table,
-			const void *key, uint16_t klen, enum lock_mode mode, enum cc_proto cc,
-			struct lock_waiter *w)
 {
 	lock_stat_add(lt, ST_ACQUIRES, 1);
 	if (atomic_load(&txn->status) == TXN_PREEMPTED) {
@@ -675,6 +660,7 @@ int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint64_t h, uint16_t 
 	}
 	if ((mode != LOCK_S && mode != LOCK_X) || (unsigned)cc > CC_WOUND_WAIT)
 		return -EINVAL;
+	uint64_t h = key_hash(table, key, klen);
 	struct batch b = { 0 };
 	struct acq a = { .lt = lt, .t = txn, .bucket = (uint32_t)(h & lt->mask), .mode = mode,
 			 .cc = cc, .w = w, .b = &b };

@@ -82,16 +82,6 @@ uint64_t lock_txn_priority(const lock_txn_t *txn);
 int lock_acquire(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
 		 uint16_t klen, enum lock_mode mode, enum cc_proto cc, struct lock_waiter *w);
 
-/* For a caller that looks up many keys at once (the memory server's lookup
- * phases, AMAC): the hash lock_acquire computes for (table, key), with the
- * key's lock-table bucket prefetched; lock_acquire_hashed then takes that
- * hash instead of hashing the key again.  h must come from
- * lock_key_prefetch of the same table and key. */
-uint64_t lock_key_prefetch(lock_table_t *lt, uint16_t table, const void *key, uint16_t klen);
-int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint64_t h, uint16_t table,
-			const void *key, uint16_t klen, enum lock_mode mode, enum cc_proto cc,
-			struct lock_waiter *w);
-
 /* True if txn holds (table,key) in at least mode. */
 bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
 	       uint16_t klen, enum lock_mode mode);

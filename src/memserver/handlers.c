@@ -452,15 +452,8 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	}
 	int limited;
 	enum cc_proto cc = park_cc(wk, c, r->cc, &limited);
-	/* the lookup phases hashed the key for the lock table already */
-	const struct ms_amac *a = wk->amac_cur;
-	if (a && a->r == r && a->lock_hashed)
-		rc = lock_acquire_hashed(srv->locks, txn, a->lock_hash, r->table, key, r->key_len,
-					 op_mode(r->op), cc, &p->w);
-	else
-		rc = lock_acquire(srv->locks, txn, r->table, key, r->key_len, op_mode(r->op), cc,
-				  &p->w);
-	rc = park_result(wk, rc, limited);
+	rc = park_result(wk, lock_acquire(srv->locks, txn, r->table, key, r->key_len,
+					  op_mode(r->op), cc, &p->w), limited);
 	if (rc == 1) {
 		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
@@ -1157,14 +1150,8 @@ static void amac_window(struct ms_worker *wk)
 		a->guess = 0;
 		a->token = 0;
 		a->stage = AMAC_NONE;
-		a->lock_hashed = 0;
-		if (r->op != OP_READ && r->op != OP_READ_X && r->op != OP_LOCK_X &&
-		    r->op != OP_INSERT && r->op != OP_DELETE)
-			continue;
-		/* its lock-table bucket too: the lock is the next miss */
-		a->lock_hash = lock_key_prefetch(wk->srv->locks, r->table, k, r->key_len);
-		a->lock_hashed = 1;
-		if (r->hint)
+		if (r->hint || (r->op != OP_READ && r->op != OP_READ_X && r->op != OP_LOCK_X &&
+				r->op != OP_INSERT && r->op != OP_DELETE))
 			continue;
 		a->token = store_lookup_prefetch(st, r->table, k, r->key_len);
 		a->stage = AMAC_HASHED;

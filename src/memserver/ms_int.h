@@ -71,10 +71,8 @@ enum { AMAC_NONE, AMAC_HASHED, AMAC_GUESSED };
 struct ms_amac {
 	const struct wire_req *r;
 	uint64_t token;            /* store_lookup_prefetch's */
-	uint64_t lock_hash;        /* lock_key_prefetch's, if lock_hashed */
 	store_loc_t guess;         /* 0: none */
 	uint8_t stage;
-	uint8_t lock_hashed;
 };
 #define MS_AMAC_MAX 64
 
