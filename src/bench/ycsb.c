@@ -891,7 +891,7 @@ int ycsb_run(const struct ycsb_opts *o, struct ycsb_result *res)
 	    o->records <= (uint64_t)o->lo.compute_id * LOTUS_DEX_BLOCK) {
 		snprintf(res->message, sizeof(res->message), "--engine dex / --owned-keys: compute server %u owns "
 			 "no key below --records %llu (it owns ranges of %u keys, the first at %llu)",
-			 o->lo.compute_id, (unsigned long long)o->records, LOTUS_DEX_BLOCK,
+			 o->lo.compute_id, (unsigned long long)o->records, (unsigned)LOTUS_DEX_BLOCK,
 			 (unsigned long long)o->lo.compute_id * LOTUS_DEX_BLOCK);
 		return LOTUS_ECONFIG;
 	}
