@@ -226,6 +226,10 @@ struct lotus_options {
 	 * memory servers are child processes: their lines stay on stderr. */
 	void (*log_fn)(enum lotus_log_level level, const char *line, void *log_arg);
 	void *log_arg;
+	/* for local clusters with server_capacity: reads in flight per worker
+	 * for requests parked on a page miss (memserver --miss-depth; 0: the
+	 * server's default, UINT32_MAX: none, every miss blocks). */
+	unsigned server_miss_depth;
 };
 /* Defaults: NO_WAIT, INTRA batching, one compute server, no cache. */
 void lotus_options_init(struct lotus_options *o);
