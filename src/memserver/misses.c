@@ -79,6 +79,8 @@ struct ms_misses {
 	uint64_t order;
 };
 
+static void miss_tls_poll(void *arg);
+
 static struct ms_misses *misses_get(struct ms_worker *wk)
 {
 	struct ms_misses *mi = wk->misses;
@@ -94,6 +96,7 @@ static struct ms_misses *misses_get(struct ms_worker *wk)
 		mi->off = 1;
 		return NULL;
 	}
+	store_thread_poll(miss_tls_poll, wk);   /* before any page is LOCKED for a read */
 	const char *h = getenv("LOTUS_MISS_HYBRID");
 	mi->hybrid = !(h && !strcmp(h, "0"));
 	for (unsigned i = 0; i < MS_MISS_MAX; i++)
@@ -252,7 +255,6 @@ static void miss_start_queued(struct ms_worker *wk, struct ms_misses *mi)
 static int miss_poll(struct ms_worker *wk, struct ms_misses *mi, unsigned min)
 {
 	int resumed = 0;
-	store_thread_poll(miss_tls_poll, wk);
 	tierback_ring_submit(mi->ring);
 	miss_reap(wk, mi, min);
 	while (mi->done_n) {

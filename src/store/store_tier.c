@@ -188,6 +188,9 @@ static int frame_try(store_t *st, uint32_t *f)
 	return 0;
 }
 
+static __thread void (*tls_poll)(void *arg);
+static __thread void *tls_poll_arg;
+
 /* A frame for a miss: a free one, a clean victim, or (only dirty ones left)
  * wait for the page writers, bounded.  0 or LOTUS_ENOSPACE. */
 static int frame_get(store_t *st, uint32_t *f)
@@ -205,6 +208,8 @@ static int frame_get(store_t *st, uint32_t *f)
 			ADD(&st->frame_timeouts, 1);
 			return LOTUS_ENOSPACE;
 		}
+		if (tls_poll)   /* complete this thread's own reads meanwhile: they hold frames */
+			tls_poll(tls_poll_arg);
 		struct timespec ts;
 		clock_deadline_in(CLOCK_REALTIME, &ts, 2);
 		pthread_mutex_lock(&st->fr_mu);
@@ -274,9 +279,6 @@ static int tier_lock_absent(store_t *st, uint64_t page, uint64_t *sp)
 		}
 	return 0;
 }
-
-static __thread void (*tls_poll)(void *arg);
-static __thread void *tls_poll_arg;
 
 void store_thread_poll(void (*poll)(void *arg), void *arg)
 {
