@@ -9,10 +9,12 @@
 #    flight at once (miss_depth_max > 1) and parked requests; the digests of
 #    a deterministic round of workload A afterwards equal those of the same
 #    load and round on an untiered in-memory server;
-#  - a read error (LOTUS_TIER_FAULT=miss:N:EIO:1, which fails one read on the
-#    worker's ring at its completion), after a clean restart, fails only the requests waiting on that
-#    page: the run goes on, exactly one read failed, the server serves on,
-#    and a full read afterwards gives the loaded digest.
+#  - a read error (LOTUS_TIER_FAULT=miss:N:EIO:1 after a clean restart: one
+#    read on the worker's ring fails at its completion) fails only the
+#    requests waiting on that page: exactly one miss read failed (ycsb stops
+#    at the transaction that got -EIO), hundreds of reads around it on the
+#    ring succeeded, the server serves on, and a full read afterwards gives
+#    the digest of the data before the fault.
 . "$(dirname "$0")/lib.sh"
 root=$ROOT
 . "$root/scripts/lib-cluster.sh"
