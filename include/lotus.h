@@ -246,6 +246,10 @@ struct lotus_options {
 	 * past 128 bytes, over 64 rules) fail it with LOTUS_ECONFIG. */
 	const struct lotus_placement *placement;
 	unsigned nplacement;
+	/* for local clusters with server_capacity: reads in flight per worker
+	 * for requests parked on a page miss (memserver --miss-depth; 0: the
+	 * server's default, UINT32_MAX: none, every miss blocks). */
+	unsigned server_miss_depth;
 };
 
 /* A placement rule: the keys of table `table` (or, if it ends in '*', of

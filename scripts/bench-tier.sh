@@ -20,6 +20,13 @@
 #   ycsb    YCSB C and A (zipfian) with the data 3x the pool against the same
 #           data fully in memory (untiered, --memory 2x the data): txn/s, miss preads
 #           per operation, client p99, miss pread p99.
+#   miss    misses that do not block (issue 24): YCSB C and A (zipfian, --miss-threads
+#           client threads) at each of --scales times the pool, tiered against the same
+#           data in memory, at 1 transaction in flight per thread and at --batch inter
+#           --inflight 8; misses/s, the tiered/in-memory ratio, the ring reads' p99
+#           and in-flight depth, beside fio's 8 KiB random-read IOPS at queue depth 1
+#           and 32 on the same file system, measured before and after in the same run.
+#           Not in the default --parts.
 #
 # options:
 #   --json             one JSON object on stdout (progress on stderr)
@@ -34,13 +41,15 @@
 #   --threads T        client threads (default 4)
 #   --server-threads W memory server worker threads (default 1)
 #   --dir DIR          where the data directories go (default: a temp dir)
+#   --scales LIST      miss: data sizes in multiples of the pool (default 3,10)
+#   --miss-threads T   miss: client threads (default 2)
 #   -h, --help         this text
 set -euo pipefail
 cd "$(dirname "$0")/.."
 L=${LOTUS_BIN:-$PWD/build/bin/lotus}
 export LOTUS_NET_SPIN_US=${LOTUS_NET_SPIN_US:-0} UCX_TLS=${UCX_TLS:-tcp}
 JSON=0 PARTS=update,scan,ycsb MEM=32 RECORDS="" SECS=5 WARM=1 ROUNDS=3 WRITERS=1,2,4
-BACKENDS=uring,aio THREADS=4 SRV_THREADS=1 BASE=""
+BACKENDS=uring,aio THREADS=4 SRV_THREADS=1 BASE="" SCALES=3,10 MISS_THREADS=2
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "bench-tier: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -57,6 +66,8 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=${2:?}; shift 2 ;;
     --server-threads) SRV_THREADS=${2:?}; shift 2 ;;
     --dir) BASE=${2:?}; shift 2 ;;
+    --scales) SCALES=${2:?}; shift 2 ;;
+    --miss-threads) MISS_THREADS=${2:?}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -67,7 +78,7 @@ num --server-threads "$SRV_THREADS"
 [[ $MEM =~ ^[0-9]+$ ]] && [ "$MEM" -ge 1 ] || die "--memory wants whole MiB >= 1, not '$MEM'"
 [ -n "$RECORDS" ] || RECORDS=$((MEM * 128 * 7 * 3))   # 7 slots of 1168 B a page: 3x the pool
 num --records "$RECORDS"
-for p in ${PARTS//,/ }; do case $p in update|scan|ycsb) ;; *) die "--parts: unknown part $p" ;; esac; done
+for p in ${PARTS//,/ }; do case $p in update|scan|ycsb|miss) ;; *) die "--parts: unknown part $p" ;; esac; done
 for b in ${BACKENDS//,/ }; do case $b in uring|aio) ;; *) die "--backends: unknown backend $b" ;; esac; done
 for w in ${WRITERS//,/ }; do [[ $w =~ ^[1-9][0-9]*$ ]] || die "--writers: bad count $w"; done
 [ -x "$L" ] || die "build first (make): no $L"
@@ -130,11 +141,13 @@ Y() { "$L" ycsb --config "$CLUSTER_INI" --quiet --json --records "$RECORDS" "$@"
 # The seed: RECORDS records loaded into a tiered server, stopped with SIGTERM
 # (a final checkpoint): every run starts from a copy of its data directory.
 seed=$work/seed
+if [[ $PARTS != miss ]]; then   # the miss part loads its own
 say "loading $RECORDS records of 1 KiB into a --memory ${MEM}M server (capacity ${CAP}M)"
 server "$work/seed-c" "$seed" uring --memory "${MEM}M" --capacity "${CAP}M"
 Y --threads 2 --no-run >"$work/seed.json" 2>"$work/seed.err" || die "load failed: $(tail -n 2 "$work/seed.err")"
 cluster_stop
 say "loaded: $(cat "$work/seed.json")"
+fi
 copy_seed() { rm -rf "$1"; mkdir -p "$1"; cp -a "$seed/ms0" "$1/ms0"; cp "$seed/cluster-id" "$1/"; }   # the copy is of the same cluster
 
 # ---- (a) update IOPS ----------------------------------------------------------------
@@ -295,7 +308,108 @@ EOF
   done
 }
 
+# ---- (d) misses that do not block: tiered vs in memory, fio in the same run --------------
+fio_run() {   # fio_run QD: 8 KiB random O_DIRECT reads on the data's file system
+  command -v fio >/dev/null || { echo '{"part":"fio","qd":'"$1"',"iops":null}'; return; }
+  fio --name=r --filename="$work/fio.dat" --size=512M --rw=randread --bs=8k --direct=1 \
+    --ioengine=io_uring --iodepth="$1" --runtime="$SECS" --time_based --output-format=json 2>/dev/null |
+  /usr/bin/python3 -c 'import json, sys
+j = json.load(sys.stdin)["jobs"][0]["read"]; p = j["clat_ns"].get("percentile", {})
+print(json.dumps({"part": "fio", "qd": int(sys.argv[1]), "iops": j["iops"],
+      "p50_us": p.get("50.000000", 0) / 1e3, "p99_us": p.get("99.000000", 0) / 1e3}))' "$1"
+  rm -f "$work/fio.dat"
+}
+part_miss() {
+  local scale mode r wl cfg
+  fio_run 1 >>"$res"; fio_run 32 >>"$res"; say "fio: $(tail -n 2 "$res" | tr '\n' ' ')"
+  for scale in ${SCALES//,/ }; do
+    local recs=$((MEM * 128 * 7 * scale)) cap memfull
+    cap=$(( MEM * 4 + recs * 1168 / 1048576 * 2 + 64 )); memfull=$(( recs * 1168 / 1048576 * 2 + 16 ))
+    for mode in tiered memory; do
+      local d=$work/m-$mode data=$work/m-$mode/data
+      rm -rf "$d"
+      if [ $mode = tiered ]; then
+        server "$d" "$data" uring --memory "${MEM}M" --capacity "${cap}M"
+      else
+        server "$d" "$data" uring --memory "${memfull}M"
+      fi
+      "$L" ycsb --config "$CLUSTER_INI" --quiet --records "$recs" --threads 2 --no-run >/dev/null \
+        2>"$work/y.err" || die "miss: load of $recs: $(tail -n 2 "$work/y.err")"
+      for ((r = 1; r <= ROUNDS; r++)); do
+        for wl in C A; do
+          for cfg in 1 inter8; do
+            local s0 s1 j extra=""
+            [ $cfg = inter8 ] && extra="--batch inter --inflight 8"
+            s0=$(tier_stats)
+            # shellcheck disable=SC2086
+            j=$("$L" ycsb --config "$CLUSTER_INI" --quiet --json --records "$recs" --no-load \
+                  --workload $wl --threads "$MISS_THREADS" $extra --seconds "$SECS" --warmup "$WARM" \
+                  2>"$work/y.err") || die "miss: ycsb $wl: $(tail -n 2 "$work/y.err")"
+            s1=$(tier_stats)
+            /usr/bin/python3 - "$mode" "$wl" "$cfg" "$scale" "$r" "$s0" "$s1" "$j" "$SECS" "$WARM" >>"$res" <<'PY'
+import json, sys
+mode, wl, cfg, scale, r = sys.argv[1:6]
+tier = lambda r: r.get("tier") or (r.get("durability") or {}).get("tier") or {}
+a, b = tier(json.loads(sys.argv[6])), tier(json.loads(sys.argv[7]))
+y = json.loads(sys.argv[8]); secs = float(sys.argv[9]) + float(sys.argv[10])
+g = lambda t, k: t.get(k) or 0
+reads = g(b, "miss_reads") - g(a, "miss_reads")
+print(json.dumps({"part": "miss", "mode": mode, "workload": wl, "cfg": cfg, "scale": int(scale),
+    "round": int(r), "txn_per_s": y["txn_per_s"], "p99_us": y["lat_us"]["p99"],
+    "misses_per_s": reads / secs, "misses_per_txn": reads / (y["txn_per_s"] * secs) if y["txn_per_s"] else None,
+    "async_reads": g(b, "miss_async_reads") - g(a, "miss_async_reads"),
+    "sync_reads": g(b, "miss_sync_reads") - g(a, "miss_sync_reads"),
+    "pread_p99_us": g(b, "miss_read_p99_ns") / 1e3, "ring_p99_us": g(b, "miss_async_p99_ns") / 1e3,
+    "ring_p50_us": g(b, "miss_async_p50_ns") / 1e3,
+    "depth_mean": g(b, "miss_depth_mean"), "depth_max": g(b, "miss_depth_max")}))
+PY
+            say "miss ${scale}x $mode $wl $cfg round $r: $(tail -n 1 "$res" | cut -c1-200)"
+          done
+        done
+      done
+      cluster_stop
+    done
+  done
+  fio_run 1 >>"$res"; fio_run 32 >>"$res"; say "fio: $(tail -n 2 "$res" | tr '\n' ' ')"
+}
+
 for p in ${PARTS//,/ }; do "part_$p"; done
+
+if [[ ,$PARTS, == *,miss,* ]]; then   # the miss part's own table
+  /usr/bin/python3 - "$res" "$JSON" <<'PY'
+import json, sys, statistics
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+med = lambda v: statistics.median(v) if v else None
+fio = {qd: med([x["iops"] for x in rows if x["part"] == "fio" and x["qd"] == qd and x["iops"]]) for qd in (1, 32)}
+m = [x for x in rows if x["part"] == "miss"]
+out = []
+for scale in sorted({x["scale"] for x in m}):
+    for wl in ("C", "A"):
+        for cfg in ("1", "inter8"):
+            sel = lambda mode: [x for x in m if (x["scale"], x["workload"], x["cfg"], x["mode"]) == (scale, wl, cfg, mode)]
+            t, i = sel("tiered"), sel("memory")
+            if not t or not i: continue
+            tt, it = med([x["txn_per_s"] for x in t]), med([x["txn_per_s"] for x in i])
+            mps = med([x["misses_per_s"] for x in t])
+            out.append({"scale": scale, "workload": wl, "cfg": cfg, "tiered_txn_per_s": tt, "memory_txn_per_s": it,
+                        "ratio": tt / it if it else None, "misses_per_s": mps,
+                        "misses_per_s_vs_qd32": mps / fio[32] if fio[32] else None,
+                        "misses_per_txn": med([x["misses_per_txn"] for x in t if x["misses_per_txn"]]),
+                        "ring_p99_us": med([x["ring_p99_us"] for x in t]), "pread_p99_us": med([x["pread_p99_us"] for x in t]),
+                        "depth_max": max(x["depth_max"] for x in t), "p99_us": med([x["p99_us"] for x in t])})
+if sys.argv[2] == "1":
+    print(json.dumps({"miss": out, "fio_iops": fio}))
+    sys.exit(0)
+print("\nmisses that do not block: fio 8 KiB random reads QD1 %s IOPS, QD32 %s IOPS (median of before/after)" % (fio[1], fio[32]))
+print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s" % ("x", "wl", "cfg", "tiered/s", "memory/s", "ratio", "misses/s", "vs QD32", "miss/txn", "ring p99", "pread p99", "depth"))
+f = lambda v, p=1: "-" if v is None else ("%.*f" % (p, v))
+for o in out:
+    print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s" % (o["scale"], o["workload"], o["cfg"], f(o["tiered_txn_per_s"], 0),
+          f(o["memory_txn_per_s"], 0), f(o["ratio"], 3), f(o["misses_per_s"], 0), f(o["misses_per_s_vs_qd32"], 2),
+          f(o["misses_per_txn"], 2), f(o["ring_p99_us"], 0), f(o["pread_p99_us"], 0), o["depth_max"]))
+PY
+  [[ $PARTS == miss ]] && exit 0
+fi
 
 /usr/bin/python3 - "$res" "$JSON" "$MEM" "$RECORDS" "$SECS" "$ROUNDS" "$THREADS" "$SRV_THREADS" <<'EOF'
 import json, sys, statistics, os

@@ -151,6 +151,7 @@ int cmd_memserver(int argc, char **argv)
 	uint64_t max_clients = 0;
 	bool insecure = false;
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY, capacity = 0, pwriters = 0;
+	uint64_t miss_depth = 0;
 	const char *data_dir = NULL, *cluster_id = NULL, *log_file = NULL;
 	bool init = false;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
@@ -164,6 +165,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "memory", OPT_SIZE, &memory, "SIZE", "buffer pool size, e.g. 4G (default 1G)" },
 		{ "capacity", OPT_SIZE, &capacity, "SIZE", "data the server may hold, e.g. 64G (default: = --memory); more than --memory needs --data-dir: cold pages are evicted to DIR/pages.swap and read back on a miss" },
 		{ "page-writers", OPT_U64, &pwriters, "N", "page-writer threads that write evicted pages, each with its own io_uring ring (default: min(2, cores); with --capacity only)", .min = 1, .max = 64 },
+		{ "miss-depth", OPT_U64, &miss_depth, "N", "with --capacity: a request whose page is not resident parks while its worker reads the page on its own io_uring ring and serves others; at most N such reads in flight per worker (default 32; 0: every miss is a blocking pread)", .min = 0, .max = 1024 },
 		{ "config", OPT_STR, &config, "FILE", "cluster config; this server is [memserver ID]" },
 		{ "peers", OPT_STR, &peers, "FILE", "without --config: a cluster config naming the other servers, read only to settle prepared transactions with them (may be written after the start; a memfd once sealed)" },
 		{ "transport", OPT_CHOICE, &transport, "T", "transport (default tcp, or the config's)", transports },
@@ -264,6 +266,8 @@ int cmd_memserver(int argc, char **argv)
 		return 2;
 	if (memserver_tiering(opts, memory, capacity, pwriters, &o))
 		return 2;
+	o.miss_depth = !cli_find(opts, "miss-depth")->seen ? 0 : miss_depth ? (unsigned)miss_depth
+		       : UINT32_MAX;
 	if (init && !o.data_dir)
 		log_warn("--init: no effect without a data directory (the server keeps "
 			 "everything in memory)");

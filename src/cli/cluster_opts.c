@@ -34,6 +34,10 @@ void cluster_opts_add(struct cluster_opts *c, struct cli_opt *opts, unsigned *n)
 		opts[i++] = (struct cli_opt){ "server-page-writers", OPT_U64, &c->spw, "N",
 			"page-writer threads per local memory server (with --server-capacity; "
 			"default min(2, cores))", .min = 1, .max = 64 };
+		opts[i++] = (struct cli_opt){ "server-miss-depth", OPT_U64, &c->smd, "N",
+			"reads in flight per worker of each local memory server for requests "
+			"parked on a page miss (with --server-capacity; default 32; 0: every miss "
+			"is a blocking pread)", .min = 0, .max = 1024 };
 	}
 	if (c->data_dir_help)
 		opts[i++] = (struct cli_opt){ "data-dir", OPT_STR, &c->data_dir, "DIR",
@@ -70,6 +74,8 @@ void cluster_opts_apply(const struct cluster_opts *c, struct cli_opt *opts,
 	lo->server_memory = c->smem;
 	lo->server_capacity = c->scap;
 	lo->server_page_writers = (unsigned)c->spw;
+	lo->server_miss_depth = !cluster_opts_seen(opts, "server-miss-depth") ? 0
+			      : c->smd ? (unsigned)c->smd : UINT32_MAX;
 	lo->data_dir = c->data_dir;
 	lo->durability = cluster_opts_seen(opts, "durability")
 		       ? cluster_durabilities[c->durability] : NULL;

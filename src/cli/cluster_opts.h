@@ -30,7 +30,7 @@ extern const char *const cluster_commits[];
 struct cluster_opts {
 	/* the values (set the defaults that differ before cluster_opts_add) */
 	const char *config, *data_dir, *secret_file;
-	uint64_t local, sthreads, smem, scap, spw, compute_id, lease_ms;
+	uint64_t local, sthreads, smem, scap, spw, compute_id, lease_ms, smd;
 	int transport, durability;
 	/* the help where subcommands word it differently; NULL leaves the
 	 * option out (local, transport, sthreads, smem and compute_id are

@@ -186,7 +186,7 @@ static const char *lotus_binary(const lotus_cluster_t *c, char *buf, size_t len)
 
 static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const char *bin)
 {
-	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16], cap[32], pw[16], cid[20];
+	char ids[16], threads[16], mem[32], dir[PATH_MAX], lease[16], cap[32], pw[16], md[16], cid[20];
 	const char *argv[32];
 	int n = 0;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -230,6 +230,12 @@ static void child_exec(const lotus_cluster_t *c, unsigned id, int outfd, const c
 		snprintf(pw, sizeof(pw), "%u", c->opts.server_page_writers);
 		argv[n++] = "--page-writers";
 		argv[n++] = pw;
+	}
+	if (c->opts.server_miss_depth && c->opts.server_capacity) {
+		snprintf(md, sizeof(md), "%u", c->opts.server_miss_depth == UINT32_MAX ? 0
+			 : c->opts.server_miss_depth);
+		argv[n++] = "--miss-depth";
+		argv[n++] = md;
 	}
 	snprintf(lease, sizeof(lease), "%u", c->lease_ms);
 	argv[n++] = "--lease-ms";

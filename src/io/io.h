@@ -57,6 +57,11 @@ struct io_opts {
 #define IO_F_R_DISABLED       0x40
 #define IO_F_NO_CPU_STATS     0x80 /* skip the per-call thread-CPU clock reads */
 #define IO_F_NO_DEFER_TASKRUN 0x100 /* opt out of DEFER_TASKRUN and COOP_TASKRUN */
+/* Every ring caps its io-wq at one bounded worker (writers and the log want
+ * no thread per I/O).  Random reads that the device cannot take without
+ * blocking are punted there, one at a time; this flag caps it at the ring's
+ * depth instead, so such reads overlap (the tier's miss rings). */
+#define IO_F_IOWQ_DEPTH       0x200
 
 typedef struct io_ctx io_ctx_t;
 

@@ -235,6 +235,8 @@ static void uring_register_file_table(struct io_ctx *ctx)
 static void uring_cap_iowq(struct io_ctx *ctx)
 {
 	unsigned v[2] = { 1, 1 }; /* bounded, unbounded */
+	if (ctx->flags & IO_F_IOWQ_DEPTH)
+		v[0] = MAX(ctx->depth, 1u);
 	int ret = io_sys_register(ctx, IO_REG_OTHER, IORING_REGISTER_IOWQ_MAX_WORKERS, v, 2);
 	ctx->u.iowq_capped = ret >= 0;
 	if (ret < 0)

@@ -86,6 +86,7 @@
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
+#include "memserver/misses.h"
 #include "onesided/os_region.h"
 #include "onesided/dex.h"
 
@@ -325,6 +326,7 @@ static struct ms_pending *pending_get(struct ms_worker *wk, struct ms_conn *c, l
 	p->scan_next = p->scan_n = 0;
 	p->scan_capped = 0;
 	p->scan_keys = NULL;
+	p->miss_next = NULL;
 	return p;
 }
 
@@ -426,6 +428,40 @@ static int park_result(struct ms_worker *wk, int rc, int limited)
 	return rc;
 }
 
+/* A tiered store: the page the request's record is on (the hint's, the
+ * lookup phases' guess, else the index's), 0 if none (an absent key). */
+static uint64_t lockop_page(struct ms_worker *wk, const struct wire_req *r,
+			    const unsigned char *key)
+{
+	store_loc_t loc;
+	const struct ms_amac *a = wk->amac_cur;
+	if (r->hint)
+		return store_loc_page(r->hint);
+	if (a && a->guess && a->r == r)
+		return store_loc_page(a->guess);
+	if (store_get(wk->srv->store, r->table, key, r->key_len, &loc) == 0)
+		return store_loc_page(loc);
+	return 0;
+}
+
+/* The lock is held and p not parked: if the record's page must be read in,
+ * park p on it (misses.c) and return 1; the read's completion answers it
+ * (ms_miss_resume).  0: complete it now. */
+static int lockop_miss_park(struct ms_worker *wk, struct ms_pending *p, uint32_t sender,
+			    uint64_t seq, const struct wire_req *r, const unsigned char *key)
+{
+	if (!ms_miss_on(wk))
+		return 0;
+	uint64_t page = lockop_page(wk, r, key);
+	if (!page || (!ms_miss_busy(wk) && store_page_resident(wk->srv->store, page)))
+		return 0;
+	pending_fill(p, sender, seq, r, key);
+	if (!ms_miss_park(wk, page, p))
+		return 0;
+	pending_park(p);
+	return 1;
+}
+
 static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
@@ -459,6 +495,8 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		pending_park(p);
 		return;
 	}
+	if (rc == 0 && lockop_miss_park(wk, p, sender, seq, r, key))
+		return;
 	if (rc == 0)
 		lockop_complete(wk, &wk->rep, txn, r, key);
 	else
@@ -1171,6 +1209,7 @@ static void ms_msg_begin(struct ms_worker *wk, const void *data, size_t len)
 {
 	wire_iter_init(&wk->amac_it, data, len);
 	amac_window(wk);
+	wk->msg_left = ((const struct wire_hdr *)data)->count;
 }
 
 static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
@@ -1181,6 +1220,8 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 		amac_window(wk);   /* the next window of a long message */
 	if (wk->amac_i < wk->amac_n && wk->amac[wk->amac_i].r == r)
 		wk->amac_cur = &wk->amac[wk->amac_i++];
+	if (wk->msg_left)
+		wk->msg_left--;
 	wk->reqs++;
 	if (wk->srv->max_conn_bytes && op_limited(r->op) &&
 	    net_conn_inflight(c->nc) + wk->rep.len > wk->srv->max_conn_bytes) {
@@ -1198,10 +1239,11 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 }
 
 /* Owner thread: a parked request was granted (result 0) or its txn wounded. */
+static void pending_reply(struct ms_worker *wk, struct ms_pending *p, int rc);
+
 static void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 {
 	struct ms_conn *c = p->conn;
-	struct wire_buf b;
 	int rc = p->result;
 	pending_unlink(p);
 	if (c->closed)
@@ -1215,6 +1257,40 @@ static void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 			return;
 		}
 	}
+	if (rc == 0 && p->req.op != OP_SCAN && ms_miss_on(wk)) {
+		uint64_t page = lockop_page(wk, &p->req, p->key);
+		if (page && (ms_miss_busy(wk) || !store_page_resident(wk->srv->store, page)) &&
+		    ms_miss_park(wk, page, p)) {
+			pending_park(p);  /* granted: now it waits for its page */
+			c->refs--;        /* pending_park took a second reference */
+			return;
+		}
+	}
+	pending_reply(wk, p, rc);
+	return;
+out:
+	ms_pending_free(p);
+	ms_conn_unref(c);
+}
+
+/* Owner thread: p's page was read in (res 0) or its read failed. */
+static void ms_miss_resume(struct ms_worker *wk, struct ms_pending *p, int res)
+{
+	struct ms_conn *c = p->conn;
+	pending_unlink(p);
+	if (c->closed) {
+		ms_pending_free(p);
+		ms_conn_unref(c);
+		return;
+	}
+	pending_reply(wk, p, res < 0 ? -EIO : 0);
+}
+
+/* Answer p (unlinked, its connection open): rc, or the op's work. */
+static void pending_reply(struct ms_worker *wk, struct ms_pending *p, int rc)
+{
+	struct ms_conn *c = p->conn;
+	struct wire_buf b;
 	wire_buf_init(&b);
 	wk->out_conn = c;
 	wk->out_seq = p->seq;
@@ -1234,7 +1310,6 @@ static void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 	wk->out_conn = NULL;
 	wire_buf_free(&b);
 	ms_conn_settle(wk, c);
-out:
 	ms_pending_free(p);
 	ms_conn_unref(c);
 }
@@ -1244,5 +1319,6 @@ void ms_handlers_register(struct ms_server *srv)
 	srv->hooks.msg_begin = ms_msg_begin;
 	srv->hooks.handle_req = ms_handle_req;
 	srv->hooks.resume = ms_resume;
+	srv->hooks.miss_resume = ms_miss_resume;
 	srv->hooks.conn_drop_pending = ms_conn_drop_pending;
 }

@@ -31,6 +31,7 @@
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
+#include "memserver/misses.h"
 #include "memserver/durable.h"
 #include "memserver/backup.h"
 #include "memserver/termination.h"
@@ -67,9 +68,14 @@ static void *ms_worker_main(void *arg)
 	if (pthread_getcpuclockid(pthread_self(), &wk->cpu_clock) == 0)
 		atomic_store(&wk->cpu_clock_ok, 1);
 	while (!atomic_load(&ms_stop_flag)) {
-		net_wait(wk->net, 200);
+		if (ms_miss_busy(wk))   /* reads in flight: poll both, do not sleep */
+			net_progress(wk->net);
+		else
+			net_wait(wk->net, 200);
+		ms_miss_poll(wk);
 		ms_conn_log_flush(wk);
 	}
+	ms_miss_drain(wk);
 	return NULL;
 }
 
@@ -236,6 +242,8 @@ int memserver_run(const struct memserver_opts *o)
 	srv.max_clients = o->max_clients;
 	srv.nworkers = o->threads ? o->threads : (unsigned)cpu_count();
 	srv.max_parked = o->max_parked ? o->max_parked : MS_DEFAULT_MAX_PARKED;
+	srv.miss_depth = o->miss_depth == UINT32_MAX ? 0 : o->miss_depth ? o->miss_depth
+			 : MS_DEFAULT_MISS_DEPTH;
 	srv.max_conn_bytes = o->max_conn_bytes ? o->max_conn_bytes : MS_DEFAULT_MAX_CONN_BYTES;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

@@ -62,6 +62,10 @@ struct memserver_opts {
 	 * DIR/pages.swap by page_writers threads (0: min(2, cores)). */
 	uint64_t capacity;
 	unsigned page_writers;
+	/* Misses that do not block (docs/store.md): reads in flight per worker
+	 * for requests parked on a non-resident page (0: the default, 32;
+	 * UINT32_MAX: none, every miss is a blocking pread). */
+	unsigned miss_depth;
 };
 #define MS_DEFAULT_MAX_PARKED     1024
 /* A transaction step's replies must fit (test_big_reply reads 67.5 MB in one

@@ -17,6 +17,8 @@
  *   outcomes.c     the decisions remembered for 2PC     outcomes.h
  *   handlers.c     request handlers, applying writes    handlers.h
  *   conn.c         connections, messages, lost clients  conn.h
+ *   misses.c       misses that do not block: parked     misses.h
+ *                  requests, the worker's miss ring
  *   ms_int.h       shared structs and struct ms_hooks
  *   identity.c     the data directory's IDENTITY file   identity.h
  *                  (a leaf: it knows no server struct)
@@ -117,6 +119,10 @@ struct ms_worker {
 	struct wire_iter amac_it;
 	int amac_more;
 	const struct ms_amac *amac_cur;
+	unsigned msg_left;         /* requests of the message after the current one */
+	/* misses.c: the pages this worker is reading for parked requests
+	 * (NULL until its first miss; a tiered store only) */
+	struct ms_misses *misses;
 };
 #define MS_PEND_CACHE 256
 
@@ -135,7 +141,10 @@ struct ms_conn {
 	struct ms_conn *wk_prev, *wk_next;  /* wk->conns: freed at shutdown if still there */
 };
 
-enum { PEND_PARKED, PEND_NOTIFIED, PEND_DEAD };
+/* PEND_MISS: parked on a page's wait list (misses.c): the lock is held, the
+ * page is being read; only the read's completion resumes it (a lost
+ * connection does not free it: the resume sees it closed). */
+enum { PEND_PARKED, PEND_NOTIFIED, PEND_DEAD, PEND_MISS };
 
 struct ms_pending {
 	int kind;                  /* MS_POST_PENDING */
@@ -153,6 +162,7 @@ struct ms_pending {
 	unsigned scan_next, scan_n;
 	int scan_capped;             /* SCAN: collection stopped at its limit: more may follow */
 	struct scan_key *scan_keys;
+	struct ms_pending *miss_next; /* PEND_MISS: the next waiter on the same page */
 };
 
 struct scan_key {
@@ -235,6 +245,9 @@ struct ms_hooks {
 			   const unsigned char *val);
 	/* handlers.c: a parked request (MS_POST_PENDING) was granted or refused. */
 	void (*resume)(struct ms_worker *wk, struct ms_pending *p);
+	/* handlers.c: the page a request parked on (PEND_MISS) was read in
+	 * (res 0) or its read failed (res < 0: the request fails with it). */
+	void (*miss_resume)(struct ms_worker *wk, struct ms_pending *p, int res);
 	/* handlers.c: the connection is lost; free its requests still parked. */
 	void (*conn_drop_pending)(struct ms_conn *c);
 	/* durable.c: end of an incoming message: hand its waiting replies to the log. */
@@ -311,6 +324,7 @@ struct ms_hold {
 struct ms_server {
 	unsigned id, nworkers;
 	unsigned max_parked;       /* per connection (memserver_opts) */
+	unsigned miss_depth;       /* reads in flight per worker for parked misses; 0: none */
 	uint64_t max_conn_bytes;
 	store_t *store;
 	struct tierback *tier;      /* tiered store's backing files (NULL: untiered) */

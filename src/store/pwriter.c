@@ -534,6 +534,11 @@ int pwriter_registered(const pwriter_t *pw)
 	return pw ? pw->registered : 0;
 }
 
+io_ctx_t *pwriter_donor(const pwriter_t *pw)
+{
+	return pw && pw->registered ? pw->donor : NULL;
+}
+
 /* Queue j on writer w (pw->mu held).  -ESHUTDOWN once stopping. */
 static int enqueue(struct pwriter *pw, unsigned w, struct pw_job *j)
 {

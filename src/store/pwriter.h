@@ -106,5 +106,8 @@ struct pwriter_stats {
 void pwriter_stats(pwriter_t *pw, unsigned i, struct pwriter_stats *out);
 /* 1 if the region was registered on the donor ring (registrations). */
 int pwriter_registered(const pwriter_t *pw);
+/* The ring that holds the pool's registration (NULL: none registered), for
+ * other rings to clone it (io_ctx_clone_buffers_from; one clone at a time). */
+io_ctx_t *pwriter_donor(const pwriter_t *pw);
 
 #endif

@@ -132,6 +132,7 @@ struct store_tier_stats {
 	uint64_t misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero;
 	uint64_t evict_clean, evict_dirty, evict_errors, frame_waits, frame_timeouts;
 	uint64_t prefetched, prefetch_batches, prefetch_errors;   /* store_prefetch */
+	uint64_t misses_async;      /* of misses: through store_miss_begin/end */
 };
 /* Zeros (frames = 0) for an untiered store.  Any thread. */
 void store_tier_stats(store_t *st, struct store_tier_stats *s);
@@ -147,6 +148,33 @@ int store_prefetch(store_t *st, const uint64_t *pages, unsigned n,
 				     unsigned n, int *res), void *arg);
 int store_prefetch_enabled(const store_t *st);   /* tiered with topts.read_batch */
 uint64_t store_loc_page(store_loc_t loc);        /* the logical page of a location */
+/* Misses that do not block (the memory server's parked misses, issue 24).
+ * store_miss_begin looks at logical page `page` of a tiered store without
+ * waiting: 0 it is resident (or had no backing copy and was zero-filled
+ * here: resident now); 1 it was not resident and is now LOCKED for the
+ * caller with a frame taken for it (*m filled: read page_size bytes into
+ * m->buf, then store_miss_end); STORE_MISS_BUSY someone else has it LOCKED
+ * (being read in or written out); -EAGAIN no frame free without waiting (the
+ * caller takes the blocking path).  store_miss_end(m, 0) makes the page
+ * resident, unpinned, clean, REF set (so the CLOCK spares it until its
+ * waiters pin it); res < 0 puts the frame back and restores the page (its
+ * next pin misses again).  Counted as misses (misses_async).  Any thread. */
+#define STORE_MISS_BUSY 2
+struct store_miss {
+	uint64_t page, old;
+	uint32_t frame;
+	void *buf;
+	uint64_t t0;
+};
+int store_miss_begin(store_t *st, uint64_t page, struct store_miss *m);
+/* Is the page resident and unlocked (a pin would not miss)?  Untiered: 1. */
+int store_page_resident(const store_t *st, uint64_t page);
+void store_miss_end(store_t *st, const struct store_miss *m, int res);
+/* A thread that may hold pages LOCKED for reads of its own in flight (the
+ * memory server's workers) names a poll function: a pin of that thread that
+ * meets a LOCKED page calls it while it backs off, so that it can complete
+ * its own reads instead of waiting for itself.  NULL: none.  This thread. */
+void store_thread_poll(void (*poll)(void *arg), void *arg);
 /* How the indexes of tables created after the call hold their keys.
  * Own (the default): the index keeps copies of keys longer than 8 bytes
  * (index_create_owned), so no index operation reads a record slot - what a

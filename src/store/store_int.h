@@ -131,7 +131,7 @@ struct store {
 	pthread_cond_t fr_cv;
 	uint64_t hand;             /* CLOCK hand of misses (atomic) */
 	uint64_t part_hand[EVICT_PARTS];
-	uint64_t resident, misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero;
+	uint64_t resident, misses, miss_ns_sum, miss_ns_max, miss_errors, miss_zero, misses_async;
 	uint64_t evict_clean, evict_dirty, evict_errors, frame_waits, frame_timeouts;
 	uint64_t prefetched, prefetch_batches, prefetch_errors;
 };

@@ -50,6 +50,15 @@
  * a failed read puts the frame back and restores the state, so the later pin
  * just misses.  Counted apart from misses (prefetched, prefetch_batches).
  *
+ * Misses that do not block (store_miss_begin/end; the memory server parks
+ * the requests meanwhile): the first steps of a miss (lock the absent page,
+ * frame_try) without waiting and without the read, which the caller issues
+ * on its own ring; store_miss_end publishes the page unpinned with REF set,
+ * or restores it on a failed read.  A thread with such reads in flight may
+ * itself pin a page it has LOCKED (a COMMIT's write to a page its READ is
+ * still reading): tier_pin then calls the thread's poll function
+ * (store_thread_poll) while it backs off, which completes those reads.
+ *
  * Dirty tracking for the checkpointer: one byte per pool page (tiered: per
  * logical page, apart from the state word's DIRTY), set by every
  * store write (and by store_mark_dirty() after writes through
@@ -179,6 +188,9 @@ static int frame_try(store_t *st, uint32_t *f)
 	return 0;
 }
 
+static __thread void (*tls_poll)(void *arg);
+static __thread void *tls_poll_arg;
+
 /* A frame for a miss: a free one, a clean victim, or (only dirty ones left)
  * wait for the page writers, bounded.  0 or LOTUS_ENOSPACE. */
 static int frame_get(store_t *st, uint32_t *f)
@@ -196,6 +208,8 @@ static int frame_get(store_t *st, uint32_t *f)
 			ADD(&st->frame_timeouts, 1);
 			return LOTUS_ENOSPACE;
 		}
+		if (tls_poll)   /* complete this thread's own reads meanwhile: they hold frames */
+			tls_poll(tls_poll_arg);
 		struct timespec ts;
 		clock_deadline_in(CLOCK_REALTIME, &ts, 2);
 		pthread_mutex_lock(&st->fr_mu);
@@ -266,6 +280,12 @@ static int tier_lock_absent(store_t *st, uint64_t page, uint64_t *sp)
 	return 0;
 }
 
+void store_thread_poll(void (*poll)(void *arg), void *arg)
+{
+	tls_poll = poll;
+	tls_poll_arg = arg;
+}
+
 __attribute__((noinline)) int tier_pin(store_t *st, uint64_t page, uint64_t how, unsigned char **base)
 {
 	uint64_t *w = &st->pstate[page];
@@ -278,12 +298,76 @@ __attribute__((noinline)) int tier_pin(store_t *st, uint64_t page, uint64_t how,
 				return 0;
 			}
 		} else if (s & PS_LOCKED) {
+			if (tls_poll)        /* it may be our own read in flight */
+				tls_poll(tls_poll_arg);
 			backoff(&spins);
 			s = LOAD_ACQ(w);
 		} else if (CAS(w, &s, s | PS_LOCKED)) {
 			return tier_miss(st, page, s, how, base);
 		}
 	}
+}
+
+int store_page_resident(const store_t *st, uint64_t page)
+{
+	if (!st->tiered)
+		return 1;
+	if (page == 0 || page >= st->npages)
+		return 1;           /* nothing to read: the pin decides */
+	return (LOAD_ACQ(&st->pstate[page]) & (PS_RESIDENT | PS_LOCKED)) == PS_RESIDENT;
+}
+
+int store_miss_begin(store_t *st, uint64_t page, struct store_miss *m)
+{
+	uint64_t s;
+	uint32_t f;
+	if (!st->tiered || page == 0 || page >= st->npages)
+		return 0;
+	if (!tier_lock_absent(st, page, &s))
+		return (LOAD_ACQ(&st->pstate[page]) & (PS_RESIDENT | PS_LOCKED)) == PS_RESIDENT
+		       ? 0 : STORE_MISS_BUSY;
+	if (!frame_try(st, &f)) {
+		STORE_REL(&st->pstate[page], s);
+		return -EAGAIN;
+	}
+	unsigned char *buf = st->pool + ((size_t)f << st->page_shift);
+	if (!(s & PS_BACKED) || !st->topts.read_page) {   /* no backing copy: zeros */
+		memset(buf, 0, st->page_size);
+		ADD(&st->miss_zero, 1);
+		ADD(&st->misses, 1);
+		tier_publish(st, page, f, s, PS_REF);
+		return 0;
+	}
+	m->page = page;
+	m->old = s;
+	m->frame = f;
+	m->buf = buf;
+	m->t0 = clock_now_ns();
+	return 1;
+}
+
+void store_miss_end(store_t *st, const struct store_miss *m, int res)
+{
+	if (res < 0) {
+		frame_put(st, m->frame);
+		STORE_REL(&st->pstate[m->page], m->old);
+		if (ADD(&st->miss_errors, 1) < 10)
+			log_warn("store: reading page %" PRIu64 " failed: %s", m->page, strerror(-res));
+		return;
+	}
+	if (res == 1) {
+		memset(m->buf, 0, st->page_size);
+		ADD(&st->miss_zero, 1);
+	} else {
+		uint64_t ns = clock_now_ns() - m->t0, mx = LOAD(&st->miss_ns_max);
+		ADD(&st->miss_ns_sum, ns);
+		while (ns > mx && !__atomic_compare_exchange_n(&st->miss_ns_max, &mx, ns, true,
+							       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
+	ADD(&st->misses, 1);
+	ADD(&st->misses_async, 1);
+	tier_publish(st, m->page, m->frame, m->old, PS_REF);
 }
 
 #define PF_MAX 256u
@@ -507,4 +591,5 @@ void store_tier_stats(store_t *st, struct store_tier_stats *s)
 	s->prefetched = LOAD(&st->prefetched);
 	s->prefetch_batches = LOAD(&st->prefetch_batches);
 	s->prefetch_errors = LOAD(&st->prefetch_errors);
+	s->misses_async = LOAD(&st->misses_async);
 }

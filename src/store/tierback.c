@@ -135,6 +135,29 @@ struct tierback {
 	/* checksum mismatches (atomic): [0] pages.swap, [1] an image; and the
 	 * log's rate limit: the last line's time, mismatches not logged since */
 	uint64_t crc_bad[2], crc_log_ns, crc_quiet;
+	/* misses that do not block (tb_ring): reads, failures, latency; the
+	 * reads in flight after each submit (sum, samples, max); parked
+	 * requests (the memory server's count); clones of the pool's
+	 * registration are made one at a time (ring_mu) */
+	uint64_t as_reads, as_errors, as_ns_sum, as_hist[TB_HIST];
+	uint64_t as_depth_sum, as_depth_n, as_depth_max, as_parked;
+	pthread_mutex_t ring_mu;
+};
+
+struct tb_slot {
+	uint64_t page, tag, t0;
+	void *buf;
+	unsigned home;
+};
+
+struct tb_ring {
+	struct tierback *tb;
+	io_ctx_t *ctx;
+	int file[3];
+	unsigned depth, inflight, nfree, nprep;
+	struct tb_slot *slot;
+	unsigned *free;           /* free slot indexes */
+	struct io_cqe *cqe;
 };
 
 /* A thread's prefetch ring (or libaio), made on the thread on first use. */
@@ -384,6 +407,173 @@ static int tb_read_batch(void *arg, const uint64_t *pages, void *const *bufs, un
 	return 0;
 }
 
+/* ---- the rings of misses that do not block ---- */
+
+int tierback_ring_open(tierback_t *tb, unsigned depth, tb_ring_t **out)
+{
+	struct tb_ring *r = calloc(1, sizeof(*r));
+	*out = NULL;
+	if (!r)
+		return -ENOMEM;
+	depth = MAX(depth, 1u);
+	r->tb = tb;
+	r->depth = depth;
+	r->slot = calloc(depth, sizeof(*r->slot));
+	r->free = calloc(depth, sizeof(*r->free));
+	r->cqe = calloc(depth, sizeof(*r->cqe));
+	struct io_opts io = { .backend = IO_BACKEND_AUTO, .depth = depth, .flags = IO_F_IOWQ_DEPTH };
+	int rc = !r->slot || !r->free || !r->cqe ? -ENOMEM : io_ctx_create(&io, &r->ctx);
+	if (rc < 0) {
+		tierback_ring_close(r);
+		return rc;
+	}
+	int fds[3] = { tb->img_fd[0], tb->img_fd[1], tb->swap_fd };
+	for (unsigned f = 0; f < 3; f++)
+		r->file[f] = fds[f] >= 0 ? io_ctx_add_file(r->ctx, fds[f]) : -1;
+	io_ctx_t *donor = pwriter_donor(__atomic_load_n(&tb->pw, __ATOMIC_ACQUIRE));
+	if (donor && io_ctx_backend(r->ctx) == IO_BACKEND_URING) {
+		pthread_mutex_lock(&tb->ring_mu);    /* clones read the donor: one at a time */
+		if (io_ctx_clone_buffers_from(r->ctx, donor) < 0)
+			log_info("tier: a miss ring could not clone the pool's registration: "
+				 "plain buffers");
+		pthread_mutex_unlock(&tb->ring_mu);
+	}
+	for (unsigned i = 0; i < depth; i++)
+		r->free[i] = depth - 1 - i;
+	r->nfree = depth;
+	*out = r;
+	return 0;
+}
+
+void tierback_ring_close(tb_ring_t *r)
+{
+	if (!r)
+		return;
+	if (r->ctx && r->cqe)       /* nothing may land in a frame after this */
+		while (io_inflight(r->ctx) && io_reap(r->ctx, r->cqe, r->depth, 1) >= 0)
+			;
+	io_ctx_destroy(r->ctx);
+	free(r->slot);
+	free(r->free);
+	free(r->cqe);
+	free(r);
+}
+
+int tierback_ring_prep(tb_ring_t *r, uint64_t page, void *buf, uint64_t tag)
+{
+	struct tierback *tb = r->tb;
+	if (page >= tb->npages)
+		return -EINVAL;
+	unsigned home = LOAD(&tb->where[page]);
+	if (home == TIER_HOME_ZERO)
+		return 1;
+	if (!r->nfree)
+		return -EAGAIN;
+	if (r->file[home - 1] < 0)
+		return -EBADF;
+	unsigned i = r->free[r->nfree - 1];
+	uint32_t ps = tb->o.page_size;
+	int rc = io_prep_read(r->ctx, r->file[home - 1], buf, ps, (off_t)(page * ps), i);
+	if (rc < 0)
+		return rc == -EAGAIN ? -EAGAIN : -EIO;
+	r->nfree--;
+	r->nprep++;
+	r->slot[i] = (struct tb_slot){ .page = page, .tag = tag, .buf = buf, .home = home,
+				       .t0 = clock_now_ns() };
+	return 0;
+}
+
+int tierback_ring_submit(tb_ring_t *r)
+{
+	struct tierback *tb = r->tb;
+	if (!r->nprep)
+		return 0;
+	int rc = io_submit_batch(r->ctx);
+	if (rc < 0)
+		return rc;
+	r->inflight += r->nprep;
+	r->nprep = 0;
+	uint64_t d = r->inflight, m = LOAD(&tb->as_depth_max);
+	ADD(&tb->as_depth_sum, d);
+	ADD(&tb->as_depth_n, 1);
+	while (d > m && !__atomic_compare_exchange_n(&tb->as_depth_max, &m, d, true,
+						     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return rc;
+}
+
+/* Slot i completed with res (bytes or -errno): its result for the caller. */
+static int ring_done(struct tb_ring *r, unsigned i, int64_t res)
+{
+	struct tierback *tb = r->tb;
+	struct tb_slot *sl = &r->slot[i];
+	uint32_t ps = tb->o.page_size;
+	uint64_t ns = clock_now_ns() - sl->t0;
+	int rc = res == (int64_t)ps ? 0 : res < 0 ? (int)res : -EIO;
+	int err = rc == 0 ? fault_hit(&tb->fmiss) : 0;
+	if (err) {
+		log_info("tier: fault injection: the miss read of page %" PRIu64 " fails with %s",
+			 sl->page, strerror(err));
+		rc = -err;
+	} else if (rc < 0) {
+		if (ADD(&tb->as_errors, 1) < 10)
+			log_error("tier: reading page %" PRIu64 " from %s failed: %s", sl->page,
+				  home_name(sl->home), res < 0 ? strerror((int)-res) : "short read");
+	} else if (tb_check(tb, sl->page, sl->home, sl->buf, "a miss") < 0) {
+		rc = -EIO;
+	}
+	if (rc < 0) {
+		if (err)
+			ADD(&tb->as_errors, 1);
+	} else {
+		ADD(&tb->as_reads, 1);
+		ADD(&tb->as_ns_sum, ns);
+		ADD(&tb->as_hist[hist_bucket(ns)], 1);
+	}
+	r->free[r->nfree++] = i;
+	r->inflight--;
+	return rc;
+}
+
+int tierback_ring_reap(tb_ring_t *r, uint64_t *tags, int *res, unsigned max, unsigned min)
+{
+	if (!r->inflight)
+		return 0;
+	max = MIN(max, r->depth);
+	int n = io_reap(r->ctx, r->cqe, max, MIN(min, r->inflight));
+	if (n < 0) {   /* the ring failed: every read in flight fails */
+		unsigned k = 0;
+		while (io_inflight(r->ctx) && io_reap(r->ctx, r->cqe, r->depth, 1) >= 0)
+			;
+		for (unsigned i = 0; i < r->depth && k < max; i++) {
+			int used = 1;
+			for (unsigned j = 0; j < r->nfree && used; j++)
+				used = r->free[j] != i;
+			if (!used)
+				continue;
+			tags[k] = r->slot[i].tag;
+			res[k++] = ring_done(r, i, -EIO);
+		}
+		return (int)k;
+	}
+	for (int j = 0; j < n; j++) {
+		unsigned i = (unsigned)r->cqe[j].user_data;
+		tags[j] = r->slot[i].tag;
+		res[j] = ring_done(r, i, r->cqe[j].res);
+	}
+	return n;
+}
+
+unsigned tierback_ring_inflight(const tb_ring_t *r)
+{
+	return r ? r->depth - r->nfree : 0;   /* prepared or in flight */
+}
+
+void tierback_note_parked(tierback_t *tb, uint64_t n)
+{
+	ADD(&tb->as_parked, n);
+}
+
 static void tb_want_frames(void *arg)
 {
 	struct tierback *tb = arg;
@@ -447,6 +637,7 @@ int tierback_create(const struct tierback_opts *o, tierback_t **out)
 	for (unsigned i = 0; i < TB_READERS; i++)
 		pthread_mutex_init(&tb->r[i].mu, NULL);
 	pthread_mutex_init(&tb->pf_mu, NULL);
+	pthread_mutex_init(&tb->ring_mu, NULL);
 	tb->id = ADD(&tb_ids, 1) + 1;
 	if (tb->where == MAP_FAILED)
 		tb->where = NULL;
@@ -591,6 +782,7 @@ void tierback_destroy(tierback_t *tb)
 		free(c);
 	}
 	pthread_mutex_destroy(&tb->pf_mu);
+	pthread_mutex_destroy(&tb->ring_mu);
 	if (tb->swap_fd >= 0)
 		close(tb->swap_fd);
 	for (unsigned i = 0; i < 2; i++)
@@ -607,19 +799,25 @@ void tierback_destroy(tierback_t *tb)
 
 /* ---- figures ---- */
 
-/* The upper edge of the bucket holding the 99th percentile read (ns). */
-static uint64_t read_p99(struct tierback *tb)
+/* The upper edge of the bucket holding the pct-th percentile of hist (ns). */
+static uint64_t hist_pct(const uint64_t *hist, unsigned pct)
 {
 	uint64_t total = 0, h[TB_HIST];
 	for (unsigned i = 0; i < TB_HIST; i++)
-		total += h[i] = LOAD(&tb->hist[i]);
+		total += h[i] = LOAD(&hist[i]);
 	if (!total)
 		return 0;
-	uint64_t want = total - total / 100, seen = 0;
+	uint64_t want = total - total * (100 - pct) / 100, seen = 0;
 	for (unsigned i = 0; i < TB_HIST; i++)
 		if ((seen += h[i]) >= want)
 			return 2ull << i;
 	return 0;
+}
+
+/* The 99th percentile of the synchronous miss reads (preads). */
+static uint64_t read_p99(struct tierback *tb)
+{
+	return hist_pct(tb->hist, 99);
 }
 
 int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
@@ -628,7 +826,8 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 	store_tier_stats(tb->st, &s);
 	pwriter_t *pw = tb->pw;
 	unsigned nw = pwriter_count(pw), clones = 0;
-	uint64_t fallbacks = 0, reads = LOAD(&tb->reads), ios = 0, pages = 0, cpu = 0;
+	uint64_t fallbacks = 0, sreads = LOAD(&tb->reads), ios = 0, pages = 0, cpu = 0;
+	uint64_t areads = LOAD(&tb->as_reads), reads = sreads + areads, dn = LOAD(&tb->as_depth_n);
 	size_t n = 0;
 #define EMIT(...) do { int k_ = snprintf(buf + MIN(n, len), len > n ? len - n : 0, __VA_ARGS__); \
 	n += k_ > 0 ? (size_t)k_ : 0; } while (0)
@@ -639,7 +838,7 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 	     ",\"miss_errors\":%" PRIu64 ",\"evict_clean\":%" PRIu64 ",\"evict_dirty\":%" PRIu64
 	     ",\"evict_errors\":%" PRIu64 ",\"frame_waits\":%" PRIu64 ",\"frame_timeouts\":%" PRIu64,
 	     s.pages, s.frames, s.resident, s.free_frames, s.dirty, s.misses, s.miss_zero, reads,
-	     reads ? LOAD(&tb->read_ns_sum) / reads : 0, s.miss_ns_max, read_p99(tb),
+	     sreads ? LOAD(&tb->read_ns_sum) / sreads : 0, s.miss_ns_max, read_p99(tb),
 	     s.miss_errors, s.evict_clean, s.evict_dirty, s.evict_errors, s.frame_waits,
 	     s.frame_timeouts);
 	EMIT(",\"prefetched\":%" PRIu64 ",\"prefetch_batches\":%" PRIu64
@@ -647,6 +846,15 @@ int tierback_stats_json(tierback_t *tb, char *buf, size_t len)
 	     ",\"prefetch_ns\":%" PRIu64,
 	     s.prefetched, s.prefetch_batches, s.prefetch_errors, LOAD(&tb->pf_reads),
 	     LOAD(&tb->pf_ns_sum));
+	EMIT(",\"misses_async\":%" PRIu64 ",\"miss_sync_reads\":%" PRIu64
+	     ",\"miss_async_reads\":%" PRIu64 ",\"miss_async_errors\":%" PRIu64
+	     ",\"miss_parked\":%" PRIu64 ",\"miss_depth_mean\":%.2f,\"miss_depth_max\":%" PRIu64
+	     ",\"miss_async_mean_ns\":%" PRIu64 ",\"miss_async_p50_ns\":%" PRIu64
+	     ",\"miss_async_p99_ns\":%" PRIu64,
+	     s.misses_async, sreads, areads, LOAD(&tb->as_errors), LOAD(&tb->as_parked),
+	     dn ? (double)LOAD(&tb->as_depth_sum) / (double)dn : 0.0, LOAD(&tb->as_depth_max),
+	     areads ? LOAD(&tb->as_ns_sum) / areads : 0, hist_pct(tb->as_hist, 50),
+	     hist_pct(tb->as_hist, 99));
 	EMIT(",\"swap_crc_errors\":%" PRIu64 ",\"image_crc_errors\":%" PRIu64,
 	     LOAD(&tb->crc_bad[0]), LOAD(&tb->crc_bad[1]));
 	EMIT(",\"page_writers\":[");
@@ -700,4 +908,13 @@ void tierback_log_summary(tierback_t *tb)
 		 LOAD(&tb->crc_bad[0]), LOAD(&tb->crc_bad[1]), nw,
 		 ios, pages, cpages, pages ? cpu / 1e3 / (double)pages : 0.0, pwriter_registered(tb->pw),
 		 clones, fb);
+	uint64_t areads = LOAD(&tb->as_reads), dn = LOAD(&tb->as_depth_n);
+	if (areads || LOAD(&tb->as_errors))
+		log_info("tier: misses that did not block: %" PRIu64 " parked requests, %" PRIu64
+			 " reads on the workers' rings (%" PRIu64 " errors; p50 < %.1f us, p99 < %.1f "
+			 "us), in flight mean %.2f max %" PRIu64 "; %" PRIu64 " synchronous preads",
+			 LOAD(&tb->as_parked), areads, LOAD(&tb->as_errors),
+			 hist_pct(tb->as_hist, 50) / 1e3, hist_pct(tb->as_hist, 99) / 1e3,
+			 dn ? (double)LOAD(&tb->as_depth_sum) / (double)dn : 0.0,
+			 LOAD(&tb->as_depth_max), reads);
 }

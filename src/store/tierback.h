@@ -61,6 +61,32 @@ void tierback_set_home(void *tb, uint64_t first, uint64_t last, unsigned image,
 void tierback_stop(tierback_t *tb);
 void tierback_destroy(tierback_t *tb);
 
+/* A thread's own ring for miss reads that do not block (the memory
+ * server's workers; docs/store.md "Misses that do not block"): io_uring
+ * (libaio where it cannot be made, or with LOTUS_IO=aio) with the backing
+ * files registered and the pool's registration cloned from the page
+ * writers' donor (fixed-buffer reads; plain buffers if there is none).  At
+ * most depth reads in flight.  Open, use and close it on one thread. */
+typedef struct tb_ring tb_ring_t;
+int tierback_ring_open(tierback_t *tb, unsigned depth, tb_ring_t **out);
+void tierback_ring_close(tb_ring_t *r);
+/* Prepare the read of logical page `page` (LOCKED for its miss by the
+ * caller) into buf, a frame of the pool: 0 prepared (its completion comes
+ * from tierback_ring_reap with tag), 1 no backing copy (zero-fill, nothing
+ * to read), -EAGAIN depth reads in flight, other <0 it fails now (an
+ * injected fault, no file).  tierback_ring_submit issues what is prepared. */
+int tierback_ring_prep(tb_ring_t *r, uint64_t page, void *buf, uint64_t tag);
+int tierback_ring_submit(tb_ring_t *r);
+/* Completions, at most max, waiting for at least min (0: never blocks):
+ * tags[i] and res[i] (0 the page's bytes are in its buffer and match its
+ * checksum, <0 -errno: short read, I/O error, checksum mismatch, injected
+ * fault).  Returns how many, or <0 when the ring failed (every read in
+ * flight is then reported failed). */
+int tierback_ring_reap(tb_ring_t *r, uint64_t *tags, int *res, unsigned max, unsigned min);
+unsigned tierback_ring_inflight(const tb_ring_t *r);   /* prepared or in flight */
+/* The memory server: n requests parked on misses (for the figures). */
+void tierback_note_parked(tierback_t *tb, uint64_t n);
+
 /* ,"tier":{...} (leading comma) into buf, snprintf rules; any thread. */
 int tierback_stats_json(tierback_t *tb, char *buf, size_t len);
 /* One log line with the main figures (at exit). */

@@ -20,7 +20,7 @@ obj=${LOTUS_MS_OBJ:-${LOTUS_BUILD:-build}/src/memserver}
 
 declare -A rank=(
 	[ms_int.h]=0 [memserver.h]=0 [identity.h]=0 [identity.c]=0
-	[conn.h]=1 [conn.c]=1
+	[conn.h]=1 [conn.c]=1 [misses.h]=1 [misses.c]=1
 	[handlers.h]=2 [handlers.c]=2
 	[outcomes.h]=3 [outcomes.c]=3
 	[durable.h]=4 [durable.c]=4 [backup.h]=4 [backup.c]=4
