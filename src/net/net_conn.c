@@ -318,6 +318,17 @@ int net_connect(net_worker_t *w, const char *host, uint16_t port, int timeout_ms
 	ucs_status_t st = ucp_ep_create(w->ucp, &ep, &c->ep);
 	net_fd_unlock();
 	free(raddr);
+	if (st == UCS_ERR_UNSUPPORTED || st == UCS_ERR_UNREACHABLE || st == UCS_ERR_INVALID_ADDR ||
+	    st == UCS_ERR_INVALID_PARAM) {
+		/* an address of the right shape that names no transport this
+		 * worker shares (garbage that passed the check, or other UCX_
+		 * settings): the same refusal as a bad shape */
+		log_error("memory server %s sent a worker address this client cannot use: UCX: %s "
+			  "(do both run the same UCX version and UCX_ options?)", peer,
+			  ucs_status_string(st));
+		free(c);
+		return LOTUS_EPROTO;
+	}
 	if (st != UCS_OK) {
 		log_debug("net: connect %s: %s", peer, ucs_status_string(st));
 		free(c);
