@@ -40,6 +40,24 @@
  * back (MADV_DONTNEED: it reads as zeros, which is an empty table), 256 KiB
  * per later write, but the mapping is kept until hidx_destroy, so a slow
  * reader never faults.
+ *
+ * Retired tables are reused.  A migration to nb buckets takes a retired
+ * table of nb buckets whose memory has been given back in full (all zero
+ * pages: an empty table, no overflow flags) instead of mapping a new one.
+ * Without that, every same-size rehash (the clean-up after deletes) left one
+ * more table mapped, and churn at a constant count grew the process without
+ * bound.  With it the retired list holds at most two tables per size (one
+ * still being given back when the next migration starts maps a second), so
+ * retired mappings stay below four times the current table.  Reuse keeps
+ * the readers' rule: a mapping is never unmapped while the index lives, so
+ * a slow reader that still holds the reused table (loaded before it
+ * retired) reads mapped memory.  What it reads there is harmless: the entries are values
+ * of this index, and a hit is one the owner's match said holds the key (a
+ * value names one record, so it is the right one, whichever table it came
+ * from; a torn bucket read, after the zeroing reset the bucket's ver, still
+ * hands match one whole value); a miss counts only if h->seq did not change,
+ * and a table is reused only after two changes of h->seq (the end of its
+ * migration, the start of the next).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -77,6 +95,7 @@ struct htab {
 	size_t bytes;
 	uint64_t novf;               /* buckets with B_OVF (writer only) */
 	uint64_t ndel;               /* deletes from it (writer only) */
+	size_t released;             /* retired: bytes given back so far */
 	struct htab *retired_next;
 };
 
@@ -93,7 +112,9 @@ struct hidx {
 	uint64_t count;              /* entries (atomic reads for stats) */
 	uint64_t rehashes;
 	struct htab *retired;        /* finished tables, newest first */
-	size_t released;             /* bytes of retired given back so far */
+	uint64_t nretired;           /* tables on that list (atomic reads) */
+	uint64_t retired_bytes;      /* their mappings (atomic reads) */
+	uint64_t reused;             /* migrations into a retired table (atomic reads) */
 };
 
 static inline void cpu_relax(void)
@@ -383,11 +404,11 @@ static void tabs_set(hidx_t *h, struct htab *old, struct htab *cur)
 static void release_step(hidx_t *h, size_t max)
 {
 	struct htab *r = h->retired;
-	if (!r || h->released >= r->bytes)
+	if (!r || r->released >= r->bytes)
 		return;
-	size_t n = MIN(max, r->bytes - h->released);
-	madvise((char *)r->b + h->released, n, MADV_DONTNEED);
-	h->released += n;
+	size_t n = MIN(max, r->bytes - r->released);
+	madvise((char *)r->b + r->released, n, MADV_DONTNEED);
+	r->released += n;
 }
 
 /* Move the entries of up to MIG_STEP old buckets into the current table. */
@@ -426,16 +447,38 @@ static void migrate_step(hidx_t *h)
 	tabs_set(h, NULL, h->cur);
 	release_step(h, SIZE_MAX);   /* the one before, should it not be done */
 	o->retired_next = h->retired;
+	o->released = 0;
 	h->retired = o;
-	h->released = 0;
+	STORE(&h->nretired, h->nretired + 1);
+	STORE(&h->retired_bytes, h->retired_bytes + o->bytes);
+}
+
+/* Take a retired table of nb buckets given back in full (it reads as an
+ * empty table) off the list, or NULL. */
+static struct htab *tab_reuse(hidx_t *h, uint64_t nb)
+{
+	for (struct htab **p = &h->retired; *p; p = &(*p)->retired_next) {
+		struct htab *t = *p;
+		if (t->nb != nb || t->released < t->bytes)
+			continue;
+		*p = t->retired_next;
+		t->retired_next = NULL;
+		t->novf = t->ndel = 0;
+		t->released = 0;
+		STORE(&h->nretired, h->nretired - 1);
+		STORE(&h->retired_bytes, h->retired_bytes - t->bytes);
+		STORE(&h->reused, h->reused + 1);
+		return t;
+	}
+	return NULL;
 }
 
 /* Start moving everything into a table of nb buckets (no room: keep the
  * current one, which may still have free entries). */
 static void migrate_start(hidx_t *h, uint64_t nb)
 {
-	struct htab *n = tab_new(nb);
-	if (!n)
+	struct htab *n = tab_reuse(h, nb);
+	if (!n && !(n = tab_new(nb)))
 		return;
 	h->mig = 0;
 	STORE(&h->rehashes, h->rehashes + 1);
@@ -483,5 +526,8 @@ void hidx_stats(hidx_t *h, struct hidx_stats *s)
 	s->buckets = c->nb;
 	s->bytes = c->bytes + (o ? o->bytes : 0);
 	s->rehashes = LOAD(&h->rehashes);
+	s->retired = LOAD(&h->nretired);
+	s->retired_bytes = LOAD(&h->retired_bytes);
+	s->reused = LOAD(&h->reused);
 	s->migrating = o != NULL;
 }

@@ -61,6 +61,9 @@ struct hidx_stats {
 	uint64_t buckets;       /* of the current table */
 	uint64_t bytes;         /* bucket memory mapped and in use */
 	uint64_t rehashes;      /* migrations started (growth or clean-up) */
+	uint64_t retired;       /* finished tables kept mapped (given back, for reuse) */
+	uint64_t retired_bytes; /* their mappings (not in bytes: no memory in use) */
+	uint64_t reused;        /* migrations that took a retired table, not a new one */
 	int migrating;
 };
 void hidx_stats(hidx_t *h, struct hidx_stats *s);

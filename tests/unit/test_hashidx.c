@@ -16,9 +16,17 @@
  *  4. lookups during growth: two reader threads look up a stable key set
  *     (always found, with its value) and keys deleted for good (never
  *     found) while the main thread inserts enough to double the table
- *     several times and churns other keys.
+ *     several times and churns other keys;
+ *  5. retired tables are reused: churn at a constant count near the load
+ *     limit makes the index rehash into a table of the same size again and
+ *     again (to drop stale overflow flags); the process's VmSize must not
+ *     grow with the number of those rehashes (each used to map a fresh
+ *     table and keep the one before mapped until hidx_destroy), and a
+ *     reader thread looks up a stable key set (always found) and keys
+ *     deleted for good (never found) while tables are being recycled.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,20 +232,145 @@ static void test_concurrent(unsigned n)
 	hidx_destroy(ch);
 }
 
+/* ---- retired tables reused ---- */
+
+/* The process's VmSize (/proc/self/status), in KiB; 0 if unknown. */
+static unsigned long long vm_size_kib(void)
+{
+	char line[256];
+	unsigned long long kib = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmSize: %llu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+#define R_STABLE   1000
+#define R_GONE     1000
+#define R_WARM     2             /* same-size rehashes before the baseline */
+#define R_CYCLES   64            /* ... and after it */
+
+static hidx_t *rh;
+static int rstop;
+
+static void *recycle_reader(void *arg)
+{
+	unsigned long long *lookups = arg;
+	uint64_t v, seed = 0x9e3779b97f4a7c15ull;
+	while (!__atomic_load_n(&rstop, __ATOMIC_ACQUIRE)) {
+		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+		unsigned i = (unsigned)(seed % (R_STABLE + R_GONE));
+		int rc = get(rh, i, &v);
+		if (i < R_STABLE)
+			CHECK(rc == 0 && v == i + 1, "stable key %u not found while tables are "
+			      "recycled (rc %d)", i, rc);
+		else
+			CHECK(rc == LOTUS_ENOTFOUND, "deleted key %u found while tables are "
+			      "recycled", i);
+		if (++*lookups % 1024 == 0)
+			sched_yield();    /* 2 shared cores: let the writer run */
+	}
+	return NULL;
+}
+
+/* Slots [0, R_STABLE) stay, [R_STABLE, R_STABLE + R_GONE) are deleted for
+ * good, the rest is a ring: each step deletes its oldest record and puts a
+ * record with a new key into the slot, so the count stays at live. */
+static void test_retired(unsigned n)
+{
+	pthread_t t;
+	unsigned long long lookups = 0, vm0 = 0, vm1;
+	struct hidx_stats s;
+	uint64_t v, rh0 = 0, ops = 0, max_ops = 40000000;
+	unsigned base = R_STABLE + R_GONE, ring = n - base;
+	/* 4096 buckets (24576 entries) hold up to 19660 at 80%: keep 18500 */
+	unsigned live = 18500 - R_STABLE, name = 0;
+	CHECK(ring > live);
+	CHECK_RC(hidx_create(match, rehash, NULL, &rh));
+	for (unsigned i = 0; i < base; i++) {
+		rec_make(i, name++);
+		CHECK_RC(put(rh, i));
+	}
+	for (unsigned i = R_STABLE; i < base; i++)
+		CHECK_RC(del(rh, i));
+	for (unsigned i = base; i < base + live; i++) {
+		rec_make(i, name++);
+		CHECK_RC(put(rh, i));
+	}
+	CHECK(pthread_create(&t, NULL, recycle_reader, &lookups) == 0);
+	hidx_stats(rh, &s);
+	uint64_t nb = s.buckets, rh_start = s.rehashes;
+	unsigned head = live, tail = 0;      /* ring positions (slot base + pos % ring) */
+	for (;;) {
+		hidx_stats(rh, &s);
+		if (!vm0 && s.rehashes >= rh_start + R_WARM && !s.migrating) {
+			vm0 = vm_size_kib();
+			rh0 = s.rehashes;
+		}
+		if (vm0 && s.rehashes >= rh0 + R_CYCLES && !s.migrating)
+			break;
+		CHECK(ops < max_ops, "only %llu same-size rehashes in %llu writes",
+		      (unsigned long long)(s.rehashes - rh_start), (unsigned long long)ops);
+		CHECK_RC(del(rh, base + tail % ring));
+		tail++;
+		unsigned slot = base + head % ring;
+		head++;
+		rec_make(slot, name++);
+		CHECK_RC(put(rh, slot));
+		ops += 2;
+	}
+	vm1 = vm_size_kib();
+	__atomic_store_n(&rstop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	hidx_stats(rh, &s);
+	printf("retired: %llu same-size rehashes of %llu buckets (%llu KiB each) in %llu writes, "
+	       "%llu lookups beside; VmSize %llu -> %llu KiB (%+lld KiB over the last %u); "
+	       "%llu tables reused, %llu retired (%llu KiB)\n",
+	       (unsigned long long)(s.rehashes - rh_start), (unsigned long long)nb,
+	       (unsigned long long)nb * 64 / 1024, (unsigned long long)ops, lookups, vm0, vm1,
+	       (long long)(vm1 - vm0), R_CYCLES, (unsigned long long)s.reused,
+	       (unsigned long long)s.retired, (unsigned long long)s.retired_bytes / 1024);
+	CHECK_EQ(s.buckets, nb);        /* no growth: a constant count */
+	CHECK_EQ(s.entries, R_STABLE + live);
+	/* a table's worth of slack for whatever else the process maps */
+	CHECK(vm1 <= vm0 + nb * 64 / 1024, "VmSize grew by %llu KiB over %u same-size "
+	      "rehashes of a %llu KiB table: retired tables are not reused",
+	      vm1 - vm0, R_CYCLES, (unsigned long long)nb * 64 / 1024);
+	CHECK(s.reused >= R_CYCLES, "only %llu of the rehashes reused a retired table",
+	      (unsigned long long)s.reused);
+	CHECK(s.retired_bytes <= 4 * nb * 64, "%llu bytes of retired tables beside a table of "
+	      "%llu", (unsigned long long)s.retired_bytes, (unsigned long long)nb * 64);
+	for (unsigned i = 0; i < R_STABLE; i++) {
+		CHECK_RC(get(rh, i, &v));
+		CHECK_EQ(v, i + 1);
+	}
+	for (unsigned k = 0; k < live; k++) {    /* the live part of the ring */
+		unsigned slot = base + (tail + k) % ring;
+		CHECK(get(rh, slot, &v) == 0 && v == slot + 1, "ring key in slot %u lost", slot);
+	}
+	hidx_destroy(rh);
+}
+
 int main(void)
 {
 	const char *e = getenv("HX_KEYS");
 	unsigned n = e ? (unsigned)strtoul(e, NULL, 10) : 300000;
 	if (n < 20000)
 		n = 20000;
-	nrecs_max = n;
-	recs = calloc(n, sizeof(*recs));
+	nrecs_max = n < 200000 ? 200000 : n;     /* test_retired's ring */
+	recs = calloc(nrecs_max, sizeof(*recs));
 	CHECK(recs != NULL);
 	test_growth_deletes(n);
 	memset(recs, 0, (size_t)n * sizeof(*recs));
 	test_reuse(n < 200000 ? n : 200000);
 	memset(recs, 0, (size_t)n * sizeof(*recs));
 	test_concurrent(n < 300000 ? n : 300000);
+	memset(recs, 0, (size_t)nrecs_max * sizeof(*recs));
+	test_retired(200000);
 	free(recs);
 	return CHECK_PASS;
 }
