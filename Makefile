@@ -90,6 +90,8 @@ SCAN_ALL := $(BUILD)/bin/scan-all
 LOG_SINK := $(BUILD)/bin/log-sink
 # Breaks a TPC-C condition through the public API (tests/integration/tpcc_check.sh).
 TPCC_CORRUPT := $(BUILD)/bin/tpcc-corrupt
+# Writes a row's own bytes back through the public API (tests/integration/serve_watch_version.sh).
+ROW_REWRITE := $(BUILD)/bin/row-rewrite
 # The malloc-counting LD_PRELOAD shim (scripts/malloc-count.c), for
 # tests/integration/alloc_per_req.sh and scripts/bench-percore.  Built
 # without the sanitizer flags: it stands in for malloc itself.
@@ -99,7 +101,7 @@ MALLOC_COUNT := $(BUILD)/lib/malloc-count.so
 .SECONDARY: $(TEST_OBJ)
 .DELETE_ON_ERROR:
 all: progs $(LIB_A) $(LIB_SO) $(LIB_PC)
-progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK) $(TPCC_CORRUPT) $(MALLOC_COUNT)   # what the tests run (sanitizer builds: only this)
+progs: $(LOTUS) $(TEST_BIN) $(LA_CLIENT) $(LEASE_CLIENT) $(SRV_STATS) $(SCAN_ALL) $(LOG_SINK) $(TPCC_CORRUPT) $(ROW_REWRITE) $(MALLOC_COUNT)   # what the tests run (sanitizer builds: only this)
 
 deps:
 	@scripts/deps.sh
@@ -209,6 +211,11 @@ $(LOG_SINK): $(BUILD)/tests/integration/log_sink.o $(LIB_A)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
 $(TPCC_CORRUPT): $(BUILD)/tests/integration/tpcc_corrupt.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(say) LD $@
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
+$(ROW_REWRITE): $(BUILD)/tests/integration/row_rewrite.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(say) LD $@
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)

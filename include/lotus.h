@@ -377,6 +377,23 @@ int lotus_txn_execute(lotus_txn_t *t);
 /* Result of op: 0 and the value (valid until the txn is restarted/freed), or
  * LOTUS_ENOTFOUND / LOTUS_EEXISTS / a lock error; -EINVAL for a bad op. */
 int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *vlen);
+/* Version of the record a read op (lotus_txn_read / _read_for_update) found,
+ * as its memory server holds it under this transaction's lock: 0 and
+ * *version, or the op's result if it found nothing (LOTUS_ENOTFOUND, a lock
+ * error).  Every committed update of the record gives it a new version, also
+ * one that writes the same value back, and a record deleted and inserted
+ * again never gets a version it had before; so an unchanged version means
+ * the record was not written in between (only equality means anything: the
+ * number is opaque, not ordered).  The versions a memory server hands out
+ * start anew when it restarts: every version read after a restart differs
+ * from every one read before it (a reader sees a change, never misses one).
+ * A counter wraps after 2^32 updates of one record, or 2^32 inserts on one
+ * memory server in one run.  LOTUS_EUNSUPPORTED: the read was answered
+ * without its memory server (from this transaction's own writes, see
+ * "Read-your-writes", or a compute-owned cache entry), or the engine has no
+ * versions (--engine onesided, dex); LOTUS_ESTATE: not executed yet;
+ * -EINVAL: a bad op, not a read, or NULL version. */
+int lotus_txn_result_version(const lotus_txn_t *t, int op, uint64_t *version);
 /* Scan results: number of rows (or the scan's error), then each row (0, or
  * -EINVAL for a bad op or row). */
 int lotus_txn_scan_rows(const lotus_txn_t *t, int op);

@@ -230,6 +230,15 @@ int lotus_txn_result(const lotus_txn_t *t, int op, const void **value, size_t *v
 	return t->eng->result(t, op, value, vlen);
 }
 
+int lotus_txn_result_version(const lotus_txn_t *t, int op, uint64_t *version)
+{
+	if (!t)
+		return -EINVAL;
+	if (!t->eng->result_version)
+		return LOTUS_EUNSUPPORTED;
+	return t->eng->result_version(t, op, version);
+}
+
 int lotus_txn_scan_rows(const lotus_txn_t *t, int op)
 {
 	if (!t)

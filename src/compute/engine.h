@@ -95,6 +95,8 @@ struct engine {
 	 * nothing); the synchronous commit aborts a failed one that is not. */
 	int (*finished)(const lotus_txn_t *t);
 	int (*result)(const lotus_txn_t *t, int op, const void **value, size_t *vlen);
+	/* Optional (NULL: LOTUS_EUNSUPPORTED): lotus_txn_result_version. */
+	int (*result_version)(const lotus_txn_t *t, int op, uint64_t *version);
 	int (*scan_rows)(const lotus_txn_t *t, int op);
 	int (*scan_row)(const lotus_txn_t *t, int op, unsigned i, const void **key, size_t *klen,
 			const void **value, size_t *vlen);

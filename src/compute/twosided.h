@@ -107,6 +107,8 @@ struct txn_op {
 	int status;
 	uint64_t loc;
 	uint64_t hint;       /* the cached location the request carried */
+	uint64_t ver;        /* READ/READ_X: the record's version from its server */
+	uint8_t has_ver;     /* ver came with a found record's reply */
 	unsigned char key[128];
 	unsigned char *wval; /* value to write at commit */
 	uint32_t wlen, wcap;

@@ -170,6 +170,7 @@ static struct txn_op *op_add(ts_txn_t *t, uint8_t op, lotus_table_t tb, const vo
 	o->wlen = 0;
 	o->ryw = o->observed = o->finished = 0;
 	o->local = o->fill = o->remote = 0;
+	o->has_ver = 0;
 	memcpy(o->key, key, klen);
 	return o;
 }
@@ -332,6 +333,24 @@ static int ts_result(const lotus_txn_t *pt, int op, const void **value, size_t *
 	if (vlen)
 		*vlen = o->rlen;
 	return o->status;
+}
+
+static int ts_result_version(const lotus_txn_t *pt, int op, uint64_t *version)
+{
+	const ts_txn_t *t = ts_of_const(pt);
+	if (op < 0 || (unsigned)op >= t->nops || !version)
+		return -EINVAL;
+	const struct txn_op *o = &t->ops[op];
+	if (o->op != OP_READ && o->op != OP_READ_X)
+		return -EINVAL;
+	if (o->status)
+		return o->status;
+	if (o->has_ver) {
+		*version = o->ver;
+		return 0;
+	}
+	/* answered here (read-your-writes, a compute-owned key) or not yet */
+	return o->ryw != RYW_NONE || o->local ? LOTUS_EUNSUPPORTED : LOTUS_ESTATE;
 }
 
 static int ts_scan_rows(const lotus_txn_t *pt, int op)
@@ -896,6 +915,10 @@ static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep
 			o->loc = r->loc;
 			if (r->value_len || o->op == OP_READ || o->op == OP_READ_X)
 				op_store_value(o, v, r->value_len, 0);
+			if (o->op == OP_READ || o->op == OP_READ_X) {
+				o->ver = r->arg;
+				o->has_ver = r->status == 0 && (r->flags & WIRE_REP_F_VERSION);
+			}
 			struct txn_cache *tc = t->s->cl->cache;
 			struct cache_key ck = { .table = o->table, .klen = o->klen, .key = o->key };
 			if (tc && tc->ops->on_reply(tc, &ck, o->op, o->hint, r))
@@ -1293,6 +1316,7 @@ const struct engine engine_twosided = {
 	.abort = ts_abort,
 	.finished = ts_finished,
 	.result = ts_result,
+	.result_version = ts_result_version,
 	.scan_rows = ts_scan_rows,
 	.scan_row = ts_scan_row,
 	.counters = ts_counters,

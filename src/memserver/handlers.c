@@ -277,6 +277,8 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 			break;
 		}
 		rep.value_len = rec->value_len;
+		rep.arg = store_rec_version(wk->srv->store, rec);   /* under the lock */
+		rep.flags |= WIRE_REP_F_VERSION;
 		void *dst = rep_put(wk, b, &rep, NULL, NULL, 1);
 		if (dst) {
 			memcpy(dst, store_rec_value(rec), rec->value_len);

@@ -148,7 +148,8 @@ struct wire_rep {
 	uint32_t value_len;
 	uint64_t txn_id;
 	uint64_t loc;       /* record location for the client's cache */
-	uint64_t arg;       /* SCAN: rows; CREATE_TABLE: table id */
+	uint64_t arg;       /* SCAN: rows; CREATE_TABLE: table id; READ/READ_X:
+			       the record's version (store_rec_version) */
 };
 static_assert(sizeof(struct wire_rep) == 40, "wire_rep size");
 static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
@@ -160,6 +161,9 @@ static_assert(offsetof(struct wire_rep, txn_id) == 16, "wire_rep.txn_id");
 #define WIRE_REP_F_SCAN_MORE  0x2   /* SCAN: the server capped its answer (rows or
 				       bytes); the reply's key is the last key it
 				       covered, and rows after it may exist */
+#define WIRE_REP_F_VERSION    0x8   /* READ/READ_X: arg is the record's version
+				       (a server without versions leaves it
+				       clear, and the client reports none) */
 #define WIRE_REQ_F_TABLE_OPEN 0x2   /* CREATE_TABLE: open, never create */
 #define WIRE_REQ_F_SCAN_AFTER 0x2   /* SCAN: rows with key > the key given (a
 				       continuation), not >= */

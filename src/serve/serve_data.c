@@ -480,6 +480,19 @@ int kv_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n)
 	return k->exists;
 }
 
+/* The lotus record version of the row argument i (a key) of command ci was
+ * read at (lotus_txn_result_version): 0 and *ver, or -1 if there is none:
+ * the key is missing or was not read, or this job has changed it (the
+ * version it gets at the commit is not known yet), or the library answered
+ * the read itself. */
+int kv_version(struct job *j, unsigned ci, unsigned i, uint64_t *ver)
+{
+	struct jkey *k = job_key(j, ci, i);
+	if (k->dirty || k->op < 0)
+		return -1;
+	return lotus_txn_result_version(j->t, k->op, ver) == 0 ? 0 : -1;
+}
+
 int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n)
 {
 	struct jkey *k = job_key(j, ci, i);

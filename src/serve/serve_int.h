@@ -189,7 +189,7 @@ struct conn {
 	struct job *job;              /* the job in flight, if any */
 	uint64_t last_ns;             /* the last byte read or written (--timeout) */
 	uint64_t hold_until_ns;       /* AUTH throttle: not read nor written before */
-	struct rbuf watch;            /* WATCHed keys with their stamps (serve_types.c) */
+	struct rbuf watch;            /* WATCHed keys with their versions (serve_types.c) */
 	unsigned nwatch;
 	unsigned auth_fails;          /* failed AUTHs on this connection */
 	char name[64];
@@ -228,6 +228,7 @@ unsigned job_argc(const struct job *j, unsigned ci);
 struct server *job_server(const struct job *j);
 /* 1 and the value argument i (a key) has at this point of the job, or 0. */
 int kv_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n);
+int kv_version(struct job *j, unsigned ci, unsigned i, uint64_t *ver);
 int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n);
 int kv_del(struct job *j, unsigned ci, unsigned i);   /* 1 if it existed */
 /* Keys a command computes (the rows of a type's members, in table TB_SUB,

@@ -21,8 +21,10 @@
  * deletes its metadata); its id is new each time it is created (a write
  * stamp), so rows of an earlier container of the same name are never seen.
  * Every write of serve gives the key a new stamp (unique: a counter started
- * from the clock at start, with the compute id on top), which is what WATCH
- * compares: a record version, never the value, so no ABA.
+ * from the clock at start, with the compute id on top).  WATCH compares
+ * lotus's record versions of the metadata rows (every change of a key
+ * rewrites its row), never the values, so no ABA; the stamp is its fallback
+ * where a read has no version.
  *
  * DEL, RENAME over, FLUSHDB and a container's last member delete its rows
  * synchronously, in the same transaction (so a DEL costs a row per member).
@@ -1767,26 +1769,48 @@ void sweep_run(struct job *j, unsigned ci, struct rbuf *b)
 
 /* ---- WATCH ---------------------------------------------------------------- */
 
-/* A watched key's state: 0 missing, 1 a stamp, 2 an older serve's string (a
- * hash of its bytes stands for its version: such a value is never written
- * again, a write gives it a stamp). */
-static void watch_state(struct job *j, unsigned ci, unsigned i, char rec[9])
+/* A watched key's state, 9 bytes: a kind, then 8 bytes.
+ *   W_MISSING  the key does not exist
+ *   W_VERSION  lotus's record version of its row (lotus_txn_result_version):
+ *              every committed write of the row changes it, by serve or by
+ *              any other lotus client, also one that writes the same bytes
+ *   W_STAMP    serve's write stamp in the row's header: only when there is no
+ *              version (a WATCH pipelined after a write of the key in the
+ *              same job, whose version is known only after the commit)
+ *   W_HASH     a hash of the bytes: the same, for an older serve's string
+ * EXEC's check computes the same kind as WATCH did (a version: from its own
+ * read, under its S lock until the commit). */
+enum { W_MISSING = 0, W_STAMP = 1, W_HASH = 2, W_VERSION = 3 };
+
+static void watch_state(struct job *j, unsigned ci, unsigned i, int kind, char rec[9])
 {
 	const char *v;
 	size_t n;
 	struct meta m;
+	uint64_t ver;
 	memset(rec, 0, 9);
 	if (!kv_get(j, ci, i, &v, &n))
 		return;
+	if (kind == W_VERSION || kind < 0) {
+		if (kv_version(j, ci, i, &ver) == 0) {
+			rec[0] = W_VERSION;
+			put64(rec + 1, ver);
+			return;
+		}
+		if (kind == W_VERSION) {   /* none now: never equal to a version */
+			rec[0] = W_STAMP;
+			return;
+		}
+	}
 	meta_decode(v, n, &m);
 	if (m.stamp) {
-		rec[0] = 1;
+		rec[0] = W_STAMP;
 		put64(rec + 1, m.stamp);
 	} else {
 		uint64_t h = 0xcbf29ce484222325ULL;
 		for (size_t x = 0; x < n; x++)
 			h = (h ^ (unsigned char)v[x]) * 0x100000001b3ULL;
-		rec[0] = 2;
+		rec[0] = W_HASH;
 		put64(rec + 1, h);
 	}
 }
@@ -1799,7 +1823,7 @@ void run_watch(struct job *j, unsigned ci, struct rbuf *b)
 		struct resp_arg k = job_arg(j, ci, i);
 		char rec[9];
 		unsigned char kl = (unsigned char)k.len;
-		watch_state(j, ci, i, rec);
+		watch_state(j, ci, i, -1, rec);
 		rbuf_put(&c->watch, &kl, 1);
 		rbuf_put(&c->watch, k.p, k.len);
 		rbuf_put(&c->watch, rec, 9);
@@ -1811,11 +1835,16 @@ void run_watch(struct job *j, unsigned ci, struct rbuf *b)
 /* The check EXEC runs first: arguments key, state, key, state... */
 static void run_watchcheck(struct job *j, unsigned ci, struct rbuf *b)
 {
+	(void)b;
 	for (unsigned i = 1; i + 1 < job_argc(j, ci); i += 2) {
 		char rec[9];
 		struct resp_arg want = job_arg(j, ci, i + 1);
-		watch_state(j, ci, i, rec);
-		if (want.len != 9 || memcmp(want.p, rec, 9)) {
+		if (want.len != 9) {
+			job_set_watch_fail(j);
+			return;
+		}
+		watch_state(j, ci, i, want.p[0] == W_MISSING ? -1 : want.p[0], rec);
+		if (memcmp(want.p, rec, 9)) {
 			job_set_watch_fail(j);
 			return;
 		}

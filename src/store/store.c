@@ -29,7 +29,7 @@
  * Free lists.  Each table has NSHARD shards {mutex, free list, extent being
  * carved}; a thread uses the shard of its thread number, so threads rarely
  * share a mutex.  Free slots (of an untiered store) are linked through the 8 bytes after gen
- * (value_len/reserved) as locations without generation.  A thread whose shard
+ * (value_len/version) as locations without generation.  A thread whose shard
  * is empty takes free slots from the other shards before it carves a new
  * extent, so deletes on one thread and inserts on another do not grow the
  * table; with the pool exhausted it also takes the others' partly carved
@@ -67,6 +67,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <time.h>
 #include "common/common.h"
 #include "common/log.h"
 #include "store/index.h"
@@ -324,6 +327,12 @@ static int create(size_t memory_bytes, uint32_t page_size, const struct store_ti
 	store_t *st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
+	if (getrandom(&st->incarnation, sizeof(st->incarnation), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(st->incarnation)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		st->incarnation = (uint32_t)(ts.tv_nsec ^ ts.tv_sec ^ (uint64_t)getpid() << 16);
+	}
 	st->page_size = page_size;
 	st->page_shift = (unsigned)__builtin_ctz(page_size);
 	st->npages = npages;
@@ -618,7 +627,7 @@ static int insert_at(store_t *st, struct table *t, store_loc_t l, const void *ke
 	uint32_t gen = LOAD(&r->gen) + 1;                  /* even: in use */
 	l |= gen_tag(gen);
 	r->table = t->id;
-	r->reserved = 0;
+	r->version = __atomic_add_fetch(&st->vclock, 1, __ATOMIC_RELAXED);
 	rec_key_store(r, key, klen);
 	rec_value_store(r, val, vlen);
 	STORE_REL(&r->gen, gen);
@@ -664,10 +673,17 @@ int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen)
 		rc = LOTUS_ENOTFOUND;
 	} else {
 		rec_value_store(r, val, vlen);
+		r->version++;
+		vclock_see(st, r->version);
 		mark_rec_dirty(st, t, page, r);
 	}
 	page_unpin(st, page);
 	return rc;
+}
+
+uint64_t store_rec_version(const store_t *st, const struct store_rec *r)
+{
+	return (uint64_t)st->incarnation << 32 | r->version;
 }
 
 int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen)

@@ -42,11 +42,21 @@ struct store_rec {
 	uint16_t key_len;
 	uint16_t table;
 	uint32_t value_len;
-	uint32_t reserved;
+	uint32_t version;    /* update counter: see store_rec_version */
 	unsigned char data[]; /* key, then value */
 };
 static inline const unsigned char *store_rec_key(const struct store_rec *r) { return r->data; }
 static inline unsigned char *store_rec_value(struct store_rec *r) { return r->data + r->key_len; }
+
+/* The record's version (lotus_txn_result_version): the store's incarnation
+ * (random, new at each store_create) in the top 32 bits, the record's counter
+ * below.  Every store_update adds 1 to the counter; an insert starts it above
+ * every counter this store has handed out or rebuilt (a store-wide clock), so
+ * a key deleted and inserted again never repeats a version it had.  The
+ * counter is part of the record, so checkpoints and replay carry it; the
+ * incarnation is not, so every version read after a restart differs from
+ * every version read before it.  Read it under the record's lock. */
+uint64_t store_rec_version(const store_t *st, const struct store_rec *r);
 
 /* memory_bytes: size of the buffer pool (mapped lazily, so RSS follows use).
  * page_size: 0 for the default 8 KiB. */

@@ -102,6 +102,8 @@ struct table {
 
 struct store {
 	unsigned char *pool;
+	uint32_t incarnation;      /* top half of the versions (store_rec_version) */
+	uint32_t vclock;           /* above every record counter (atomic) */
 	size_t pool_bytes;
 	uint32_t page_size;
 	unsigned page_shift;
@@ -259,10 +261,20 @@ static inline void mark_rec_dirty(store_t *st, const struct table *t, uint64_t p
 
 /* ---- shared by the files ---- */
 
-/* Free-list link, stored over value_len/reserved of a free slot. */
+/* Free-list link, stored over value_len/version of a free slot. */
 static inline uint64_t *rec_link(struct store_rec *r)
 {
 	return (uint64_t *)&r->value_len;
+}
+
+/* store.c: a record's counter c is now in the store (rebuilt, replayed or
+ * updated): keep the clock at or above it. */
+static inline void vclock_see(store_t *st, uint32_t c)
+{
+	uint32_t v = __atomic_load_n(&st->vclock, __ATOMIC_RELAXED);
+	while (c > v && !__atomic_compare_exchange_n(&st->vclock, &v, c, 1, __ATOMIC_RELAXED,
+						     __ATOMIC_RELAXED))
+		;
 }
 
 /* store.c: take a free slot of t (0: no space); put one back; push one on a

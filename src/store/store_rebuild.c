@@ -53,6 +53,7 @@ static int rebuild_extent(store_t *st, uint64_t p, struct table *t, unsigned *rr
 			st->page_owner[p] = 0;
 			return -EINVAL;
 		}
+		vclock_see(st, r->version);
 		int rc = index_insert(t->ix, r->data, r->key_len, l | gen_tag(r->gen), NULL);
 		if (rc == LOTUS_EEXISTS) {
 			/* The key is already in another slot: a record that moved
@@ -192,6 +193,7 @@ int store_rebuild_page(store_t *st, uint64_t page, const void *img)
 		}
 		if (r->key_len == 0 || r->key_len > STORE_KEY_MAX || r->value_len > t->max_value)
 			return -EINVAL;
+		vclock_see(st, r->version);
 		rc = index_insert(t->ix, r->data, r->key_len, l | gen_tag(r->gen), NULL);
 		if (rc == LOTUS_EEXISTS) {
 			/* a record that moved during a fuzzy checkpoint (see

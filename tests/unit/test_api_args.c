@@ -112,6 +112,8 @@ static void null_handles(lotus_cluster_t *cl, lotus_session_t *s, lotus_table_t 
 	EXPECT(lotus_txn_abort_async(NULL, cb_never, NULL), -EINVAL);
 	EXPECT(lotus_txn_result(NULL, 0, &v, &n), -EINVAL);
 	EXPECT(lotus_txn_scan_rows(NULL, 0), -EINVAL);
+	uint64_t ver;
+	EXPECT(lotus_txn_result_version(NULL, 0, &ver), -EINVAL);
 	EXPECT(lotus_txn_scan_row(NULL, 0, 0, &v, &n, &v, &n), -EINVAL);
 	EXPECT(lotus_txn_id(NULL) == 0 && lotus_txn_priority(NULL) == 0, 1);
 	lotus_txn_free(NULL);
