@@ -51,7 +51,8 @@ const char *const ycsb_srv_keys[YCSB_SRV_KEYS] = {
 	"misses", "miss_reads", "miss_read_ns", "evict_clean", "evict_dirty", "evict_errors",
 	"pw_ios", "pw_pages", "pw_cpu_ns",
 	/* misses that did not block (misses.c): preads, reads on the rings, parked */
-	"miss_sync_reads", "miss_async_reads", "miss_parked",
+	"miss_sync_reads", "miss_async_reads", "miss_parked", "miss_async_errors",
+	"miss_depth_max",
 };
 
 static _Atomic int ycsb_stopping;
@@ -956,7 +957,7 @@ static void srv_delta(lotus_session_t *s, const struct srv_snap *before, struct 
 		if (!res->srv_ok[sv] || !res->srv[sv][YCSB_SRV_CPU])
 			res->srv_cpu_ok = false;
 		for (unsigned k = 0; k < YCSB_SRV_KEYS; k++) {
-			uint64_t a = res->srv[sv][k], b = before->v[sv][k];
+			uint64_t a = res->srv[sv][k], b = k == YCSB_SRV_DEPTH ? 0 : before->v[sv][k];
 			res->srv[sv][k] = res->srv_ok[sv] && a >= b ? a - b : 0;
 			sum[k] += res->srv[sv][k];
 		}
@@ -974,15 +975,18 @@ static void srv_delta(lotus_session_t *s, const struct srv_snap *before, struct 
 }
 
 /* The tiered servers' counters over the run, summed over the servers:
- * t[i] = ycsb_srv_keys[YCSB_SRV_TIER + i].  0 if no server is tiered. */
-static int tier_sums(const struct ycsb_result *r, uint64_t t[12])
+ * t[i] = ycsb_srv_keys[YCSB_SRV_TIER + i] (the depth: the highest of the
+ * servers).  0 if no server is tiered. */
+static int tier_sums(const struct ycsb_result *r, uint64_t t[YCSB_SRV_TIER_N])
 {
 	uint64_t any = 0;
-	memset(t, 0, 12 * sizeof(*t));
+	const unsigned depth = YCSB_SRV_DEPTH - YCSB_SRV_TIER;
+	memset(t, 0, YCSB_SRV_TIER_N * sizeof(*t));
 	for (unsigned sv = 0; sv < YCSB_MAX_SERVERS; sv++)
-		for (unsigned i = 0; r->srv_ok[sv] && i < 12; i++)
-			t[i] += r->srv[sv][YCSB_SRV_TIER + i];
-	for (unsigned i = 0; i < 12; i++)
+		for (unsigned i = 0; r->srv_ok[sv] && i < YCSB_SRV_TIER_N; i++)
+			t[i] = i == depth ? MAX(t[i], r->srv[sv][YCSB_SRV_TIER + i])
+				 : t[i] + r->srv[sv][YCSB_SRV_TIER + i];
+	for (unsigned i = 0; i < YCSB_SRV_TIER_N; i++)
 		any |= t[i];
 	return any != 0;
 }
@@ -1159,7 +1163,7 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 	unsigned threads = o->threads ? o->threads : (unsigned)cpu_count();
 	uint64_t lookups = r->cache.hits + r->cache.misses;
 	double hit_rate = lookups ? (double)r->cache.hits / (double)lookups : 0;
-	uint64_t tier[12];
+	uint64_t tier[YCSB_SRV_TIER_N];
 	/* CPU per request: "null" when a figure is missing */
 	char srv_cpu[32] = "null", cli_cpu[32] = "null";
 	/* The one-sided engine's RMA operations are not requests a server's
@@ -1219,7 +1223,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 				"\"miss_read_mean_us\":%.1f,\"evict_clean\":%llu,\"evict_dirty\":%llu,"
 				"\"evict_errors\":%llu,\"pw_ios\":%llu,\"pw_pages\":%llu,\"pw_iops\":%.1f,"
 				"\"pw_cpu_us_per_page\":%.3f,\"miss_sync_reads\":%llu,"
-				"\"miss_async_reads\":%llu,\"miss_parked\":%llu}", (unsigned long long)tier[0],
+				"\"miss_async_reads\":%llu,\"miss_parked\":%llu,\"miss_async_errors\":%llu,"
+				"\"miss_depth_max\":%llu}", (unsigned long long)tier[0],
 				(double)tier[0] / c, (unsigned long long)tier[1],
 				tier[9] || tier[1] ? (double)tier[2] / 1e3 / (double)(tier[9] ? tier[9] : tier[1])
 						   : 0.0,
@@ -1228,7 +1233,8 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 				(unsigned long long)tier[7], (double)tier[6] / secs,
 				tier[7] ? (double)tier[8] / 1e3 / (double)tier[7] : 0.0,
 				(unsigned long long)tier[9], (unsigned long long)tier[10],
-				(unsigned long long)tier[11]);
+				(unsigned long long)tier[11], (unsigned long long)tier[12],
+				(unsigned long long)tier[13]);
 		if (o->digest)   /* no digest was computed without --digest */
 			fprintf(f, ",\"digest\":\"%016llx\",\"digest_rows\":%llu",
 				(unsigned long long)r->digest, (unsigned long long)r->digest_rows);
@@ -1267,12 +1273,14 @@ void ycsb_print(FILE *f, const struct ycsb_opts *o, const struct ycsb_result *r,
 			(unsigned long long)r->cache.evictions, (unsigned long long)r->cache.writebacks);
 	if (tier_sums(r, tier))
 		fprintf(f, "  %-12s %llu misses (%.2f/txn), %llu reads: %llu preads of mean %.1f us, "
-			"%llu on the workers' rings for %llu parked requests; evictions %llu "
+			"%llu on the workers' rings for %llu parked requests (at most %llu in flight, "
+			"%llu failed); evictions %llu "
 			"clean, %llu dirty, %llu write errors; page writers %llu writes (%.0f/s), %llu "
 			"pages, %.2f us CPU/page\n", "tier", (unsigned long long)tier[0],
 			(double)tier[0] / c, (unsigned long long)tier[1], (unsigned long long)tier[9],
 			tier[9] ? (double)tier[2] / 1e3 / (double)tier[9] : 0.0,
 			(unsigned long long)tier[10], (unsigned long long)tier[11],
+			(unsigned long long)tier[13], (unsigned long long)tier[12],
 			(unsigned long long)tier[3], (unsigned long long)tier[4],
 			(unsigned long long)tier[5], (unsigned long long)tier[6], (double)tier[6] / secs,
 			(unsigned long long)tier[7], tier[7] ? (double)tier[8] / 1e3 / (double)tier[7] : 0.0);

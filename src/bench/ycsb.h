@@ -13,11 +13,14 @@
 #include "common/ycsb_gen.h"
 
 #define YCSB_MAX_SERVERS 64       /* LOTUS_MAX_SERVERS */
-#define YCSB_SRV_KEYS    26       /* the memory server counters ycsb reads */
+#define YCSB_SRV_KEYS    28       /* the memory server counters ycsb reads */
 #define YCSB_SRV_CC_KEYS 12       /* the first ones: the cc_stats and the table */
 #define YCSB_SRV_REQS    12       /* index of "requests" (all ops served) */
 #define YCSB_SRV_CPU     13       /* index of "cpu_ns" (worker threads' CPU) */
-#define YCSB_SRV_TIER    14       /* the tiered store's counters follow (12) */
+#define YCSB_SRV_TIER    14       /* the tiered store's counters follow (14) */
+#define YCSB_SRV_TIER_N  14
+#define YCSB_SRV_DEPTH   27       /* "miss_depth_max": a level (since the server
+				     started), not a count: kept, not subtracted */
 extern const char *const ycsb_srv_keys[YCSB_SRV_KEYS];
 
 struct ycsb_opts {

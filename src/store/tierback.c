@@ -511,20 +511,19 @@ static int ring_done(struct tb_ring *r, unsigned i, int64_t res)
 	uint64_t ns = clock_now_ns() - sl->t0;
 	int rc = res == (int64_t)ps ? 0 : res < 0 ? (int)res : -EIO;
 	int err = rc == 0 ? fault_hit(&tb->fmiss) : 0;
+	/* as_errors: every read that fails its requests (fault, I/O, checksum) */
 	if (err) {
 		log_info("tier: fault injection: the miss read of page %" PRIu64 " fails with %s",
 			 sl->page, strerror(err));
 		rc = -err;
+		ADD(&tb->as_errors, 1);
 	} else if (rc < 0) {
 		if (ADD(&tb->as_errors, 1) < 10)
 			log_error("tier: reading page %" PRIu64 " from %s failed: %s", sl->page,
 				  home_name(sl->home), res < 0 ? strerror((int)-res) : "short read");
 	} else if (tb_check(tb, sl->page, sl->home, sl->buf, "a miss") < 0) {
-		rc = -EIO;
-	}
-	if (rc < 0) {
-		if (err)
-			ADD(&tb->as_errors, 1);
+		rc = -EIO;    /* counted and logged in crc_bad too */
+		ADD(&tb->as_errors, 1);
 	} else {
 		ADD(&tb->as_reads, 1);
 		ADD(&tb->as_ns_sum, ns);
