@@ -10,6 +10,8 @@
 #   make cppcheck   cppcheck --enable=warning over src/ (fails on a finding)
 #   make stress     build the stress programs under tests/stress/
 #   V=1             show full commands instead of one line per file
+#   ZOOKEEPER=0     build without the ZooKeeper C client even if it is installed
+#                   (replicas > 1 then fails clearly; docs/replication.md)
 #
 # Every source under src/<module>/ goes into the library except src/cli/ (the
 # `lotus` command) and src/bench/ (its benchmarks).  Objects are compiled with
@@ -47,6 +49,16 @@ WERRFLAGS := -Werror
 endif
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lucp -lucs -luring -lsodium) \
            -laio -lm -lpthread
+# The ZooKeeper C client (libzookeeper-mt-dev): the coordinator of replicated
+# clusters (src/coord/, docs/replication.md).  Linked only when its header is
+# there; without it, replicas > 1 fails with a clear error.  ZOOKEEPER=0
+# builds without it anyway.
+ZOOKEEPER ?= $(if $(wildcard /usr/include/zookeeper/zookeeper.h),1,0)
+# liblotus refers to it weakly (src/coord/coord.c), so --no-as-needed: keep it.
+ifeq ($(ZOOKEEPER),1)
+ZK_LIBS := -Wl,--push-state,--no-as-needed -lzookeeper_mt -Wl,--pop-state
+LDLIBS  += $(ZK_LIBS)
+endif
 
 ifeq ($(V),1)
 Q :=
@@ -57,7 +69,7 @@ say = @printf '  %-7s %s\n'
 endif
 
 LIB_SRC   := $(sort $(wildcard src/common/*.c src/net/*.c src/io/*.c src/store/*.c \
-             src/lock/*.c src/memserver/*.c src/compute/*.c src/onesided/*.c))
+             src/lock/*.c src/memserver/*.c src/compute/*.c src/onesided/*.c src/coord/*.c))
 # Benchmarks and lotus serve: in the lotus binary only, not in liblotus.
 BENCH_SRC := $(sort $(wildcard src/bench/*.c src/serve/*.c))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c))
@@ -116,6 +128,18 @@ $(PREFIX_H): FORCE
 
 $(BUILD)/src/compute/cluster.o $(BUILD)/src/cli/main.o: $(PREFIX_H)
 
+# Only the coordinator includes the ZooKeeper header; a stamp rebuilds it when
+# ZOOKEEPER changes.
+ZK_STAMP := $(BUILD)/gen/zookeeper
+$(ZK_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(ZOOKEEPER)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/src/coord/coord.o: $(ZK_STAMP)
+ifeq ($(ZOOKEEPER),1)
+$(BUILD)/src/coord/coord.o: CFLAGS += -DLOTUS_HAVE_ZK
+endif
+
 # Objects are rebuilt when the compiler or its flags change.
 FLAGS_STAMP := $(BUILD)/gen/cflags
 $(FLAGS_STAMP): FORCE
@@ -148,7 +172,7 @@ $(LIB_SO): $(LIB_OBJ) lotus.map
 
 $(LIB_PC): lotus.pc.in FORCE
 	@sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
-	  -e 's|@VERSION@|$(VERSION)|' $< >$@.tmp
+	  -e 's|@VERSION@|$(VERSION)|' -e 's|@ZKLIBS@|$(ZK_LIBS)|' $< >$@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
 $(LOTUS): $(CLI_OBJ) $(LIB_INT)

@@ -12,6 +12,7 @@ need=(build-essential pkg-config libucx-dev liburing-dev libaio-dev libsodium-de
       redis-tools python3-redis redis-server  # the lotus serve tests and bench-resp
       python3-prometheus-client  # the status test parses lotus status --prometheus
       e2fsprogs mount  # mkfs.ext4 and loop mounts: the disk_full test
+      libzookeeper-mt-dev zookeeper  # replicas > 1: the ZooKeeper C client; the server for the repl_* tests
       cppcheck)  # make cppcheck (a CI stage)
 missing=()
 for p in "${need[@]}"; do

@@ -17,6 +17,10 @@
 # or emptied directory is refused.  The id is the one kept in
 # $CLUSTER_DATA/cluster-id (written at the first start), else $CLUSTER_ID,
 # else a random one.
+# Replication (docs/replication.md): CLUSTER_REPLICAS=R and CLUSTER_COORDINATOR=
+# HOST:PORT (a ZooKeeper, scripts/lib-zk.sh) go into [cluster] replicas and
+# coordinator; the servers are then restarted once with --config after the
+# ports are known, as with CLUSTER_DATA (only then do they join).
 # Every server is started with --peers DIR/cluster.ini (written, atomically,
 # once the ports are known), so it can ask the others about undecided
 # prepared transactions, durable or in memory.
@@ -98,11 +102,13 @@ cluster_start() {
     [ -z "${CLUSTER_CC:-}" ] || printf 'cc = %s\n' "$CLUSTER_CC"
     [ -z "${CLUSTER_LEASE_MS:-}" ] || printf 'lease_ms = %s\n' "$CLUSTER_LEASE_MS"
     [ -z "${CLUSTER_DURABILITY:-}" ] || printf 'durability = %s\n' "$CLUSTER_DURABILITY"
+    [ -z "${CLUSTER_REPLICAS:-}" ] || printf 'replicas = %s\n' "$CLUSTER_REPLICAS"
+    [ -z "${CLUSTER_COORDINATOR:-}" ] || printf 'coordinator = %s\n' "$CLUSTER_COORDINATOR"
     for ((id = 0; id < n; id++)); do
       printf '[memserver %d]\nlisten = 127.0.0.1:%s\n' "$id" "${CLUSTER_PORTS[$id]}"
     done
   } >"$CLUSTER_INI.tmp" && mv "$CLUSTER_INI.tmp" "$CLUSTER_INI"
-  if [ -n "${CLUSTER_DATA:-}" ]; then   # again, now with --config
+  if [ -n "${CLUSTER_DATA:-}${CLUSTER_REPLICAS:-}" ]; then   # again, now with --config
     for ((id = 0; id < n; id++)); do
       kill "${CLUSTER_PIDS[$id]}" && wait "${CLUSTER_PIDS[$id]}" 2>/dev/null
       cluster_restart "$id" || return 1

@@ -246,6 +246,8 @@ int cmd_memserver(int argc, char **argv)
 	o.config_path = config;
 	o.peers_path = peers;
 	o.recovery_mode = recovery_mode;
+	o.replicas = config_replicas(&cfg);
+	o.coordinator = cfg.coordinator[0] ? cfg.coordinator : NULL;
 	/* two messages of the largest size must fit, or a client could stall */
 	if (max_conn_bytes < 2ULL * WIRE_MAX_MSG)
 		return cli_fail("memserver", "--max-conn-bytes %llu is below %uM (two messages of "

@@ -10,7 +10,8 @@
  * Invariants after a successful config_load():
  *   - 1 <= nservers <= LOTUS_MAX_SERVERS and servers[i].id == i;
  *   - every server has a host and a non-zero port, and memory > 0;
- *   - no two servers have the same host:port.
+ *   - no two servers have the same host:port;
+ *   - replicas (R) divides nservers, and R > 1 has a coordinator.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -229,6 +230,43 @@ static int set_cluster_id(struct lotus_config *c, const char *v, const char **wh
 	return config_parse_cluster_id(v, &c->cluster_id);
 }
 
+static int set_replicas(struct lotus_config *c, const char *v, const char **why)
+{
+	uint64_t n;
+	*why = "expected a number of servers per partition from 1 to 16";
+	if (parse_u64(v, &n) || n < 1 || n > CONFIG_MAX_REPLICAS)
+		return -EINVAL;
+	c->replicas = (unsigned)n;
+	return 0;
+}
+
+/* HOST:PORT[,HOST:PORT...], each with a port from 1 to 65535. */
+static int set_coordinator(struct lotus_config *c, const char *v, const char **why)
+{
+	*why = "expected HOST:PORT[,HOST:PORT...] (a ZooKeeper ensemble)";
+	if (strlen(v) >= sizeof(c->coordinator) || strpbrk(v, " \t\n"))
+		return -EINVAL;
+	char buf[sizeof(c->coordinator)], host[256];
+	snprintf(buf, sizeof(buf), "%s", v);
+	char *save = NULL;
+	unsigned n = 0;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+		uint16_t port;
+		if (parse_hostport(tok, host, sizeof(host), &port) || port == 0 || !host[0])
+			return -EINVAL;
+	}
+	if (n == 0 || v[strlen(v) - 1] == ',' || v[0] == ',' || strstr(v, ",,"))
+		return -EINVAL;
+	memset(c->coordinator, 0, sizeof(c->coordinator));
+	strcpy(c->coordinator, v);
+	return 0;
+}
+
+unsigned config_replicas(const struct lotus_config *c)
+{
+	return c->replicas > 1 ? c->replicas : 1;
+}
+
 static int set_listen(struct lotus_server_config *s, const char *v, const char **why)
 {
 	char host[sizeof(s->host)];
@@ -311,6 +349,8 @@ static const struct { const char *name; cluster_set_fn set; } cluster_keys[] = {
 	{ "secret_file", set_secret_file },
 	{ "max_clients", set_max_clients },
 	{ "cluster_id", set_cluster_id },
+	{ "replicas", set_replicas },
+	{ "coordinator", set_coordinator },
 };
 
 static const struct { const char *name; server_set_fn set; } server_keys[] = {
@@ -380,6 +420,7 @@ struct parse {
 	int sect;                               /* SECT_* or a server id */
 	unsigned keys_seen;                     /* bit per key of this section */
 	bool cluster_seen;
+	unsigned replicas_line;                 /* the line of 'replicas =' (0: none) */
 	bool seen[LOTUS_MAX_SERVERS];
 	unsigned sect_line[LOTUS_MAX_SERVERS];
 	unsigned listen_line[LOTUS_MAX_SERVERS];
@@ -486,6 +527,8 @@ static int parse_assignment(struct parse *ps, struct lotus_config *c, char *s)
 	if (rc)
 		return fail(ps->path, ps->line, "bad value '%s' for '%s': %s", value, key, why);
 	ps->keys_seen |= 1u << idx;
+	if (ps->sect == SECT_CLUSTER && !strcmp(key, "replicas"))
+		ps->replicas_line = ps->line;
 	if (ps->sect >= 0 && idx == KEY_LISTEN)
 		ps->listen_line[ps->sect] = ps->line;
 	return 0;
@@ -523,6 +566,15 @@ static int check_servers(struct parse *ps, struct lotus_config *c)
 		}
 	}
 	c->nservers = n;
+	unsigned r = config_replicas(c);
+	if (n % r)
+		return fail(ps->path, ps->replicas_line, "replicas = %u does not divide the %u "
+			    "memory servers (partition p is servers p*%u .. p*%u+%u)", r, n, r, r,
+			    r - 1);
+	if (r > 1 && !c->coordinator[0])
+		return fail(ps->path, ps->replicas_line, "replicas = %u needs a coordinator: "
+			    "coordinator = HOST:PORT[,HOST:PORT...] in [cluster], the ZooKeeper "
+			    "ensemble that holds the partitions' configuration", r);
 	return 0;
 }
 
@@ -612,6 +664,10 @@ int config_write(FILE *f, const struct lotus_config *c)
 		fprintf(f, "max_clients = %u\n", c->max_clients);
 	if (c->cluster_id)
 		fprintf(f, "cluster_id = %016llx\n", (unsigned long long)c->cluster_id);
+	if (c->replicas)
+		fprintf(f, "replicas = %u\n", c->replicas);
+	if (c->coordinator[0])
+		fprintf(f, "coordinator = %s\n", c->coordinator);
 	for (unsigned i = 0; i < c->nservers; i++) {
 		const struct lotus_server_config *s = &c->servers[i];
 		config_format_size(s->memory, mem, sizeof(mem));

@@ -17,6 +17,12 @@
  *   cluster_id = prod-east         ; the cluster's identity: 16 hex digits, or a
  *                                  ; name (hashed); default: derived from the
  *                                  ; secret, else from the server list
+ *   replicas = 1                   ; servers per partition (1..16, default 1);
+ *                                  ; must divide the server count: partition p
+ *                                  ; is servers p*R .. p*R+R-1
+ *   coordinator = zk1:2181,zk2:2181 ; the ZooKeeper ensemble holding the
+ *                                  ; partitions' configuration; required when
+ *                                  ; replicas > 1 (docs/replication.md)
  *
  *   [memserver 0]                  ; ids are 0..N-1, each exactly once
  *   listen = 10.0.0.1:7000         ; required
@@ -49,6 +55,7 @@
 enum lotus_durability { LOTUS_DUR_NONE = 0, LOTUS_DUR_ASYNC = 1, LOTUS_DUR_SYNC = 2 };
 
 #define CONFIG_DEFAULT_MEMORY (1ULL << 30)
+#define CONFIG_MAX_REPLICAS 16
 
 struct lotus_server_config {
 	unsigned id;             /* == its index in servers[] */
@@ -72,6 +79,8 @@ struct lotus_config {
 	char secret_file[4096];  /* "" if none */
 	unsigned max_clients;    /* per memory server; 0: no limit */
 	uint64_t cluster_id;     /* [cluster] cluster_id; 0: not given */
+	unsigned replicas;       /* servers per partition; 0 or 1: no replication */
+	char coordinator[1024];  /* ZooKeeper "HOST:PORT[,HOST:PORT...]"; "" if none */
 	unsigned nservers;
 	struct lotus_server_config servers[LOTUS_MAX_SERVERS];
 };
@@ -99,6 +108,13 @@ int config_parse_cluster_id(const char *s, uint64_t *out);
 /* The cluster id derived from the server list (ids, hosts and ports): the
  * rule of last resort, for a config with neither cluster_id nor a secret. */
 uint64_t config_servers_cluster_id(const struct lotus_config *c);
+
+/* Servers per partition (1 when replicas is 0), and the partitions. */
+unsigned config_replicas(const struct lotus_config *c);
+static inline unsigned config_partitions(const struct lotus_config *c)
+{
+	return c->nservers / config_replicas(c);
+}
 
 /* Index of server id in c->servers, or -ENOENT. */
 int config_find_server(const struct lotus_config *c, unsigned id);

@@ -47,6 +47,7 @@
 #include "common/common.h"
 #include "common/log.h"
 #include "compute/cluster.h"
+#include "coord/coord.h"
 #include "lotus_prefix.h"   /* generated: LOTUS_INSTALLED_BIN */
 
 void lotus_options_init(struct lotus_options *o)
@@ -506,6 +507,48 @@ static void cluster_stop_local(lotus_cluster_t *c)
 	c->secret_fd = -1;
 }
 
+/* A replicated cluster (replicas > 1): servers[p] is partition p's primary,
+ * as the coordinator names it. */
+static int cluster_primaries(lotus_cluster_t *c, const struct lotus_config *cfg,
+			     const char *path)
+{
+	unsigned r = config_replicas(cfg), np = config_partitions(cfg);
+	uint64_t cid;
+	coord_t *co = NULL;
+	unsigned lease = c->lease_ms ? c->lease_ms : cfg->lease_ms ? cfg->lease_ms
+			 : LOTUS_DEFAULT_LEASE_MS;
+	const char *secret = c->opts.secret_file ? c->opts.secret_file : cfg->secret_file;
+	int rc = door_config_cluster_id(cfg, secret, &cid);
+	if (rc) {
+		log_error("%s: cannot read the cluster secret for the cluster id: %s", path,
+			  lotus_strerror(rc));
+		return LOTUS_ECONFIG;
+	}
+	rc = coord_open(cfg->coordinator, lease, (unsigned)(c->timeout_ns / 1000000ULL), &co);
+	for (unsigned p = 0; rc == 0 && p < np; p++) {
+		struct coord_partition part;
+		rc = coord_get_partition(co, cid, p, &part);
+		if (rc == -ENOENT) {
+			log_error("partition %u (memory servers %u..%u) has no configuration at the "
+				  "coordinator %s yet: none of its servers has started", p, p * r,
+				  p * r + r - 1, cfg->coordinator);
+			rc = LOTUS_EUNAVAIL;
+		} else if (rc == 0 && (part.primary < p * r || part.primary >= p * r + r)) {
+			log_error("the coordinator names server %u the primary of partition %u, "
+				  "which is servers %u..%u", part.primary, p, p * r, p * r + r - 1);
+			rc = LOTUS_ECONFIG;
+		} else if (rc == 0) {
+			const struct lotus_server_config *s = &cfg->servers[part.primary];
+			snprintf(c->servers[p].host, sizeof(c->servers[p].host), "%s", s->host);
+			c->servers[p].port = s->port;
+		}
+	}
+	coord_close(co);
+	if (rc == 0)
+		c->nservers = np;
+	return rc;
+}
+
 static int cluster_from_config(lotus_cluster_t *c, const char *path)
 {
 	struct lotus_config cfg;
@@ -543,6 +586,9 @@ static int cluster_from_config(lotus_cluster_t *c, const char *path)
 		c->opts.commit = (enum lotus_commit)cfg.commit;
 	if (!c->opts.secret_file && cfg.secret_file[0])
 		snprintf(c->secret_path, sizeof(c->secret_path), "%s", cfg.secret_file);
+	/* Keys hash to partitions; a partition's requests go to its primary. */
+	if (config_replicas(&cfg) > 1)
+		return cluster_primaries(c, &cfg, path);
 	return 0;
 }
 

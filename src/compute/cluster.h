@@ -18,6 +18,9 @@
  * Request routing: hash partitioning, server = fnv1a64(key) % nservers,
  * unless a placement rule (lotus_options.placement) names the key's table:
  * then server = the big-endian number in the rule's key bytes % nservers.
+ * With [cluster] replicas = R > 1 (docs/replication.md) nservers counts the
+ * partitions (the config's servers / R) and servers[p] is partition p's
+ * primary, as the coordinator (ZooKeeper) named it at connect time.
  * Co-partitioning: compute server c owns the keys with
  * (fnv1a64(key) >> 32) % compute_count == c.
  *
@@ -68,8 +71,8 @@ struct txn_cache;
 struct lotus_cluster {
 	struct lotus_options opts;
 	char transport[16];
-	unsigned nservers;
-	struct server_ent servers[LOTUS_MAX_SERVERS];
+	unsigned nservers;              /* replicas > 1: the partitions */
+	struct server_ent servers[LOTUS_MAX_SERVERS];   /* replicas > 1: the primaries */
 	net_ctx_t *net;
 	uint64_t timeout_ns;            /* deadline of every wait (opts.timeout_ms) */
 	int durable;                    /* the servers log (durability async|sync) */

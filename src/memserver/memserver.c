@@ -27,6 +27,7 @@
 #include "common/common.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "coord/coord.h"
 #include "memserver/memserver.h"
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
@@ -207,6 +208,39 @@ static void ms_print_ready(struct ms_server *srv, const struct memserver_opts *o
 	fflush(stdout);
 }
 
+/* A replicated server joins its partition at the coordinator: the
+ * partition's znode (created once) and its own ephemeral one, under a
+ * session as long as the lease (docs/replication.md). */
+static int ms_coord_join(struct ms_server *srv, const struct memserver_opts *o, coord_t **out)
+{
+	unsigned lease = o->lease_ms ? o->lease_ms : 3000;
+	uint64_t cid = o->cluster_id ? o->cluster_id : srv->cluster_id;
+	struct coord_partition part;
+	if (!o->coordinator) {
+		log_error("memory server %u: replicas = %u needs a coordinator", o->id, o->replicas);
+		return LOTUS_ECONFIG;
+	}
+	int rc = coord_open(o->coordinator, lease, lease + 10000, out);
+	if (rc == 0)
+		rc = coord_register_server(*out, o->replicas, cid, o->id, o->host,
+					   net_listener_port(srv->listener),
+					   2 * coord_session_ms(*out) + 5000, &part);
+	if (rc) {
+		coord_close(*out);
+		*out = NULL;
+		return rc;
+	}
+	if (coord_session_ms(*out) != lease)
+		log_info("coordinator: session timeout %u ms (asked for the lease, %u ms; "
+			 "ZooKeeper bounds it to 2..20 x its tickTime)", coord_session_ms(*out),
+			 lease);
+	log_info("memory server %u: partition %u (servers %u..%u), %s, epoch %" PRIu64, o->id,
+		 o->id / o->replicas, o->id / o->replicas * o->replicas,
+		 o->id / o->replicas * o->replicas + o->replicas - 1,
+		 part.primary == o->id ? "primary" : "backup", part.epoch);
+	return 0;
+}
+
 /* Block the stop signals in every thread; the main thread waits for them. */
 static void ms_wait_for_stop(sigset_t *set)
 {
@@ -263,6 +297,9 @@ int memserver_run(const struct memserver_opts *o)
 			atomic_store(&ms_stop_flag, 1);
 			break;
 		}
+	coord_t *coord = NULL;
+	if (rc == 0 && o->replicas > 1 && (rc = ms_coord_join(&srv, o, &coord)) != 0)
+		atomic_store(&ms_stop_flag, 1);   /* the workers stop */
 	if (rc == 0) {
 		log_info("memory server %u listening on %s:%u (%u threads, %s, durability %s%s%s)",
 			 o->id, o->host, net_listener_port(srv.listener), srv.nworkers,
@@ -273,6 +310,7 @@ int memserver_run(const struct memserver_opts *o)
 		ms_wait_for_stop(&set);
 	}
 	ms_term_stop(&srv);   /* it may be talking to this server's workers */
+	coord_close(coord);   /* its ephemeral znode goes at once */
 	for (int i = 0; i < started; i++) {
 		net_post(srv.workers[i].net, &ms_wake_item);
 		pthread_join(srv.workers[i].thread, NULL);

@@ -66,6 +66,12 @@ struct memserver_opts {
 	 * for requests parked on a non-resident page (0: the default, 32;
 	 * UINT32_MAX: none, every miss is a blocking pread). */
 	unsigned miss_depth;
+	/* Replication (docs/replication.md): replicas > 1 makes this server a
+	 * member of partition id / replicas; it registers with the coordinator
+	 * (a ZooKeeper ensemble, "HOST:PORT[,...]") before it reports ready,
+	 * under a session of lease_ms. */
+	unsigned replicas;
+	const char *coordinator;
 };
 #define MS_DEFAULT_MAX_PARKED     1024
 /* A transaction step's replies must fit (test_big_reply reads 67.5 MB in one

@@ -196,6 +196,9 @@ static void resolve_pass(struct ms_server *srv, const struct resolve_item *items
 	config_defaults(&cfg);
 	int self = config_load(srv->config_path, &cfg) ? -1
 		   : config_find_server(&cfg, srv->id);
+	/* Clients number the participants by partition (replicas > 1). */
+	if (self >= 0)
+		self /= (int)config_replicas(&cfg);
 	if (self < 0) {
 		log_warn("cannot resolve %u prepared transaction%s: %s does not name this server "
 			 "(%u)", n, n == 1 ? "" : "s", srv->config_path, srv->id);

@@ -12,9 +12,9 @@
 #   PY              Debian's python3 (its redis module), not a python3 on PATH
 #   T               a fresh scratch directory, removed at exit (LOTUS_KEEP=1
 #                   keeps it and says where)
-# and, on demand, the cluster kits of scripts/ (cluster_start, serve_start,
+# and, on demand, the kits of scripts/ (cluster_start, serve_start, zk_start,
 # tier_need, bed_up):
-#   lib_use cluster|serve|tier|netns
+#   lib_use cluster|serve|tier|netns|zk
 # Exit codes are tests/run's: 0 pass, 1 fail, 77 skip.  A script must not set
 # its own EXIT trap (it would drop the others): it registers with at_exit.
 set -u
@@ -49,7 +49,7 @@ lib_use() {
   local k
   for k in "$@"; do
     case $k in
-      cluster|serve|tier|netns) . "$ROOT/scripts/lib-$k.sh" ;;
+      cluster|serve|tier|netns|zk) . "$ROOT/scripts/lib-$k.sh" ;;
       *) fail "lib_use: no kit '$k'" ;;
     esac
   done

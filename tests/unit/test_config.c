@@ -58,6 +58,8 @@ static const char good[] =
 	"secret_file = cluster.key   ; relative to the file\n"
 	"max_clients = 100\n"
 	"cluster_id = prod-east\n"
+	"replicas = 2\n"
+	"coordinator = zk1:2181,10.0.0.9:2182\n"
 	"\n"
 	"  [memserver 1]   # order does not matter\n"
 	"listen = 10.0.0.2:7001\n"
@@ -96,6 +98,9 @@ static void test_good(void)
 	snprintf(key, sizeof(key), "%s/cluster.key", dir);
 	CHECK(strcmp(c.secret_file, key) == 0, "secret_file '%s', want '%s'", c.secret_file, key);
 	CHECK(c.max_clients == 100, "max_clients %u", c.max_clients);
+	CHECK(c.replicas == 2 && config_replicas(&c) == 2 && config_partitions(&c) == 1 &&
+	      strcmp(c.coordinator, "zk1:2181,10.0.0.9:2182") == 0, "replicas %u coordinator '%s'",
+	      c.replicas, c.coordinator);
 	snprintf(key, sizeof(key), "%s/data/ms1", dir);
 	CHECK(strcmp(c.servers[1].data_dir, key) == 0, "data_dir '%s', want '%s'",
 	      c.servers[1].data_dir, key);
@@ -140,6 +145,12 @@ static void test_good(void)
 	      c.cc == LOTUS_NO_WAIT && c.durability == LOTUS_DUR_NONE &&
 	      c.compute_servers == 1 && c.servers[0].threads == 0 &&
 	      c.servers[0].memory == CONFIG_DEFAULT_MEMORY, "defaults");
+	CHECK(config_replicas(&c) == 1 && config_partitions(&c) == 1 && !c.coordinator[0],
+	      "default: no replication, no coordinator");
+	/* A coordinator without replication is allowed (and unused). */
+	rc = load_text("[cluster]\ncoordinator = zk:2181\nreplicas = 1\n[memserver 0]\n"
+		       "listen = a:1\n[memserver 1]\nlisten = a:2\n", &c, msg, sizeof(msg));
+	CHECK(rc == 0 && config_replicas(&c) == 1 && config_partitions(&c) == 2, "replicas = 1");
 }
 
 /* Each bad file must fail with one line "lotus: PATH:LINE: ..." containing what. */
@@ -193,6 +204,18 @@ static void test_errors(void)
 	expect_error("[cluster\n", 1, "without ']'");
 	expect_error("[cluster]\ncc =\n", 2, "empty value for 'cc'");
 	expect_error("# nothing\n[cluster]\n", 0, "no [memserver ID] section");
+	/* Replication (docs/replication.md). */
+	expect_error("[cluster]\nreplicas = 0\n", 2, "for 'replicas'");
+	expect_error("[cluster]\nreplicas = 17\n", 2, "for 'replicas'");
+	expect_error("[cluster]\ncoordinator = zk\n", 2, "for 'coordinator'");
+	expect_error("[cluster]\ncoordinator = zk:1,,zk:2\n", 2, "for 'coordinator'");
+	expect_error("[cluster]\ncoordinator = zk:1,\n", 2, "for 'coordinator'");
+	expect_error("[cluster]\ncoordinator = zk:0\n", 2, "for 'coordinator'");
+	expect_error("[cluster]\ncoordinator = zk:1\nreplicas = 2\n[memserver 0]\nlisten = a:1\n"
+		     "[memserver 1]\nlisten = a:2\n[memserver 2]\nlisten = a:3\n", 3,
+		     "replicas = 2 does not divide the 3 memory servers");
+	expect_error("[cluster]\n\nreplicas = 2\n[memserver 0]\nlisten = a:1\n"
+		     "[memserver 1]\nlisten = a:2\n", 3, "replicas = 2 needs a coordinator");
 
 	/* Unreadable file. */
 	struct lotus_config c;
