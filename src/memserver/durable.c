@@ -299,10 +299,11 @@ static int prep_relock(struct ms_server *srv, const struct ms_prepared *p)
 	wire_iter_bytes(&it, wl, wlen, (unsigned)(wlen / sizeof(struct wire_write) + 1));
 	while (rc == 0 && it.p < it.end && (rc = wire_next_write(&it, &wp, &k, &v)) == 1) {
 		struct wire_write w;
-		struct lock_waiter lw = { .txn = txn };
 		memcpy(&w, wp, sizeof(w));
-		rc = lock_acquire(srv->locks, txn, w.table, k, w.key_len, LOCK_X, CC_NO_WAIT, &lw);
-		if (rc == 1)      /* cannot happen: nothing else holds locks yet */
+		/* no waiter: a conflict (with another prepared txn: cannot happen)
+		 * is LOTUS_EABORTED, never a wait */
+		rc = lock_acquire(srv->locks, txn, w.table, k, w.key_len, LOCK_X, CC_NO_WAIT, NULL);
+		if (rc == 1)      /* cannot happen without a waiter */
 			rc = LOTUS_EABORTED;
 	}
 	if (rc == 0)
