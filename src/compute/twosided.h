@@ -25,8 +25,9 @@
  *     |                                    \--scan continuation, waiting read
  *     |                                        (txn_view_followups): EXEC again
  *     +--commit--> [PREPARE -->] COMMIT --replies--> DONE
+ *     |                 |--every writer voted yes--> DONE (COMMIT notices queued)
  *     |                 \--a writer's vote lost--> RESOLVE (txn_resolve_*)
- *     |                       --COMMITTED / all PREPARED--> COMMIT / DONE
+ *     |                       --COMMITTED / all PREPARED--> DONE
  *     |                       --ABORTED / UNKNOWN--> ABORT
  *     |                       --no answer by the deadline--> DONE (in doubt)
  *     +--abort / FAILED--abort--> ABORT --replies--> DONE --restart--> IDLE
@@ -41,9 +42,10 @@
  * two phases (docs/design.md, "Commit and durability"): PREPARE carries each
  * writer's writes and the writer list, and is held by the server (durably,
  * on a durable one) before it is answered; read-only participants get a
- * plain COMMIT in the same round (they just release).  Once every writer prepared, COMMIT
- * without writes goes to the writers (t->writers); a failed PREPARE aborts
- * everywhere.
+ * plain COMMIT in the same round (they just release).  Once every writer
+ * voted yes the transaction is committed and the application is told so; a
+ * COMMIT notice without writes then rides on the next message to each writer
+ * (t->writers), and is not awaited.  A failed PREPARE aborts everywhere.
  *
  * Commit dependencies (durable servers, early lock release): a read whose
  * reply carries WIRE_REP_F_DEP saw a change not durable yet on that server
@@ -189,6 +191,7 @@ struct ts_sess {
 	 * transaction allocates nothing in the steady state */
 	ts_txn_t *spare;
 	unsigned nspare;
+	int notices;    /* COMMIT notices queued in this poll (crash point client_acked) */
 };
 #define TS_SPARE_MAX 32
 

@@ -380,6 +380,7 @@ static int ts_scan_row(const lotus_txn_t *pt, int op, unsigned i, const void **k
 
 static void txn_step_done(ts_txn_t *t);
 static int txn_commit_start(ts_txn_t *t);
+static void txn_commit_notify(ts_txn_t *t, uint64_t servers);
 static int txn_abort_start(ts_txn_t *t);
 
 int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, const void *val)
@@ -481,7 +482,11 @@ static void txn_drain_ready(lotus_session_t *s)
 		if (t->outstanding == 0)
 			txn_step_done(t);
 	}
-	session_step_end(s);
+	/* No flush here: a step a completion starts flushes its own requests
+	 * (session_step_end).  What may be left are COMMIT notices
+	 * (txn_commit_notify): they ride on the next step's message, which a
+	 * callback of this poll usually sends, or leave with the poll's last
+	 * flush (ts_poll). */
 }
 
 /* Finish a step that could not even be sent. */
@@ -589,7 +594,9 @@ static void txn_exec_done(ts_txn_t *t, int err)
  * with the step's request (t->noanswer, refused, unsent, round_writes):
  *
  *   PREPARE (two or more writers; readers get their COMMIT in it):
- *     every writer voted yes, every reader committed --> COMMIT (phase two)
+ *     every writer voted yes, every reader committed --> committed: 0, and
+ *         each writer's COMMIT notice rides on the next message to it
+ *         (txn_commit_notify; the votes alone decide, whatever it meets)
  *     a writer voted no, or never got its PREPARE   --> abort: not applied (that
  *         writer never prepares it, so no resolver can commit it)
  *     a writer's vote was lost with its connection,
@@ -598,9 +605,6 @@ static void txn_exec_done(ts_txn_t *t, int err)
  *     or only a reader failed                        --> abort everywhere, which
  *         holds if a writer acknowledged it (its ABORTED outcome then keeps
  *         every resolver from committing), else in doubt
- *   COMMIT, phase two of a two-phase commit: every writer voted yes, so the
- *     transaction is committed whatever this round meets (a lost writer's
- *     resolver commits it there when it is back): 0
  *   COMMIT, one phase: in doubt if a server that got writes did not answer, or
  *     some writes landed while another server failed; else nothing was applied
  *   RESOLVE: ask every writer still connected for the transaction's status
@@ -609,7 +613,7 @@ static void txn_exec_done(ts_txn_t *t, int err)
  *     resolvers do (termination.c):
  *       any COMMITTED                 --> committed: 0
  *       any ABORTED or UNKNOWN        --> abort: not applied
- *       every writer PREPARED         --> COMMIT (phase two)
+ *       every writer PREPARED         --> committed: 0 (and the notices)
  *       else (a writer unreachable)   --> ask again after RESOLVE_PAUSE_NS, until
  *                                         timeout_ms after the vote was lost:
  *                                         then in doubt (the servers settle it)
@@ -735,7 +739,8 @@ static void txn_resolve_done(ts_txn_t *t)
 	if (t->said_prepared == t->writers) {   /* every vote was yes after all */
 		t->prepared = 1;
 		t->state = TXN_IDLE;
-		txn_commit_start(t);
+		ts_sess(t->s)->notices = 1;
+		txn_commit_notify(t, t->writers);
 		return;
 	}
 	if (now < t->resolve_until_ns && connected_of(t, t->writers)) {
@@ -750,12 +755,47 @@ static void txn_resolve_done(ts_txn_t *t)
 	txn_end_here(t, LOTUS_EINDOUBT);
 }
 
+/* Every writer voted yes, and a yes vote is durable before it is sent: the
+ * transaction is committed (the servers' resolvers commit it from the votes
+ * alone, termination.c), so the application hears so now, one round trip
+ * after the last write.  Each writer's COMMIT notice is queued, not awaited:
+ * it rides on the next message this session sends that server (the next
+ * step a callback of this poll starts: txn_drain_ready does not flush), at
+ * the latest the one the poll that acknowledged it sends at its end (ts_poll),
+ * and releases the X locks there; a reader meanwhile meets them as it meets
+ * those of any committing transaction.  Its reply finds no due count and is
+ * dropped (ts_on_reply).  A notice that cannot be queued (the connection is
+ * gone) is the resolver's to settle, as a lost COMMIT always was.
+ * A read-only transaction ends the same way (txn_commit_start), with notices
+ * that only release its S locks. */
+static void txn_commit_notify(ts_txn_t *t, uint64_t servers)
+{
+	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
+		if (!(servers >> sv & 1))
+			continue;
+		struct wire_req r = { .op = OP_COMMIT, .tag = t->sl.idx << 16 | TAG_TXN_OP,
+				      .txn_id = t->pub.id, .priority = t->pub.prio,
+				      .cc = (uint8_t)t->s->cl->opts.cc };
+		size_t bytes = 0;
+		if (session_queue(t->s, sv, &r, NULL, NULL, &bytes) == 0)
+			engine_count_op(&t->att, op_type(r.op), bytes);
+	}
+	t->state = TXN_COMMIT;
+	txn_end_here(t, 0);
+}
+
 static void txn_prepare_done(ts_txn_t *t, int err)
 {
 	if (!err) {
 		t->prepared = 1; /* every participant is COMMITTING */
 		t->state = TXN_IDLE;
-		txn_commit_start(t);
+		if (t->writers) {
+			crash_point("client_prepared");  /* tests: every writer voted, no COMMIT sent */
+			ts_sess(t->s)->notices = 1;      /* crash point client_acked */
+			txn_commit_notify(t, t->writers);
+		}
+		else   /* the WOUND_WAIT round: now the COMMIT with the writes */
+			txn_commit_start(t);
 		return;
 	}
 	if (!t->writers) {   /* the WOUND_WAIT round: no write was sent */
@@ -772,13 +812,6 @@ static void txn_prepare_done(ts_txn_t *t, int err)
 
 static void txn_commit_done(ts_txn_t *t, int err)
 {
-	if (err && t->prepared && t->writers) {
-		/* phase two: every writer voted yes, so it is committed; a writer
-		 * that missed the COMMIT learns it from the others */
-		log_debug("transaction %llx committed; a writer missed its COMMIT (%s)",
-			  (unsigned long long)t->pub.id, lotus_strerror(err));
-		err = 0;
-	}
 	if (err) {
 		uint64_t w = t->round_writes;
 		uint64_t landed = w & ~(t->noanswer | t->refused | t->unsent);
@@ -1072,7 +1105,7 @@ static int commit_round_one(ts_txn_t *t, unsigned sv, struct wire_buf *wb, int d
 		return (t->writers >> sv & 1)
 		       ? commit_send_one(t, sv, wb, OP_PREPARE, t->writers)
 		       : commit_send_one(t, sv, wb, OP_COMMIT, 0);
-	if (prepare || t->writers) {  /* phase one without writes / phase two of 2PC */
+	if (prepare) {  /* the WOUND_WAIT round: phase one without writes */
 		struct wire_req r = { .op = OP_COMMIT,
 				      .flags = prepare ? WIRE_REQ_F_COMMITTING : 0,
 				      .tag = t->sl.idx << 16 | TAG_TXN_OP };
@@ -1087,6 +1120,21 @@ static int txn_commit_start(ts_txn_t *t)
 	int durable2pc = 0, prepare = 0;
 	struct wire_buf wb;
 	int rc = 0;
+	if (!t->prepared && !t->local && !(t->deps & parts) && !txn_writers(t) &&
+	    t->s->cl->opts.cc != LOTUS_WOUND_WAIT) {
+		/* Read-only, and nothing it read waits for the log: it was
+		 * serializable once its last read was granted (strict 2PL: no
+		 * lock of it was taken away, every one held then), so it is
+		 * committed now; the notices only release its locks.  No flush,
+		 * no wait.  Not under WOUND_WAIT: a wound takes a lock away
+		 * before the end (an older writer may then commit on one server
+		 * before this reads the other), and only the COMMITTING round
+		 * finds out.  A read of a change not yet durable (WIRE_REP_F_DEP)
+		 * keeps the COMMIT round: its reply waits for that change's
+		 * record. */
+		txn_commit_notify(t, parts);
+		return 0;
+	}
 	if (!t->prepared && t->s->cl->two_phase && __builtin_popcountll(parts) > 1) {
 		t->writers = txn_writers(t);
 		durable2pc = __builtin_popcountll(t->writers) > 1;
@@ -1095,12 +1143,8 @@ static int txn_commit_start(ts_txn_t *t)
 	}
 	prepare = durable2pc || (t->s->cl->opts.cc == LOTUS_WOUND_WAIT && !t->prepared &&
 				 __builtin_popcountll(parts) > 1);
-	if (t->prepared && t->writers) {
-		parts = t->writers;   /* the readers released in the PREPARE round */
-		crash_point("client_prepared");  /* tests: every writer voted, no COMMIT sent */
-	} else if (t->prepared) {
+	if (t->prepared)
 		crash_point("client_committing");  /* tests: the WOUND_WAIT round done, no COMMIT */
-	}
 	if (!prepare && !t->writers && (t->deps & parts)) {   /* only sync servers set it */
 		/* one writer (or none): readers that depend on a change not yet
 		 * durable commit first, the writer once they answered */
@@ -1111,8 +1155,7 @@ static int txn_commit_start(ts_txn_t *t)
 		}
 	}
 	step_reset(t);
-	t->round_writes = durable2pc ? t->writers
-			  : prepare || t->writers ? 0 : txn_writers(t) & parts;
+	t->round_writes = durable2pc ? t->writers : prepare ? 0 : txn_writers(t) & parts;
 	if (t->local && !t->prepared && !t->ro_done) {
 		rc = t->s->cl->cache->ops->begin_commit(t->s->cl->cache, t->local);
 		if (rc) {  /* wounded locally: abort everywhere */
@@ -1292,6 +1335,10 @@ static int ts_poll(lotus_session_t *s, int timeout_ms)
 		void *arg = t->fin_arg;
 		t->fin_cb = NULL;
 		cb(&t->pub, t->fin_result, arg);
+	}
+	if (ss->notices) {   /* tests: acknowledged, its COMMIT notices not sent yet */
+		ss->notices = 0;
+		crash_point("client_acked");
 	}
 	session_lock(s);
 	session_flush(s);

@@ -10,16 +10,28 @@
  * struct lock_waiter, sorted by (priority, txn id): the head is the oldest.
  *
  * Decisions for a request R (mode m, protocol cc) that conflicts:
- *   NO_WAIT     reject (LOTUS_EABORTED).
- *   WAIT_DIE    wait iff R is older than every conflicting owner and every
- *               conflicting waiter; else reject.  To stay deadlock-free with a
- *               priority queue, a WAIT_DIE waiter that later finds an older
- *               conflicting owner or waiter ahead of it dies too: it is taken
- *               off the queue and notified LOTUS_EABORTED ("culled").
+ *   NO_WAIT     reject (LOTUS_EABORTED), unless every conflicting owner is
+ *               COMMITTING: then wait (below).  A NO_WAIT waiter that later
+ *               meets a conflicting owner that is not COMMITTING (the one
+ *               granted ahead of it) is culled (LOTUS_EABORTED).
+ *   WAIT_DIE    wait iff R is older than every conflicting owner that is not
+ *               COMMITTING and every conflicting waiter; else reject.  To stay
+ *               deadlock-free with a priority queue, a WAIT_DIE waiter that
+ *               later finds such an older owner, or an older conflicting
+ *               waiter ahead of it, dies too: it is taken off the queue and
+ *               notified LOTUS_EABORTED ("culled").
  *   WOUND_WAIT  wound every younger conflicting owner that is not COMMITTING
  *               (status -> PREEMPTED, node unlinked from this lock); its parked
  *               requests elsewhere are cancelled with notify(LOTUS_EPREEMPTED).
  *               Then R waits if conflicts remain (older or COMMITTING owners).
+ * The prepared-owner rule, under every protocol: a COMMITTING owner (its
+ * vote given, durably on a durable server, its decision on its way) is only
+ * waited for, never a reason to abort, die or wound.  It waits for nothing
+ * and only releases, so waiting on it cannot deadlock, and a client that
+ * acknowledges its commit on the yes votes (its COMMIT notice rides on its
+ * next message) would otherwise turn every slow notice into aborts.  The
+ * wait is bounded by the requester's own round deadline (its client aborts
+ * it at timeout_ms) and by its connection's lease.
  * Any protocol: an owner already PREEMPTED is dropped from a lock on contact
  * (it can never commit), which lets the lock move on before its txn aborts.
  *
@@ -176,6 +188,12 @@ static inline bool txn_older(const lock_txn_t *a, const lock_txn_t *b)
 static inline bool modes_compatible(unsigned a, unsigned b)
 {
 	return a == LOCK_S && b == LOCK_S;
+}
+
+/* Past its vote: it only releases from now on (the prepared-owner rule). */
+static inline bool txn_committing(lock_txn_t *t)
+{
+	return atomic_load(&t->status) == TXN_COMMITTING;
 }
 
 /* Eight bytes at a time (a byte-wise FNV was a tenth of an acquire). */
@@ -428,12 +446,29 @@ static void grant_pass(lock_table_t *lt, struct lk *L, const lock_txn_t *before,
 	}
 }
 
-/* WAIT_DIE: t (mode m) must die if an older txn owns or waits for L in a
- * conflicting mode (the queue is sorted, so older waiters are ahead of it). */
+/* Some owner other than t conflicts with mode m, and each such owner is
+ * COMMITTING: the request waits for it whatever the protocol. */
+static bool only_committing_blocks(const struct lk *L, const lock_txn_t *t, unsigned m)
+{
+	bool any = false;
+	for (const struct lock_own *o = L->owners; o; o = o->lock_next) {
+		if (o->txn == t || modes_compatible(o->mode, m))
+			continue;
+		if (!txn_committing(o->txn))
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+/* WAIT_DIE: t (mode m) must die if an older txn that is not COMMITTING owns
+ * L in a conflicting mode, or an older txn waits for it in one (the queue is
+ * sorted, so older waiters are ahead of it). */
 static bool wait_die_dies(const struct lk *L, const lock_txn_t *t, unsigned m)
 {
 	for (const struct lock_own *o = L->owners; o; o = o->lock_next)
-		if (o->txn != t && !modes_compatible(o->mode, m) && txn_older(o->txn, t))
+		if (o->txn != t && !modes_compatible(o->mode, m) && txn_older(o->txn, t) &&
+		    !txn_committing(o->txn))
 			return true;
 	for (const struct lock_waiter *q = L->queue; q && txn_older(q->txn, t); q = q->next)
 		if (q->txn != t && !modes_compatible(q->mode, m))
@@ -465,28 +500,40 @@ static bool oldest2_older_than(const struct oldest2 *o, const lock_txn_t *t)
 	return x && txn_older(x, t);
 }
 
-/* Remove WAIT_DIE waiters that now wait for an older txn; returns how many.
- * Same rule as wait_die_dies() for each waiter, in one pass: the queue is
- * ordered oldest first, so the older waiters of w are the kept ones before
- * it.  Linear in owners + waiters: a client that parks many requests on one
- * lock must not make every acquire of that lock quadratic. */
-static unsigned cull_wait_die(lock_table_t *lt, struct lk *L, struct batch *b)
+/* Is there a txn other than t in the set? */
+static bool oldest2_other(const struct oldest2 *o, const lock_txn_t *t)
+{
+	return (o->a && o->a != t) || o->b;
+}
+
+/* Remove the waiters that may wait no longer; returns how many.
+ *   WAIT_DIE: one that now waits for an older txn (the rule of
+ *     wait_die_dies(), COMMITTING owners aside);
+ *   NO_WAIT: one that now conflicts with an owner that is not COMMITTING
+ *     (it waited only for COMMITTING ones, only_committing_blocks()).
+ * One pass: the queue is ordered oldest first, so the older waiters of w
+ * are the kept ones before it.  Linear in owners + waiters: a client that
+ * parks many requests on one lock must not make every acquire of that lock
+ * quadratic. */
+static unsigned cull_waiters(lock_table_t *lt, struct lk *L, struct batch *b)
 {
 	unsigned n = 0;
 	struct lock_waiter **pp = &L->queue, *w;
 	struct oldest2 own_x = { 0 }, own_any = { 0 }, q_x = { 0 }, q_any = { 0 };
 	for (const struct lock_own *o = L->owners; o; o = o->lock_next) {
+		if (txn_committing(o->txn))
+			continue;   /* waited for under any protocol */
 		oldest2_add(&own_any, o->txn);
 		if (o->mode != LOCK_S)
 			oldest2_add(&own_x, o->txn);
 	}
 	while ((w = *pp)) {
 		/* S conflicts with X only; X with everything */
-		bool dies = w->cc == CC_WAIT_DIE &&
-			    (w->mode == LOCK_S ? oldest2_older_than(&own_x, w->txn) ||
-						 oldest2_older_than(&q_x, w->txn)
-					       : oldest2_older_than(&own_any, w->txn) ||
-						 oldest2_older_than(&q_any, w->txn));
+		const struct oldest2 *own = w->mode == LOCK_S ? &own_x : &own_any;
+		bool dies = w->cc == CC_WAIT_DIE
+			    ? oldest2_older_than(own, w->txn) ||
+			      oldest2_older_than(w->mode == LOCK_S ? &q_x : &q_any, w->txn)
+			    : w->cc == CC_NO_WAIT && oldest2_other(own, w->txn);
 		if (dies) {
 			*pp = w->next;
 			lkw_queue(L);
@@ -512,7 +559,7 @@ static void lk_settle_before(lock_table_t *lt, struct lk *L, const lock_txn_t *b
 	reap_preempted(L);
 	do
 		grant_pass(lt, L, before, b);
-	while (cull_wait_die(lt, L, b) > 0);
+	while (cull_waiters(lt, L, b) > 0);
 }
 
 static void lk_settle(lock_table_t *lt, struct lk *L, struct batch *b)
@@ -641,11 +688,11 @@ static int acquire_locked(struct acq *a)
 	if (owners_compatible(L, a->t, a->mode) &&
 	    (mine || !L->queue || txn_older(a->t, L->queue->txn)))
 		rc = grant_now(a, mine);
-	else if (a->cc == CC_NO_WAIT ||
+	else if ((a->cc == CC_NO_WAIT && !only_committing_blocks(L, a->t, a->mode)) ||
 		 (a->cc == CC_WAIT_DIE && wait_die_dies(L, a->t, a->mode)))
 		rc = LOTUS_EABORTED;
 	else
-		rc = park(a);
+		rc = park(a);   /* with no waiter (w NULL): LOTUS_EABORTED */
 	lk_settle(a->lt, L, a->b);          /* cull WAIT_DIE waiters behind us */
 	return rc;
 }

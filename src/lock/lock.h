@@ -11,6 +11,8 @@
  *   RUNNING -> WAITING (parked in a queue) -> RUNNING (granted)
  *   RUNNING/WAITING -> PREEMPTED (wounded by an older txn; never from COMMITTING)
  *   RUNNING -> COMMITTING (lock_txn_begin_commit) -> released
+ * A COMMITTING owner is only ever waited for: no protocol aborts, kills or
+ * wounds a request because of it (lock.c, "the prepared-owner rule").
  *
  * Lazy notification: a waiting request is answered only when granted (or when
  * its transaction is wounded while waiting).  A preempted transaction is not told;
@@ -78,6 +80,9 @@ uint64_t lock_txn_priority(const lock_txn_t *txn);
  *   1                 parked: w is queued; notify(w, 0) comes on grant
  *   LOTUS_EABORTED    rejected (NO_WAIT conflict, WAIT_DIE younger)
  *   LOTUS_EPREEMPTED  txn had been wounded; it must abort
+ * A conflict only with COMMITTING owners (prepared: they only release) parks
+ * under every protocol, NO_WAIT too.  w NULL: the request never parks (where
+ * it would, LOTUS_EABORTED).
  */
 int lock_acquire(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
 		 uint16_t klen, enum lock_mode mode, enum cc_proto cc, struct lock_waiter *w);

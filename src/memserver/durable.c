@@ -299,10 +299,11 @@ static int prep_relock(struct ms_server *srv, const struct ms_prepared *p)
 	wire_iter_bytes(&it, wl, wlen, (unsigned)(wlen / sizeof(struct wire_write) + 1));
 	while (rc == 0 && it.p < it.end && (rc = wire_next_write(&it, &wp, &k, &v)) == 1) {
 		struct wire_write w;
-		struct lock_waiter lw = { .txn = txn };
 		memcpy(&w, wp, sizeof(w));
-		rc = lock_acquire(srv->locks, txn, w.table, k, w.key_len, LOCK_X, CC_NO_WAIT, &lw);
-		if (rc == 1)      /* cannot happen: nothing else holds locks yet */
+		/* no waiter: a conflict (with another prepared txn: cannot happen)
+		 * is LOTUS_EABORTED, never a wait */
+		rc = lock_acquire(srv->locks, txn, w.table, k, w.key_len, LOCK_X, CC_NO_WAIT, NULL);
+		if (rc == 1)      /* cannot happen without a waiter */
 			rc = LOTUS_EABORTED;
 	}
 	if (rc == 0)
@@ -1226,13 +1227,30 @@ static void ms_durable_flush(struct ms_worker *wk, struct ms_conn *c)
 	}
 }
 
+/* Does a batch of durable replies hold a yes vote (tests: crash point voted)? */
+static int durwait_has_vote(struct ms_durwait *dw)
+{
+	struct wire_iter it;
+	const struct wire_rep *r;
+	const unsigned char *k, *v;
+	wire_buf_end(&dw->rep);
+	wire_iter_init(&it, dw->rep.data, dw->rep.len);
+	while (wire_next_rep(&it, &r, &k, &v) == 1)
+		if (r->op == OP_PREPARE && r->status == 0)
+			return 1;
+	return 0;
+}
+
 static void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
 {
 	struct ms_conn *c = dw->conn;
 	if (dw->status)
 		durwait_fail_all(dw, LOTUS_EDURABLE);
+	int vote = !c->closed && crash_point_armed("voted") && durwait_has_vote(dw);
 	if (!c->closed)
 		ms_send_reply_msg(wk, c, &dw->rep);
+	if (vote)
+		crash_point("voted");  /* tests: a durable yes vote sent, its decision not here */
 	if (dw->wk_prev)
 		dw->wk_prev->wk_next = dw->wk_next;
 	else

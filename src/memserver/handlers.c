@@ -412,9 +412,10 @@ static enum lock_mode op_mode(unsigned op)
 }
 
 /* The protocol a lock request of c runs under.  A connection with max_parked
- * requests parked already may park no more: its request runs as NO_WAIT, and
- * a conflict (which would have parked it) is refused with LOTUS_ELIMIT, so
- * only that transaction aborts.  *limited says so for park_result(). */
+ * requests parked already may park no more: its request runs as NO_WAIT with
+ * no waiter (so not even a COMMITTING owner parks it), and a conflict (which
+ * would have parked it) is refused with LOTUS_ELIMIT, so only that
+ * transaction aborts.  *limited says so for park_result(). */
 static enum cc_proto park_cc(struct ms_worker *wk, struct ms_conn *c, unsigned cc, int *limited)
 {
 	*limited = wk->srv->max_parked && c->nparked >= wk->srv->max_parked;
@@ -491,7 +492,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	int limited;
 	enum cc_proto cc = park_cc(wk, c, r->cc, &limited);
 	rc = park_result(wk, lock_acquire(srv->locks, txn, r->table, key, r->key_len,
-					  op_mode(r->op), cc, &p->w), limited);
+					  op_mode(r->op), cc, limited ? NULL : &p->w), limited);
 	if (rc == 1) {
 		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
@@ -543,7 +544,8 @@ static int scan_lock_rest(struct ms_worker *wk, struct ms_pending *p)
 		enum cc_proto cc = park_cc(wk, p->conn, p->req.cc, &limited);
 		atomic_store(&p->state, PEND_PARKED);
 		int rc = park_result(wk, lock_acquire(wk->srv->locks, p->txn, p->req.table, k->key,
-						      k->klen, LOCK_S, cc, &p->w), limited);
+						      k->klen, LOCK_S, cc, limited ? NULL : &p->w),
+				     limited);
 		if (rc != 0)
 			return rc;
 		p->scan_next++;

@@ -16,6 +16,8 @@
  *   any ABORTED or UNKNOWN            -> abort (an UNKNOWN server refused it)
  *   every other one PREPARED          -> commit (every vote was yes, durably)
  *   a participant unreachable         -> ask again later, locks kept
+ *     (or not in the config yet: never abort on silence, since a client
+ *     acknowledges its commit on the durable yes votes alone)
  *
  * A server asked about a transaction it never prepared answers UNKNOWN, and
  * that answer must be final: the client cannot have seen every participant
@@ -135,7 +137,8 @@ static int resolve_ask(lotus_session_t *s, unsigned self, const struct resolve_i
 		if (!(it->parts >> sv & 1) || sv == self)
 			continue;
 		if (sv >= s->cl->nservers)
-			return 0;   /* a participant the config does not know: abort */
+			return -1;  /* not in the config (yet: --peers): its durable yes
+				     * vote may have acknowledged the txn, so ask later */
 		struct wire_req r = { .op = OP_TXN_STATUS, .txn_id = it->txn_id };
 		if (session_admin(s, sv, &r, NULL, NULL, 2000) != 0)
 			return -1;

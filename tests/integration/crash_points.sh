@@ -5,6 +5,9 @@
 # LOTUS_CRASH_AT set, so it kills itself (SIGKILL) at that point:
 #   prepared       its PREPARE is durable but its vote was never sent
 #                  (a PREPARE on one participant only, as far as the client knows)
+#   voted          its durable yes vote was sent; its decision has not arrived
+#                  (the client may already have acknowledged the transaction;
+#                  untiered only, to keep the test short)
 #   before_commit  every participant prepared and the COMMIT arrived; nothing applied
 #   checkpoint     a checkpoint's pages are written, its manifest is not
 # Then it is restarted normally; its resolver settles what it left prepared,
@@ -29,7 +32,9 @@ for mode in ${CRASH_MODES:-untiered tiered}; do
     tiered)   tier_need; accounts=4000 mem=(--memory 256K --capacity 64M) ;;
     *)        fail "CRASH_MODES: unknown mode $mode" ;;
   esac
-  for point in prepared:20 before_commit:20 checkpoint:1; do
+  points="prepared:20 before_commit:20 checkpoint:1"
+  [ "$mode" = tiered ] || points="prepared:20 voted:20 before_commit:20 checkpoint:1"
+  for point in $points; do
     dir=$top/$mode-${point%%:*}; mkdir -p "$dir"
     CLUSTER_DATA=$dir/data CLUSTER_DURABILITY=sync CLUSTER_CC=wait_die
     cluster_start "$dir" 2 --threads 1 "${mem[@]}" --durability sync --checkpoint-log 64K \

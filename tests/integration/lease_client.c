@@ -156,7 +156,7 @@ static int do_grab(lotus_session_t *s, lotus_table_t tb, unsigned n, const char 
 
 static int do_dump(lotus_session_t *s, lotus_table_t tb, unsigned n)
 {
-	lotus_txn_t *t;
+	lotus_txn_t *t = NULL;
 	char k[32];
 	int rc = lotus_txn_begin(s, &t);
 	for (unsigned i = 0; rc == 0 && i < n; i++) {
@@ -177,6 +177,7 @@ static int do_dump(lotus_session_t *s, lotus_table_t tb, unsigned n)
 		rc = lotus_txn_commit(t);
 	if (rc)
 		printf("dump failed: %s\n", lotus_strerror(rc));
+	lotus_txn_free(t);
 	return rc ? 1 : 0;
 }
 

@@ -54,24 +54,52 @@ static void read_all(lotus_session_t *s, lotus_table_t tb, uint64_t want_base, i
 	lotus_txn_free(t);
 }
 
-static void rewrite(lotus_session_t *s, lotus_table_t tb, uint64_t base, int drop_from)
+/* Commit what stage(t) stages, again after a retryable failure: A's
+ * read-only transaction is acknowledged on its reads, before its release
+ * notices reach the servers, so B's writes right after it may meet A's S
+ * locks and abort under NO_WAIT (a bounded number of times). */
+static void commit_retrying(lotus_txn_t *t, void (*stage)(lotus_txn_t *, lotus_table_t, uint64_t,
+							  int),
+			    lotus_table_t tb, uint64_t base, int n)
 {
-	lotus_txn_t *t;
-	CHECK_RC(lotus_txn_begin(s, &t));
-	for (uint64_t i = 0; i < KEYS; i++) {  /* delete everything ... */
+	for (int attempt = 1;; attempt++) {
+		stage(t, tb, base, n);
+		int rc = lotus_txn_commit(t);
+		if (rc == 0)
+			return;
+		CHECK(lotus_err_retryable(rc) && attempt < 1000);
+		CHECK_RC(lotus_txn_restart(t));
+		usleep(1000);
+	}
+}
+
+static void stage_deletes(lotus_txn_t *t, lotus_table_t tb, uint64_t base, int n)
+{
+	(void)base;
+	for (uint64_t i = 0; i < (uint64_t)n; i++) {
 		unsigned char k[8];
 		key_from_u64(i, k);
 		lotus_txn_delete(t, tb, k, 8);
 	}
-	CHECK_RC(lotus_txn_commit(t));
-	CHECK_RC(lotus_txn_recycle(t));
-	for (uint64_t i = 0; i < (uint64_t)drop_from; i++) {  /* ... insert most again */
+}
+
+static void stage_inserts(lotus_txn_t *t, lotus_table_t tb, uint64_t base, int n)
+{
+	for (uint64_t i = 0; i < (uint64_t)n; i++) {
 		unsigned char k[8];
 		uint64_t v = base + i;
 		key_from_u64(i, k);
 		lotus_txn_insert(t, tb, k, 8, &v, 8);
 	}
-	CHECK_RC(lotus_txn_commit(t));
+}
+
+static void rewrite(lotus_session_t *s, lotus_table_t tb, uint64_t base, int drop_from)
+{
+	lotus_txn_t *t;
+	CHECK_RC(lotus_txn_begin(s, &t));
+	commit_retrying(t, stage_deletes, tb, base, KEYS);        /* delete everything ... */
+	CHECK_RC(lotus_txn_recycle(t));
+	commit_retrying(t, stage_inserts, tb, base, drop_from);   /* ... insert most again */
 	lotus_txn_free(t);
 }
 

@@ -1,7 +1,9 @@
 /*
  * test_lock_modes - single-threaded behaviour of the lock table:
  *   readers granted together, and not past an older waiting writer;
- *   S->X upgrades under each protocol; a COMMITTING owner is never wounded;
+ *   S->X upgrades under each protocol; a COMMITTING owner is never wounded,
+ *   and under NO_WAIT and WAIT_DIE a conflict only with COMMITTING owners
+ *   waits (the prepared-owner rule);
  *   a wounded txn that is parked elsewhere gets notify(LOTUS_EPREEMPTED);
  *   WAIT_DIE waiters die when an older conflicting txn gets ahead of them;
  *   covering requests, lock_held, and requests on a released txn.
@@ -176,6 +178,57 @@ static void test_committing(void)
 	printf("committing not wounded ok\n");
 }
 
+/* The prepared-owner rule: a conflict only with COMMITTING owners waits
+ * under NO_WAIT and WAIT_DIE too (an older COMMITTING owner kills nobody);
+ * a conflict with an owner that is not COMMITTING is decided as ever, and a
+ * NO_WAIT waiter that meets one after its COMMITTING owner left is culled. */
+static void test_committing_waits(void)
+{
+	lock_table_t *lt = setup();
+	lock_txn_t *c = lock_txn_get(lt, 1, 10, &conn), *r = lock_txn_get(lt, 2, 50, &conn);
+	lock_txn_t *r2 = lock_txn_get(lt, 3, 60, &conn), *y = lock_txn_get(lt, 4, 70, &conn);
+	lock_txn_t *o = lock_txn_get(lt, 5, 5, &conn), *s2 = lock_txn_get(lt, 6, 80, &conn);
+	struct lock_waiter wr = { 0 }, wr2 = { 0 }, wy = { 0 }, wy2 = { 0 }, ws = { 0 };
+	CHECK(acq(lt, c, "A", LOCK_X, CC_NO_WAIT, NULL) == 0);
+	CHECK(acq(lt, c, "C", LOCK_S, CC_NO_WAIT, NULL) == 0);
+	CHECK(acq(lt, o, "B", LOCK_X, CC_WAIT_DIE, NULL) == 0);    /* older, RUNNING */
+	CHECK(acq(lt, s2, "C", LOCK_S, CC_NO_WAIT, NULL) == 0);    /* RUNNING reader */
+	/* not yet COMMITTING: NO_WAIT rejects, WAIT_DIE's younger dies */
+	CHECK(acq(lt, r, "A", LOCK_X, CC_NO_WAIT, &wr) == LOTUS_EABORTED);
+	CHECK(acq(lt, y, "A", LOCK_X, CC_WAIT_DIE, &wy) == LOTUS_EABORTED);
+	CHECK(lock_txn_begin_commit(lt, c) == 0);
+	CHECK(acq(lt, r, "A", LOCK_X, CC_NO_WAIT, NULL) == LOTUS_EABORTED);  /* no waiter */
+	CHECK(acq(lt, r, "A", LOCK_X, CC_NO_WAIT, &wr) == 1);      /* waits for c */
+	CHECK(acq(lt, r2, "A", LOCK_S, CC_NO_WAIT, &wr2) == 1);    /* behind r */
+	CHECK(acq(lt, y, "A", LOCK_X, CC_WAIT_DIE, &wy) == LOTUS_EABORTED); /* older r waits */
+	lock_txn_release(lt, y);
+	y = lock_txn_get(lt, 7, 70, &conn);
+	CHECK(acq(lt, y, "D", LOCK_X, CC_WAIT_DIE, NULL) == 0);
+	CHECK(acq(lt, y, "B", LOCK_X, CC_WAIT_DIE, &wy2) == LOTUS_EABORTED); /* o RUNNING */
+	/* C: S held by c (COMMITTING) and s2 (RUNNING): an X of NO_WAIT is refused */
+	CHECK(acq(lt, r2, "C", LOCK_X, CC_NO_WAIT, &ws) == LOTUS_EABORTED);
+	CHECK(nnotes == 0);
+	struct lock_stats st;
+	lock_table_stats(lt, &st);
+	CHECK(st.waits == 2 && st.preemptions == 0);
+	lock_txn_release(lt, c);   /* A to r; r2 now conflicts with RUNNING r: culled */
+	CHECK(nnotes == 2 && notes[0].w == &wr && notes[0].result == 0);
+	CHECK(notes[1].w == &wr2 && notes[1].result == LOTUS_EABORTED);
+	CHECK(held(lt, r, "A", LOCK_X) && lock_txn_status(r) == TXN_RUNNING);
+	lock_txn_release(lt, r2);
+	/* WAIT_DIE: a younger request waits for an older COMMITTING owner */
+	CHECK(lock_txn_begin_commit(lt, o) == 0);
+	CHECK(acq(lt, y, "B", LOCK_X, CC_WAIT_DIE, &wy2) == 1);
+	lock_txn_release(lt, o);
+	CHECK(nnotes == 3 && notes[2].w == &wy2 && notes[2].result == 0);
+	CHECK(held(lt, y, "B", LOCK_X));
+	lock_txn_release(lt, r);
+	lock_txn_release(lt, y);
+	lock_txn_release(lt, s2);
+	teardown(lt);
+	printf("committing waited for ok\n");
+}
+
 /* y owns A and is parked on B (owned by the older o); t wounds y via A. */
 static void test_wounded_while_waiting(void)
 {
@@ -252,6 +305,7 @@ int main(void)
 	test_upgrade(CC_WAIT_DIE);
 	test_upgrade(CC_WOUND_WAIT);
 	test_committing();
+	test_committing_waits();
 	test_wounded_while_waiting();
 	test_wait_die_cull();
 	test_released();

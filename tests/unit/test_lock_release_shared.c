@@ -3,8 +3,9 @@
  * point gives up its S locks, keeps its X locks):
  *   a txn holding S on a, S->X on b and X on c releases its shared ones: a
  *   is free for an X lock of another txn (a parked writer is granted), b and
- *   c stay X (lock_held, NO_WAIT conflicts); after the full release nothing
- *   is left.  Also lock_txn_dep_note keeps the maximum.
+ *   c stay X (lock_held; readers of them wait, even under NO_WAIT, since p
+ *   is COMMITTING, and are granted at its release); after the full release
+ *   nothing is left.  Also lock_txn_dep_note keeps the maximum.
  * Exit 0 pass, 1 fail.
  */
 #include <stdio.h>
@@ -57,13 +58,17 @@ int main(void)
 	CHECK(!lock_held(lt, p, 1, "a", 1, LOCK_S));
 	CHECK(lock_held(lt, p, 1, "b", 1, LOCK_X));
 	CHECK(lock_held(lt, p, 1, "c", 1, LOCK_X));
-	struct lock_waiter x = { .txn = o };
-	CHECK(acq(lt, o, "b", LOCK_S, CC_NO_WAIT, &x) == LOTUS_EABORTED);
-	CHECK(acq(lt, o, "c", LOCK_S, CC_NO_WAIT, &x) == LOTUS_EABORTED);
+	/* p is COMMITTING: a reader of its X keys waits, even under NO_WAIT
+	 * (the prepared-owner rule), and is granted at p's release */
+	struct lock_waiter xb = { .txn = o }, xc = { .txn = o };
+	CHECK(acq(lt, o, "b", LOCK_S, CC_NO_WAIT, &xb) == 1);
+	CHECK(acq(lt, o, "c", LOCK_S, CC_NO_WAIT, &xc) == 1);
 	lock_txn_release_shared(lt, p);                        /* nothing more to do */
-	CHECK(lock_held(lt, p, 1, "c", 1, LOCK_X));
+	CHECK(lock_held(lt, p, 1, "c", 1, LOCK_X) && granted == 1);
 
 	lock_txn_release(lt, p);
+	CHECK(granted == 3);
+	CHECK(lock_held(lt, o, 1, "b", 1, LOCK_S) && lock_held(lt, o, 1, "c", 1, LOCK_S));
 	lock_txn_release(lt, o);
 	CHECK(lock_table_nlocks(lt) == 0);
 	lock_table_destroy(lt);
