@@ -42,7 +42,12 @@
  *   Durable       with durability sync, a commit that returned 0 survives a
  *                 crash of the memory servers.
  *   Deadlines     every wait for a memory server ends once timeout_ms
- *                 (lotus_options) has passed, with LOTUS_ETIMEOUT.  From execute: the
+ *                 (lotus_options) has passed, with LOTUS_ETIMEOUT.  That is
+ *                 also how a request ends that waited on a key held by a
+ *                 prepared transaction whose decision is late (every
+ *                 protocol, NO_WAIT included, waits for a prepared owner),
+ *                 so LOTUS_ETIMEOUT does not always mean a lost server: a
+ *                 hot key can cause it; retry it as an abort.  From execute: the
  *                 transaction failed (sticky); abort it, which does not wait
  *                 for the server that missed the deadline.  From commit, see
  *                 "Outcomes".  Late replies are dropped.
@@ -400,10 +405,16 @@ int lotus_txn_scan_rows(const lotus_txn_t *t, int op);
 int lotus_txn_scan_row(const lotus_txn_t *t, int op, unsigned i, const void **key,
 		       size_t *klen, const void **value, size_t *vlen);
 
-/* Commit: execute what is still staged, apply the writes, release the locks.
- * 0: committed: every write landed, or (two-phase) every writer had voted
- * yes before a server was lost, and the servers apply the rest (a lost one
- * when it is back; its keys stay locked until then).
+/* Commit: execute what is still staged, then commit.
+ * 0: committed: every writer voted yes (durably under durability sync), or
+ * the one-phase COMMIT landed.  The servers apply the writes and release the
+ * locks when the COMMIT notices reach them: the notices ride on this
+ * session's next message (sent at the latest by its next poll, after the
+ * callbacks of this poll ran), so a transaction that touches the same keys
+ * from another session of this thread, inside such a callback, waits for
+ * them.  A read-only transaction commits with no round trip.  A server lost
+ * after the votes applies the rest when it is back (its keys stay locked
+ * until then).
  * LOTUS_EINDOUBT: the OUTCOME IS UNKNOWN: a server was lost or missed the
  * deadline after the writes went out (a one-phase COMMIT, or a PREPARE whose
  * vote was lost) and the writers still reached could not settle it within
