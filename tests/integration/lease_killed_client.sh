@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # timeout: 120
 # sanitizers: skip (waits out leases, timeouts or fault windows; its code paths run under ASan in other tests)
-# A client killed with -9 frees its locks within its lease + 1 s, with each
+# A client killed with -9 frees its locks within its lease + 2 s, with each
 # cc protocol, on tcp (issue 12: a wound_wait client killed after its
 # COMMITTING round used to keep its locks for good).  Two standalone memory
 # servers (one thread each, lease_ms LEASE_MS, default 2000); `lotus bank
 # --threads 4 --inflight 4` killed -9 after 1.5 s, KILLS (default 3) times
 # per protocol, and once more SIGSTOPped instead (a client cut off without
 # FIN or RST; killed afterwards).  From the fault, `lotus bank --verify` is
-# retried until it passes: it must within lease + 1 s, with the total
+# retried until it passes: it must within lease + 2 s, with the total
 # preserved.  FAULTS (default "kill stop") picks the faults; the measured
 # times are printed.  (On main the kill -9 case already passes; the stopped
 # client's locks stay held for good there.)
@@ -61,7 +61,10 @@ for cc in ${CCS:-no_wait wait_die wound_wait}; do
     [ -z "$(tail -c1 "$led")" ] || sed -i '$ d' "$led"
     [ -n "$ok" ] || fail "$cc $fault $k: locks still held $ms ms after the fault: $ver $(tail -n 2 "$dir/v.err")"
     [ "$(echo "$ver" | field total)" = $((accounts * 1000)) ] || fail "$cc $fault $k: total changed: $ver"
-    [ $ms -le $((lease + 1000)) ] || fail "$cc $fault $k: locks free only after $ms ms (lease $lease ms)"
+    # 2 s over the lease: the time counted ends when a verify process (start,
+    # connect, read every account) has passed, which takes over 1 s on a
+    # loaded 2-core machine; locks held for good still fail at once.
+    [ $ms -le $((lease + 2000)) ] || fail "$cc $fault $k: locks free only after $ms ms (lease $lease ms)"
     times="$times ${ms}"
   done
   echo "$cc $fault: verify passed (total $((accounts * 1000))) after:$times ms (lease $lease ms)"

@@ -7,7 +7,7 @@
 # `lotus bank` and a list-append client of the serializability checker; c1
 # runs another list-append client.  Two seconds in, c0's link goes down: no
 # FIN, no RST, the servers just hear nothing more.  From c1, `lotus bank
-# --verify` (on a copy of the ledger so far) must then pass within lease + 1 s
+# --verify` (on a copy of the ledger so far) must then pass within lease + 2 s
 # of the cut: the cut-off client's locks are free, the total is preserved and
 # nothing it acknowledged is lost.  Then the link comes back, c0's clients must
 # end by themselves (they learn their lease is gone) without a crash, the
@@ -59,8 +59,10 @@ nc heal c0
 t_heal=$(date +%s%N)
 [ -n "$free" ] || fail "the cut-off client's locks were never freed (lease ${lease} ms)"
 echo "locks free ${free} s after the cut ($PROBES verify runs; lease ${lease} ms)"
-awk -v f="$free" -v l="$lease" 'BEGIN { exit !(f <= l / 1000 + 1) }' \
-  || fail "locks free only after ${free} s, more than lease + 1 s"
+# lease + 2 s: the time counted includes the successful verify run itself
+# (a process's start, connect and reads), over 1 s on a loaded machine
+awk -v f="$free" -v l="$lease" 'BEGIN { exit !(f <= l / 1000 + 2) }' \
+  || fail "locks free only after ${free} s, more than lease + 2 s"
 
 # healed: c0's clients end by themselves, cleanly
 for p in $bank $la0 $la1; do
