@@ -111,6 +111,7 @@ struct txn_op {
 	uint64_t hint;       /* the cached location the request carried */
 	uint64_t ver;        /* READ/READ_X: the record's version from its server */
 	uint8_t has_ver;     /* ver came with a found record's reply */
+	uint8_t replied;     /* READ/READ_X: its server's reply came */
 	unsigned char key[128];
 	unsigned char *wval; /* value to write at commit */
 	uint32_t wlen, wcap;

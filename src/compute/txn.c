@@ -171,6 +171,7 @@ static struct txn_op *op_add(ts_txn_t *t, uint8_t op, lotus_table_t tb, const vo
 	o->ryw = o->observed = o->finished = 0;
 	o->local = o->fill = o->remote = 0;
 	o->has_ver = 0;
+	o->replied = 0;
 	memcpy(o->key, key, klen);
 	return o;
 }
@@ -349,8 +350,9 @@ static int ts_result_version(const lotus_txn_t *pt, int op, uint64_t *version)
 		*version = o->ver;
 		return 0;
 	}
-	/* answered here (read-your-writes, a compute-owned key) or not yet */
-	return o->ryw != RYW_NONE || o->local ? LOTUS_EUNSUPPORTED : LOTUS_ESTATE;
+	/* answered by a server without versions, or here (read-your-writes, a
+	 * compute-owned key), or not yet */
+	return o->replied || o->ryw != RYW_NONE || o->local ? LOTUS_EUNSUPPORTED : LOTUS_ESTATE;
 }
 
 static int ts_scan_rows(const lotus_txn_t *pt, int op)
@@ -951,6 +953,7 @@ static void ts_on_reply(struct sess_slot *sl, unsigned sv, const struct wire_rep
 			if (o->op == OP_READ || o->op == OP_READ_X) {
 				o->ver = r->arg;
 				o->has_ver = r->status == 0 && (r->flags & WIRE_REP_F_VERSION);
+				o->replied = 1;
 			}
 			struct txn_cache *tc = t->s->cl->cache;
 			struct cache_key ck = { .table = o->table, .klen = o->klen, .key = o->key };
