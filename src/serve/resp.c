@@ -93,11 +93,27 @@ void resp_error(struct rbuf *b, const char *fmt, ...)
 	put_line(b, '-', msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 }
 
+/* <type><decimal v>\r\n, formatted here (snprintf costs more than the rest
+ * of a GET reply). */
 static void put_num(struct rbuf *b, char type, long long v)
 {
 	char s[24];
-	int n = snprintf(s, sizeof(s), "%lld", v);
-	put_line(b, type, s, (size_t)n);
+	size_t i = sizeof(s);
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	do {
+		s[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		s[--i] = '-';
+	size_t n = sizeof(s) - i;
+	if (rbuf_reserve(b, n + 3))
+		return;
+	b->data[b->len++] = type;
+	memcpy(b->data + b->len, s + i, n);
+	b->len += n;
+	b->data[b->len++] = '\r';
+	b->data[b->len++] = '\n';
 }
 
 void resp_int(struct rbuf *b, long long v)
@@ -168,44 +184,51 @@ static int parse_len(const char *buf, size_t len, size_t *pos, char type, long l
 		*why = type == '$' ? "expected '$'" : "expected '*'";
 		return RESP_EPROTO;
 	}
+	/* One pass over at most LEN_LINE_MAX bytes: the value and whether the
+	 * digits are well formed, judged once the line is known to be whole (a
+	 * '\n' before the '\r' is an error first, an unended line next). */
 	size_t win = len - i < LEN_LINE_MAX ? len - i : LEN_LINE_MAX;
-	const char *cr = memchr(buf + i, '\r', win);
-	if (memchr(buf + i, '\n', cr ? (size_t)(cr - (buf + i)) : win)) {
-		*why = "length line not ended by CRLF";
-		return RESP_EPROTO;
+	size_t d = i + 1, end = i + win;
+	int neg = d < end && buf[d] == '-';
+	if (neg)
+		d++;
+	size_t first = d;
+	long long v = 0;
+	int bad = 0;
+	for (; d < end; d++) {
+		char ch = buf[d];
+		if (ch >= '0' && ch <= '9') {
+			v = v * 10 + (ch - '0');   /* at most 18 digits: no overflow */
+			continue;
+		}
+		if (ch == '\r')
+			break;
+		if (ch == '\n') {
+			*why = "length line not ended by CRLF";
+			return RESP_EPROTO;
+		}
+		bad = 1;
 	}
-	if (!cr) {
+	if (d == end) {   /* no '\r' in the window */
 		if (len - i >= LEN_LINE_MAX) {
 			*why = type == '$' ? "invalid bulk length" : "invalid multibulk length";
 			return RESP_EPROTO;
 		}
 		return RESP_MORE;
 	}
-	size_t end = (size_t)(cr - buf);
-	if (end + 1 >= len)
+	if (d + 1 >= len)
 		return RESP_MORE;
-	if (buf[end + 1] != '\n') {
+	if (buf[d + 1] != '\n') {
 		*why = "length line not ended by CRLF";
 		return RESP_EPROTO;
 	}
-	long long v = 0;
-	size_t d = i + 1;
-	int neg = d < end && buf[d] == '-';
-	if (neg)
-		d++;
-	if (d == end)
-		goto bad;
-	for (; d < end; d++) {
-		if (buf[d] < '0' || buf[d] > '9')
-			goto bad;
-		v = v * 10 + (buf[d] - '0');   /* at most 18 digits: no overflow */
+	if (bad || d == first) {
+		*why = type == '$' ? "invalid bulk length" : "invalid multibulk length";
+		return RESP_EPROTO;
 	}
 	*out = neg ? -v : v;
-	*pos = end + 2;
+	*pos = d + 2;
 	return RESP_OK;
-bad:
-	*why = type == '$' ? "invalid bulk length" : "invalid multibulk length";
-	return RESP_EPROTO;
 }
 
 static int parse_multibulk(const char *buf, size_t len, const struct resp_limits *lim,
