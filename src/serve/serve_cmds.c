@@ -574,13 +574,43 @@ const struct cmd_def cmd_table[] = {
 };
 const unsigned cmd_count = sizeof(cmd_table) / sizeof(cmd_table[0]);
 
+/* The command table by name: an open-addressing hash of the upper-case name
+ * (index + 1 per slot), built once, so a lookup hashes the name and compares
+ * it with one entry (two on a collision) instead of walking the table. */
+#define CMD_NAME_MAX 32
+#define CMD_HASH_SLOTS 1024   /* a power of two, well above cmd_count */
+static uint16_t cmd_hash[CMD_HASH_SLOTS];
+static pthread_once_t cmd_hash_once = PTHREAD_ONCE_INIT;
+
+static unsigned cmd_name_hash(const char *p, size_t n)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)(p[i] & ~0x20)) * 16777619u;   /* ASCII upper case */
+	return (h ^ (h >> 15)) & (CMD_HASH_SLOTS - 1);
+}
+
+static void cmd_hash_build(void)
+{
+	for (unsigned i = cmd_count; i-- > 0;) {   /* the first of equal names wins */
+		const char *nm = cmd_table[i].name;
+		unsigned at = cmd_name_hash(nm, strlen(nm));
+		while (cmd_hash[at] && strcmp(cmd_table[cmd_hash[at] - 1].name, nm))
+			at = (at + 1) & (CMD_HASH_SLOTS - 1);
+		cmd_hash[at] = (uint16_t)(i + 1);
+	}
+}
+
 const struct cmd_def *cmd_lookup(const struct resp_arg *name)
 {
-	if (name->len == 0)
+	if (name->len == 0 || name->len > CMD_NAME_MAX)
 		return NULL;
-	char first = (char)(name->p[0] & ~0x20);   /* ASCII upper case */
-	for (unsigned i = 0; i < cmd_count; i++)
-		if (cmd_table[i].name[0] == first && resp_arg_is(name, cmd_table[i].name))
-			return &cmd_table[i];
+	pthread_once(&cmd_hash_once, cmd_hash_build);
+	for (unsigned at = cmd_name_hash(name->p, name->len); cmd_hash[at];
+	     at = (at + 1) & (CMD_HASH_SLOTS - 1)) {
+		const struct cmd_def *d = &cmd_table[cmd_hash[at] - 1];
+		if (resp_arg_is(name, d->name))
+			return d;
+	}
 	return NULL;
 }
