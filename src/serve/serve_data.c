@@ -493,25 +493,55 @@ int kv_version(struct job *j, unsigned ci, unsigned i, uint64_t *ver)
 	return lotus_txn_result_version(j->t, k->op, ver) == 0 ? 0 : -1;
 }
 
-int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n)
+static int overlaps(const struct rbuf *b, const void *p, size_t n)
+{
+	const char *c = p;
+	return n && b->data && c < b->data + b->cap && c + n > b->data;
+}
+
+int kv_set2(struct job *j, unsigned ci, unsigned i, const void *a, size_t an, const void *b,
+	    size_t bn)
 {
 	struct jkey *k = job_key(j, ci, i);
-	const char *p = v;
-	if (p >= j->arena.data && p + n <= j->arena.data + j->arena.len) {
-		k->vp = p;          /* an argument: the arena does not change now */
-	} else {
-		struct rbuf nv;     /* v may point into k->val */
+	if (overlaps(&k->val, a, an) || overlaps(&k->val, b, bn)) {
+		struct rbuf nv;     /* a or b is in k->val: build the value aside */
 		rbuf_init(&nv);
-		rbuf_put(&nv, v, n);
-		if (nv.oom || rbuf_reserve(&nv, 1))
+		rbuf_put(&nv, a, an);
+		rbuf_put(&nv, b, bn);
+		if (nv.oom || rbuf_reserve(&nv, 1)) {
+			rbuf_free(&nv);
 			return -ENOMEM;
+		}
 		rbuf_free(&k->val);
 		k->val = nv;
-		k->vp = k->val.data;
+	} else {                /* reuse the key's buffer (a pooled job keeps it) */
+		k->val.len = 0;
+		k->val.oom = 0;
+		if (rbuf_reserve(&k->val, an + bn + 1))
+			return -ENOMEM;
+		if (an)
+			memcpy(k->val.data, a, an);
+		if (bn)
+			memcpy(k->val.data + an, b, bn);
+		k->val.len = an + bn;
 	}
-	k->vn = n;
+	k->vp = k->val.data;
+	k->vn = an + bn;
 	k->loaded = k->exists = k->dirty = 1;
 	return 0;
+}
+
+int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n)
+{
+	const char *p = v;
+	if (p >= j->arena.data && p + n <= j->arena.data + j->arena.len) {
+		struct jkey *k = job_key(j, ci, i);
+		k->vp = p;          /* an argument: the arena does not change now */
+		k->vn = n;
+		k->loaded = k->exists = k->dirty = 1;
+		return 0;
+	}
+	return kv_set2(j, ci, i, v, n, NULL, 0);
 }
 
 /* Delete; 1 if the key existed. */

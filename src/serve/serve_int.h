@@ -230,6 +230,8 @@ struct server *job_server(const struct job *j);
 int kv_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n);
 int kv_version(struct job *j, unsigned ci, unsigned i, uint64_t *ver);
 int kv_set(struct job *j, unsigned ci, unsigned i, const void *v, size_t n);
+int kv_set2(struct job *j, unsigned ci, unsigned i, const void *a, size_t an, const void *b,
+	    size_t bn);   /* the value a then b, as kv_set */
 int kv_del(struct job *j, unsigned ci, unsigned i);   /* 1 if it existed */
 /* Keys a command computes (the rows of a type's members, in table TB_SUB,
  * TB_EXP or TB_MAIN), read in a further pass of the job: ov_get answers OV_PENDING for

@@ -42,6 +42,7 @@
  * members go through ov_get/ov_scan (serve_data.c), which run the job again
  * in further passes until all it needs is read.
  */
+#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -73,32 +74,32 @@ struct meta {
 	size_t slen;
 };
 
+/* Fixed-width integers in the stored headers: little-endian (put64, get64)
+ * and big-endian (ordered keys); one load or store each. */
 static void put64(char *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (char)(v >> (8 * i));
+	v = htole64(v);
+	memcpy(p, &v, 8);
 }
 
 static uint64_t get64(const char *p)
 {
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)(unsigned char)p[i] << (8 * i);
-	return v;
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
 }
 
 static void put64be(char *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (char)(v >> (56 - 8 * i));
+	v = htobe64(v);
+	memcpy(p, &v, 8);
 }
 
 static uint64_t get64be(const char *p)
 {
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | (unsigned char)p[i];
-	return v;
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return be64toh(v);
 }
 
 int64_t types_now_ms(void)
@@ -196,7 +197,6 @@ static size_t xkey(char *out, int64_t expire, uint64_t tag)
 static int meta_put(struct job *j, unsigned ci, unsigned i, struct meta *m)
 {
 	char hdr[HDR_BOX];
-	struct rbuf b;
 	memcpy(hdr, HDR_MAGIC, 4);
 	hdr[4] = (char)m->type;
 	m->stamp = new_stamp(job_server(j));
@@ -220,12 +220,7 @@ static int meta_put(struct job *j, unsigned ci, unsigned i, struct meta *m)
 		put64(hdr + HDR_STR + 24, (uint64_t)m->tail);
 		return kv_set(j, ci, i, hdr, HDR_BOX);
 	}
-	rbuf_init(&b);
-	rbuf_put(&b, hdr, HDR_STR);
-	rbuf_put(&b, m->sval, m->slen);
-	int rc = b.oom ? -ENOMEM : kv_set(j, ci, i, b.data, b.len);
-	rbuf_free(&b);
-	return rc;
+	return kv_set2(j, ci, i, hdr, HDR_STR, m->sval, m->slen);
 }
 
 int str_get(struct job *j, unsigned ci, unsigned i, const char **v, size_t *n, int64_t *expire)
