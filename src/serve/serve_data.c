@@ -800,6 +800,20 @@ static void put_reply_fixed(struct job *j, unsigned ci, struct rbuf *b)
 	rbuf_put(b, j->arena.data + j->cmds[ci].pre_off, j->cmds[ci].pre_len);
 }
 
+/* The job's replies onto out: moved (buffers swapped) when out holds
+ * nothing, else copied.  j->reply is empty after. */
+static void reply_hand(struct job *j, struct rbuf *out)
+{
+	if (out->len == 0 && !out->oom) {
+		struct rbuf t = *out;
+		*out = j->reply;
+		j->reply = t;
+	} else {
+		rbuf_put(out, j->reply.data, j->reply.len);
+	}
+	j->reply.len = 0;
+}
+
 static void job_exec_header(struct job *j, struct rbuf *out)
 {
 	if (j->watch_fail)
@@ -849,7 +863,7 @@ static void job_end(struct job *j)
 		if (j->is_exec)
 			job_exec_header(j, out);
 		if (!j->watch_fail)
-			rbuf_put(out, j->reply.data, j->reply.len);
+			reply_hand(j, out);
 		atomic_fetch_add(&j->sv->ctr.txn_commit, 1);
 	}
 	rbuf_free(&scratch);
@@ -980,7 +994,7 @@ static void job_detach(struct job *j)
 	if (j->is_exec)
 		job_exec_header(j, &c->out);
 	if (!j->watch_fail)
-		rbuf_put(&c->out, j->reply.data, j->reply.len);
+		reply_hand(j, &c->out);
 	c->job = NULL;
 	j->c = NULL;
 	conn_job_done(c);
