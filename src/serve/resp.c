@@ -184,6 +184,17 @@ static int parse_len(const char *buf, size_t len, size_t *pos, char type, long l
 		*why = type == '$' ? "expected '$'" : "expected '*'";
 		return RESP_EPROTO;
 	}
+	/* The usual line, whole in buf: digits then CRLF within LEN_LINE_MAX
+	 * bytes (so at most 18 digits).  Anything else takes the full checks. */
+	size_t stop = len - i > LEN_LINE_MAX ? i + LEN_LINE_MAX : len, k = i + 1;
+	long long v = 0;
+	while (k < stop && (unsigned char)(buf[k] - '0') <= 9)
+		v = v * 10 + (buf[k++] - '0');
+	if (k > i + 1 && k < stop && buf[k] == '\r' && k + 1 < len && buf[k + 1] == '\n') {
+		*out = v;
+		*pos = k + 2;
+		return RESP_OK;
+	}
 	/* One pass over at most LEN_LINE_MAX bytes: the value and whether the
 	 * digits are well formed, judged once the line is known to be whole (a
 	 * '\n' before the '\r' is an error first, an unended line next). */
@@ -193,8 +204,8 @@ static int parse_len(const char *buf, size_t len, size_t *pos, char type, long l
 	if (neg)
 		d++;
 	size_t first = d;
-	long long v = 0;
 	int bad = 0;
+	v = 0;
 	for (; d < end; d++) {
 		char ch = buf[d];
 		if (ch >= '0' && ch <= '9') {
