@@ -239,13 +239,21 @@ static const char *jk_bytes(const struct job *j, const struct jkey *k)
 	return (k->comp ? j->karena.data : j->arena.data) + k->off;
 }
 
+/* The job's key index hash (in memory only): eight bytes a step. */
 static uint64_t key_hash(int tab, const void *p, size_t n)
 {
 	const unsigned char *s = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)tab;
+	uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)tab ^ ((uint64_t)n << 48), w;
+	for (; n >= 8; n -= 8, s += 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	w = 0;
 	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ULL;
-	return h;
+		w |= (uint64_t)s[i] << (8 * i);
+	h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 32);
 }
 
 static int hash_grow(struct job *j)
