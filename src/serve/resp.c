@@ -187,11 +187,11 @@ static int parse_len(const char *buf, size_t len, size_t *pos, char type, long l
 	/* The usual line, whole in buf: digits then CRLF within LEN_LINE_MAX
 	 * bytes (so at most 18 digits).  Anything else takes the full checks. */
 	size_t stop = len - i > LEN_LINE_MAX ? i + LEN_LINE_MAX : len, k = i + 1;
-	long long v = 0;
+	unsigned long long v = 0;   /* unsigned: a 19th digit, refused below, wraps */
 	while (k < stop && (unsigned char)(buf[k] - '0') <= 9)
-		v = v * 10 + (buf[k++] - '0');
+		v = v * 10 + (unsigned)(buf[k++] - '0');
 	if (k > i + 1 && k < stop && buf[k] == '\r' && k + 1 < len && buf[k + 1] == '\n') {
-		*out = v;
+		*out = (long long)v;   /* at most 18 digits */
 		*pos = k + 2;
 		return RESP_OK;
 	}
@@ -209,7 +209,7 @@ static int parse_len(const char *buf, size_t len, size_t *pos, char type, long l
 	for (; d < end; d++) {
 		char ch = buf[d];
 		if (ch >= '0' && ch <= '9') {
-			v = v * 10 + (ch - '0');   /* at most 18 digits: no overflow */
+			v = v * 10 + (unsigned)(ch - '0');   /* kept only for <= 18 digits */
 			continue;
 		}
 		if (ch == '\r')
@@ -237,7 +237,7 @@ static int parse_len(const char *buf, size_t len, size_t *pos, char type, long l
 		*why = type == '$' ? "invalid bulk length" : "invalid multibulk length";
 		return RESP_EPROTO;
 	}
-	*out = neg ? -v : v;
+	*out = neg ? -(long long)v : (long long)v;
 	*pos = d + 2;
 	return RESP_OK;
 }
