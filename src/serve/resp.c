@@ -337,8 +337,16 @@ void resp_cmd_free(struct resp_cmd *cmd)
 
 int resp_arg_is(const struct resp_arg *a, const char *word)
 {
-	size_t n = strlen(word);
-	return a->len == n && strncasecmp(a->p, word, n) == 0;
+	size_t i;
+	for (i = 0; i < a->len; i++) {
+		unsigned char c = (unsigned char)a->p[i], w = (unsigned char)word[i];
+		if (!w)
+			return 0;
+		/* equal, or the same ASCII letter in the other case */
+		if (c != w && ((c | 0x20) != (w | 0x20) || (unsigned)((w | 0x20) - 'a') > 25))
+			return 0;
+	}
+	return word[i] == 0;
 }
 
 int resp_arg_ll(const struct resp_arg *a, long long *out)
