@@ -40,19 +40,24 @@ void log_set_tag(const char *tag)
 
 void log_set_level(enum log_level lvl)
 {
-	log_level = (int)lvl;
+	__atomic_store_n(&log_level, (int)lvl, __ATOMIC_RELAXED);
 }
 
+/* The level is read from LOTUS_LOG on first use, by whichever threads get
+ * there first: each computes the same value and stores it whole (atomic, so
+ * no thread sees a half-set level). */
 int log_enabled(enum log_level lvl)
 {
-	if (log_level < 0) {
+	int cur = __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+	if (cur < 0) {
 		const char *e = getenv("LOTUS_LOG");
-		log_level = LOG_INFO;
-		if (e && !strcasecmp(e, "debug")) log_level = LOG_DEBUG;
-		if (e && !strcasecmp(e, "warn")) log_level = LOG_WARN;
-		if (e && !strcasecmp(e, "error")) log_level = LOG_ERROR;
+		cur = LOG_INFO;
+		if (e && !strcasecmp(e, "debug")) cur = LOG_DEBUG;
+		if (e && !strcasecmp(e, "warn")) cur = LOG_WARN;
+		if (e && !strcasecmp(e, "error")) cur = LOG_ERROR;
+		__atomic_store_n(&log_level, cur, __ATOMIC_RELAXED);
 	}
-	return (int)lvl >= log_level;
+	return (int)lvl >= cur;
 }
 
 /* "2026-12-02T00:50:24.123Z " into buf (at least 32 bytes): UTC, ms. */
