@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
 #include "common/clock.h"
 #include "common/log.h"
 #include "io/io_int.h"
@@ -135,6 +137,8 @@ static int io_ctx_alloc_tables(struct io_ctx *ctx)
 
 static void io_ctx_free(struct io_ctx *ctx)
 {
+	if (ctx->evfd >= 0)
+		close(ctx->evfd);
 	free(ctx->slots);
 	free(ctx->free_ids);
 	free(ctx->scratch);
@@ -157,6 +161,7 @@ int io_ctx_create(const struct io_opts *opts, io_ctx_t **out)
 	ret = -ENOMEM;
 	if (!ctx)
 		goto out;
+	ctx->evfd = -1;
 	ctx->depth = o.depth ? o.depth : IO_DEFAULT_DEPTH;
 	ctx->flags = o.flags;
 	ctx->disabled = !!(o.flags & IO_F_R_DISABLED);
@@ -574,6 +579,39 @@ int io_submit_and_reap(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigne
 		ret = reap_locked(ctx, cqes, max, min_complete);
 	CPU_END(ctx);
 	return ret;
+}
+
+int io_ctx_notify_fd(io_ctx_t *ctx)
+{
+	if (ctx->evfd >= 0)
+		return ctx->evfd;
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	ctx->evfd = fd;
+	if (ctx->backend == IO_BACKEND_URING) {
+		int ret = io_uring_ctx_set_eventfd(ctx);
+		if (ret < 0) {
+			ctx->evfd = -1;
+			close(fd);
+			return ret;
+		}
+	}
+	return fd;   /* libaio and sync use ctx->evfd as they issue */
+}
+
+void io_ctx_notify_clear(io_ctx_t *ctx)
+{
+	uint64_t v;
+	if (ctx->evfd >= 0 && read(ctx->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_debug("io: reading the completion eventfd: %s", strerror(errno));
+}
+
+void io_notify_signal(struct io_ctx *ctx)
+{
+	uint64_t one = 1;
+	if (ctx->evfd >= 0 && write(ctx->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_debug("io: writing the completion eventfd: %s", strerror(errno));
 }
 
 unsigned io_inflight(const io_ctx_t *ctx)

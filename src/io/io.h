@@ -138,6 +138,21 @@ int io_reap(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigned min_compl
 int io_submit_and_reap(io_ctx_t *ctx, struct io_cqe *cqes, unsigned max, unsigned min_complete);
 unsigned io_inflight(const io_ctx_t *ctx);
 
+/* A file descriptor (an eventfd) that turns readable when an I/O of this
+ * context completes, so a thread that also waits on other fds (a memory
+ * server's worker: its network) can sleep while I/O is in flight instead of
+ * polling.  io_uring signals it through IORING_REGISTER_EVENTFD, libaio
+ * through IOCB_FLAG_RESFD on every iocb, the sync backend by writing it after
+ * each batch; a level-2 fallback keeps it working.  Made on the first call,
+ * owned by the context.  Readable means "reap now": with DEFER_TASKRUN the
+ * completion is posted by that reap (io_reap with min 0 enters the kernel
+ * when I/O is in flight), and it may find nothing (a spurious wakeup).
+ * io_ctx_notify_clear() resets the counter: call it before reaping, never
+ * after, or a completion between the two is missed.  Returns the fd or
+ * -errno (then poll as before). */
+int io_ctx_notify_fd(io_ctx_t *ctx);
+void io_ctx_notify_clear(io_ctx_t *ctx);
+
 /* Synchronous single-block I/O: always pread/pwrite, full length or -errno
  * (-EIO on a short transfer at EOF is reported as the byte count). */
 ssize_t io_read_sync(io_ctx_t *ctx, int file, void *buf, size_t len, off_t off);

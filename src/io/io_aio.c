@@ -79,6 +79,8 @@ static struct iocb *aio_fill(struct io_ctx *ctx, uint32_t id)
 		io_prep_pwrite(cb, fd, s->buf, s->len, s->off);
 	if (s->op == IO_OP_WRITE_DSYNC)
 		cb->aio_rw_flags = RWF_DSYNC;
+	if (ctx->evfd >= 0)
+		io_set_eventfd(cb, ctx->evfd);
 	cb->data = (void *)(uintptr_t)id;
 	return cb;
 }

@@ -146,6 +146,7 @@ struct io_ctx {
 	struct io_region regions[IO_MAX_REGIONS];
 	unsigned nregions, npieces;
 	int own_buffers;        /* registered by this ring (not cloned) */
+	int evfd;               /* io_ctx_notify_fd's eventfd, or -1 */
 
 	struct io_uring_state u;
 	struct io_aio_state a;
@@ -160,6 +161,8 @@ int io_err_is_systemic(int err);
 int io_file_check_direct(const struct io_ctx *ctx, int file, const void *buf, size_t len,
 			 off_t off);
 const char *io_err_name(int err);
+void io_notify_signal(struct io_ctx *ctx);   /* the sync backend's completions */
+int io_uring_ctx_set_eventfd(struct io_ctx *ctx);
 
 /* io_fifo helpers: per-I/O hot path, so inline and division-free. */
 static inline void fifo_push(struct io_fifo *f, uint32_t id)

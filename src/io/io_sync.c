@@ -42,6 +42,8 @@ static int sync_submit(struct io_ctx *ctx, const uint32_t *ids, unsigned n, unsi
 		} while (r == -EINTR);
 		io_complete(ctx, ids[i], r);
 	}
+	if (n)
+		io_notify_signal(ctx);
 	return (int)n;
 }
 

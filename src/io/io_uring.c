@@ -284,6 +284,16 @@ static int uring_init(struct io_ctx *ctx)
 	return 0;
 }
 
+/* io_ctx_notify_fd: completions signal ctx->evfd. */
+int io_uring_ctx_set_eventfd(struct io_ctx *ctx)
+{
+	int fd = ctx->evfd;
+	int ret = io_sys_register(ctx, IO_REG_OTHER, IORING_REGISTER_EVENTFD, &fd, 1);
+	if (ret < 0)
+		log_info("io: registering a completion eventfd failed (%s)", io_err_name(ret));
+	return ret < 0 ? ret : 0;
+}
+
 int io_uring_ctx_enable(struct io_ctx *ctx)
 {
 	int ret = io_sys_register(ctx, IO_REG_OTHER, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
