@@ -6,7 +6,8 @@
 #                          "tier" object of a STATS line (top level or inside
 #                          "durability") (0 where a counter is
 #                          missing; pw_* are summed over the page writers), for
-#                          `eval`
+#                          `eval`; miss_reply_msgs and miss_sleeps come from
+#                          the STATS line's top level
 #   tier_need              fail unless `lotus memserver` has --capacity
 SRV_STATS=${SRV_STATS:-$(dirname "$L")/srv-stats}
 
@@ -39,6 +40,7 @@ out = {
     "miss_sync_reads": g("miss_sync_reads"), "miss_async_errors": g("miss_async_errors"),
     "miss_parked": g("miss_parked"), "miss_depth_max": g("miss_depth_max"),
     "miss_async_p99_ns": g("miss_async_p99_ns"),
+    "miss_reply_msgs": int(r.get("miss_reply_msgs") or 0), "miss_sleeps": int(r.get("miss_sleeps") or 0),
     "writers": len(w),
     "pw_ios": sum(int(x.get("ios") or 0) for x in w),
     "pw_pages": sum(int(x.get("pages") or 0) for x in w),

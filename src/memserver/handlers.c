@@ -972,7 +972,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	struct lock_stats ls;
 	struct store_stats ss;
 	uint64_t bad = 0, reqs = 0, hits = 0, stale = 0, cpu_ns = 0, pref = 0, bref = 0;
-	uint64_t leases = 0, ghits = 0, ifinds = 0;
+	uint64_t leases = 0, ghits = 0, ifinds = 0, mreps = 0, msleeps = 0;
 	struct net_stats ns = { 0 };
 	char buf[8192];   /* a tiered server adds its page writers' figures */
 	lock_table_stats(srv->locks, &ls);
@@ -984,6 +984,8 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		stale += srv->workers[i].hint_stale;
 		ghits += srv->workers[i].guess_hits;
 		ifinds += srv->workers[i].index_finds;
+		mreps += srv->workers[i].miss_reply_msgs;
+		msleeps += srv->workers[i].miss_sleeps;
 		struct timespec ts;   /* the worker threads' CPU time, for per-request cost */
 		if (atomic_load(&srv->workers[i].cpu_clock_ok) &&
 		    clock_gettime(srv->workers[i].cpu_clock, &ts) == 0)
@@ -1002,7 +1004,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		"{\"id\":%u,\"pid\":%d,\"tables\":%u,\"pool_used_bytes\":%llu,"
 		"\"pool_free_bytes\":%llu,\"lease_losses\":%llu,\"requests\":%llu,\"workers\":%u,\"cpu_ns\":%llu,"
 		"\"bad_msgs\":%llu,\"hint_hits\":%llu,"
-		"\"hint_stale\":%llu,\"guess_hits\":%llu,\"index_finds\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
+		"\"hint_stale\":%llu,\"guess_hits\":%llu,\"index_finds\":%llu,\"miss_reply_msgs\":%llu,\"miss_sleeps\":%llu,\"records\":%llu,\"pool_bytes\":%llu,\"index_bytes\":%llu,"
 		"\"hash_tables\":%llu,\"hash_entries\":%llu,"
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
@@ -1016,7 +1018,8 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)leases, (unsigned long long)reqs, srv->nworkers, (unsigned long long)cpu_ns,
 		(unsigned long long)bad,
 		(unsigned long long)hits, (unsigned long long)stale,
-		(unsigned long long)ghits, (unsigned long long)ifinds,
+		(unsigned long long)ghits, (unsigned long long)ifinds, (unsigned long long)mreps,
+		(unsigned long long)msleeps,
 		(unsigned long long)ss.records, (unsigned long long)ss.pool_bytes,
 		(unsigned long long)ss.index_bytes, (unsigned long long)ss.hash_tables,
 		(unsigned long long)ss.hash_entries, atomic_load(&srv->nprep),
@@ -1244,6 +1247,8 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 
 /* Owner thread: a parked request was granted (result 0) or its txn wounded. */
 static void pending_reply(struct ms_worker *wk, struct ms_pending *p, int rc);
+static void pending_answer(struct ms_worker *wk, struct ms_pending *p, int rc,
+			   struct wire_buf *b);
 
 static void ms_resume(struct ms_worker *wk, struct ms_pending *p)
 {
@@ -1278,6 +1283,11 @@ out:
 }
 
 /* Owner thread: p's page was read in (res 0) or its read failed. */
+/* The requests one miss poll resumes are answered together: their replies
+ * gather in one message per connection (c->resumed), sent by
+ * ms_miss_resumed when the poll ends.  A client matches replies by tag, not
+ * by message, so replies to several request messages may share one; the
+ * reads that completed in one reap then cost one send, not one each. */
 static void ms_miss_resume(struct ms_worker *wk, struct ms_pending *p, int res)
 {
 	struct ms_conn *c = p->conn;
@@ -1287,31 +1297,72 @@ static void ms_miss_resume(struct ms_worker *wk, struct ms_pending *p, int res)
 		ms_conn_unref(c);
 		return;
 	}
-	pending_reply(wk, p, res < 0 ? -EIO : 0);
+	if (!c->resumed_on) {
+		wire_buf_init(&c->resumed);
+		if (wire_buf_begin(&c->resumed, WIRE_REP, wk->srv->id, p->seq) != 0) {
+			wire_buf_free(&c->resumed);
+			pending_reply(wk, p, res < 0 ? -EIO : 0);   /* alone, as before */
+			return;
+		}
+		c->resumed_on = 1;
+		c->refs++;                      /* the list's */
+		c->resumed_next = wk->resumed;
+		wk->resumed = c;
+	}
+	pending_answer(wk, p, res < 0 ? -EIO : 0, &c->resumed);
+	ms_pending_free(p);
+	ms_conn_unref(c);
 }
 
-/* Answer p (unlinked, its connection open): rc, or the op's work. */
+static void ms_miss_resumed(struct ms_worker *wk)
+{
+	while (wk->resumed) {
+		struct ms_conn *c = wk->resumed;
+		wk->resumed = c->resumed_next;
+		c->resumed_next = NULL;
+		c->resumed_on = 0;
+		if (c->resumed.count) {
+			ms_send_reply_msg(wk, c, &c->resumed);
+			wk->miss_reply_msgs++;
+		}
+		wire_buf_free(&c->resumed);
+		ms_conn_settle(wk, c);
+		ms_conn_unref(c);
+	}
+}
+
+/* Append p's answer to b, the message being built for p's connection: rc,
+ * or the op's work.  A full b is sent and begun anew (rep_put). */
+static void pending_answer(struct ms_worker *wk, struct ms_pending *p, int rc,
+			   struct wire_buf *b)
+{
+	wk->out_conn = p->conn;
+	wk->out_seq = p->seq;
+	if (rc != 0)
+		rep_status(wk, b, &p->req, rc, 0);
+	else if (p->req.op == OP_SCAN)
+		scan_reply(wk, b, p);
+	else
+		lockop_complete(wk, b, p->txn, &p->req, p->key);
+	wk->out_conn = NULL;
+}
+
+/* Answer p (unlinked, its connection open) in a message of its own. */
 static void pending_reply(struct ms_worker *wk, struct ms_pending *p, int rc)
 {
 	struct ms_conn *c = p->conn;
 	struct wire_buf b;
 	wire_buf_init(&b);
-	wk->out_conn = c;
-	wk->out_seq = p->seq;
 	if (wire_buf_begin(&b, WIRE_REP, wk->srv->id, p->seq) == 0) {
-		if (rc != 0)
-			rep_status(wk, &b, &p->req, rc, 0);
-		else if (p->req.op == OP_SCAN)
-			scan_reply(wk, &b, p);
-		else
-			lockop_complete(wk, &b, p->txn, &p->req, p->key);
+		pending_answer(wk, p, rc, &b);
 		if (b.count)
 			ms_send_reply_msg(wk, c, &b);
 	} else {
 		struct wire_rep lost = { .op = p->req.op, .txn_id = p->req.txn_id };
+		wk->out_conn = c;
 		rep_lost(wk, &lost);
+		wk->out_conn = NULL;
 	}
-	wk->out_conn = NULL;
 	wire_buf_free(&b);
 	ms_conn_settle(wk, c);
 	ms_pending_free(p);
@@ -1324,5 +1375,6 @@ void ms_handlers_register(struct ms_server *srv)
 	srv->hooks.handle_req = ms_handle_req;
 	srv->hooks.resume = ms_resume;
 	srv->hooks.miss_resume = ms_miss_resume;
+	srv->hooks.miss_resumed = ms_miss_resumed;
 	srv->hooks.conn_drop_pending = ms_conn_drop_pending;
 }

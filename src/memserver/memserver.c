@@ -69,10 +69,16 @@ static void *ms_worker_main(void *arg)
 	if (pthread_getcpuclockid(pthread_self(), &wk->cpu_clock) == 0)
 		atomic_store(&wk->cpu_clock_ok, 1);
 	while (!atomic_load(&ms_stop_flag)) {
-		if (ms_miss_busy(wk))   /* reads in flight: poll both, do not sleep */
+		/* Reads in flight: sleep on the network and on the miss ring's
+		 * completion fd together; without that fd, poll both. */
+		int busy = ms_miss_busy(wk), fd = busy ? ms_miss_wake_fd(wk) : -1;
+		net_worker_wake_fd(wk->net, fd);
+		if (busy && fd < 0) {
 			net_progress(wk->net);
-		else
+		} else {
+			wk->miss_sleeps += busy;
 			net_wait(wk->net, 200);
+		}
 		ms_miss_poll(wk);
 		ms_conn_log_flush(wk);
 	}
@@ -92,6 +98,7 @@ static int ms_store_create(struct ms_server *srv, const struct memserver_opts *o
 	if (rc)
 		return rc;
 	tierback_store_opts(srv->tier, &so);
+	so.reserve_frames = srv->miss_depth * srv->nworkers;   /* their reads in flight */
 	rc = store_create_tiered(o->memory, 0, &so, &srv->store);
 	if (rc)
 		log_error("memory server %u: cannot create a store of %llu bytes in %llu of memory: "

@@ -67,6 +67,7 @@ struct ms_miss {
 
 struct ms_misses {
 	tb_ring_t *ring;
+	int wake_fd;                      /* the ring's completion eventfd, or -1 */
 	int off;                          /* no ring: every miss blocks */
 	int hybrid;
 	struct ms_miss ent[MS_MISS_MAX];
@@ -97,6 +98,13 @@ static struct ms_misses *misses_get(struct ms_worker *wk)
 		return NULL;
 	}
 	store_thread_poll(miss_tls_poll, wk);   /* before any page is LOCKED for a read */
+	if (getenv("LOTUS_MISS_SLEEP") && !strcmp(getenv("LOTUS_MISS_SLEEP"), "0"))
+		mi->wake_fd = -1;                /* the old busy poll, for side-by-side runs */
+	else if ((mi->wake_fd = tierback_ring_notify_fd(mi->ring)) < 0) {
+		log_info("worker %u: no completion fd for the miss ring (%s): the worker polls "
+			 "while reads are in flight", wk->idx, strerror(-mi->wake_fd));
+		mi->wake_fd = -1;
+	}
 	const char *h = getenv("LOTUS_MISS_HYBRID");
 	mi->hybrid = !(h && !strcmp(h, "0"));
 	for (unsigned i = 0; i < MS_MISS_MAX; i++)
@@ -113,6 +121,13 @@ int ms_miss_on(const struct ms_worker *wk)
 int ms_miss_busy(const struct ms_worker *wk)
 {
 	return wk->misses && wk->misses->nact;
+}
+
+int ms_miss_wake_fd(const struct ms_worker *wk)
+{
+	const struct ms_misses *mi = wk->misses;
+	/* reads done but not resumed (a pin reaped them): no sleep before they are */
+	return mi && !mi->off && !mi->done_n ? mi->wake_fd : -1;
 }
 
 static struct ms_miss *miss_find(struct ms_misses *mi, uint64_t page)
@@ -256,6 +271,8 @@ static int miss_poll(struct ms_worker *wk, struct ms_misses *mi, unsigned min)
 {
 	int resumed = 0;
 	tierback_ring_submit(mi->ring);
+	if (mi->wake_fd >= 0)   /* before the reap: a later completion signals again */
+		tierback_ring_notify_clear(mi->ring);
 	miss_reap(wk, mi, min);
 	while (mi->done_n) {
 		struct ms_miss *e = mi->done[mi->done_head];
@@ -273,6 +290,8 @@ static int miss_poll(struct ms_worker *wk, struct ms_misses *mi, unsigned min)
 		}
 		miss_start_queued(wk, mi);
 	}
+	if (resumed)
+		wk->srv->hooks.miss_resumed(wk);
 	miss_start_queued(wk, mi);
 	tierback_ring_submit(mi->ring);
 	return resumed;

@@ -18,8 +18,11 @@
 int ms_miss_park(struct ms_worker *wk, uint64_t page, struct ms_pending *p);
 /* Could ms_miss_park park anything on this worker?  (tiered, depth > 0) */
 int ms_miss_on(const struct ms_worker *wk);
-/* Pages being read or waiters not yet resumed (the loop must not sleep). */
+/* Pages being read or waiters not yet resumed. */
 int ms_miss_busy(const struct ms_worker *wk);
+/* The fd the worker may sleep on while ms_miss_busy (it turns readable when
+ * a read completes), or -1: then the loop must poll without sleeping. */
+int ms_miss_wake_fd(const struct ms_worker *wk);
 /* Every loop: submit what was prepared, reap, resume the waiters of the
  * pages read in (in the order their reads completed, each page's waiters in
  * arrival order), start queued reads.  Returns the requests resumed. */

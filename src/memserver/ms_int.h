@@ -123,6 +123,10 @@ struct ms_worker {
 	/* misses.c: the pages this worker is reading for parked requests
 	 * (NULL until its first miss; a tiered store only) */
 	struct ms_misses *misses;
+	/* handlers.c: connections with gathered miss replies (miss_resumed) */
+	struct ms_conn *resumed;
+	uint64_t miss_reply_msgs;  /* messages that carried them */
+	uint64_t miss_sleeps;      /* waits with reads in flight (on their eventfd) */
 };
 #define MS_PEND_CACHE 256
 
@@ -139,6 +143,11 @@ struct ms_conn {
 	struct ms_pending *pending; /* parked requests (doubly linked) */
 	unsigned nparked;          /* how many (srv->max_parked bounds it) */
 	struct ms_conn *wk_prev, *wk_next;  /* wk->conns: freed at shutdown if still there */
+	/* handlers.c: replies to requests resumed by one miss poll, sent as one
+	 * message per connection when the poll ends (miss_resumed) */
+	struct wire_buf resumed;
+	struct ms_conn *resumed_next; /* wk->resumed list; the list holds a ref */
+	int resumed_on;
 };
 
 /* PEND_MISS: parked on a page's wait list (misses.c): the lock is held, the
@@ -248,6 +257,9 @@ struct ms_hooks {
 	/* handlers.c: the page a request parked on (PEND_MISS) was read in
 	 * (res 0) or its read failed (res < 0: the request fails with it). */
 	void (*miss_resume)(struct ms_worker *wk, struct ms_pending *p, int res);
+	/* handlers.c: the miss poll resumed what it had: send the replies that
+	 * miss_resume gathered, one message per connection. */
+	void (*miss_resumed)(struct ms_worker *wk);
 	/* handlers.c: the connection is lost; free its requests still parked. */
 	void (*conn_drop_pending)(struct ms_conn *c);
 	/* durable.c: end of an incoming message: hand its waiting replies to the log. */

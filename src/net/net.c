@@ -326,6 +326,7 @@ static int net_worker_create_mode(net_ctx_t *ctx, const struct net_handlers *h, 
 	w->h = *h;
 	w->arg = arg;
 	w->efd = -1;
+	w->wake_fd = -1;
 	pthread_mutex_init(&w->mail_lock, NULL);
 	ucp_worker_params_t wp = {
 		.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
@@ -832,7 +833,9 @@ int net_wait(net_worker_t *w, int timeout_ms)
 	if (n)
 		return n;
 	uint64_t start = clock_now_ns();
-	uint64_t spin_end = start + (uint64_t)w->ctx->spin_us * 1000;
+	/* With a wake fd (reads in flight) sleep at once: a spin would not see
+	 * their completions. */
+	uint64_t spin_end = w->wake_fd >= 0 ? start : start + (uint64_t)w->ctx->spin_us * 1000;
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000;
 	while (clock_now_ns() < MIN(spin_end, deadline)) {
 		if ((n = net_progress(w)))
@@ -852,13 +855,21 @@ int net_wait(net_worker_t *w, int timeout_ms)
 			continue;
 		int ms = deadline == UINT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
 		ms = net_lease_sleep_ms(w, ms);
-		struct pollfd pfd = { .fd = w->efd, .events = POLLIN };
+		struct pollfd pfd[2] = { { .fd = w->efd, .events = POLLIN },
+					 { .fd = w->wake_fd, .events = POLLIN } };
 		w->st.sleeps++;
-		if (poll(&pfd, 1, ms) > 0)
+		if (poll(pfd, w->wake_fd >= 0 ? 2 : 1, ms) > 0)
 			w->st.wakeups++;
 		if ((n = net_progress(w)))
 			return n;
+		if (pfd[1].revents)
+			return 0;
 	}
+}
+
+void net_worker_wake_fd(net_worker_t *w, int fd)
+{
+	w->wake_fd = fd;
 }
 
 void net_worker_stats(const net_worker_t *w, struct net_stats *out)

@@ -177,6 +177,11 @@ int net_progress(net_worker_t *w);
 /* Progress; if nothing happened, spin up to spin_us then sleep until an event
  * or timeout_ms (-1 = forever).  Returns events handled. */
 int net_wait(net_worker_t *w, int timeout_ms);
+/* Owner thread: net_wait also ends, returning 0, when fd turns readable (the
+ * memory server's miss ring: its completion eventfd, io.h io_ctx_notify_fd),
+ * and skips its spin while fd is set.  The caller clears fd; -1 stops
+ * watching. */
+void net_worker_wake_fd(net_worker_t *w, int fd);
 /* Any thread: queue item for w's on_post() and wake w. */
 int net_post(net_worker_t *w, void *item);
 

@@ -154,6 +154,7 @@ struct net_worker {
 	ucp_address_t *addr;                     /* its worker address (door handshake) */
 	size_t addr_len;
 	int efd;
+	int wake_fd;                /* net_worker_wake_fd: net_wait returns on it too, or -1 */
 	struct net_handlers h;
 	void *arg;
 	net_conn_t *conns;                       /* open/connecting/lost conns */
