@@ -366,6 +366,8 @@ static int create(size_t memory_bytes, uint32_t page_size, const struct store_ti
 		for (uint32_t f = st->nframes - 1; !bad && f >= 1; f--)
 			st->free_fr[st->nfree++] = f;
 		st->low_water = (uint32_t)MIN((nframes - 1) / 16, 64);
+		st->low_water = MAX(st->low_water,
+				    (uint32_t)MIN(st->topts.reserve_frames, (nframes - 1) / 4));
 		if (st->low_water < 1)
 			st->low_water = 1;
 	}

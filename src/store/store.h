@@ -85,6 +85,12 @@ struct store_tier_opts {
 			  int *res);
 	void *arg;
 	unsigned frame_wait_ms;     /* a miss waits this long for a frame, 0: 10000 */
+	/* Frames to keep free for reads that do not block (the memory server:
+	 * --miss-depth x workers): a miss that parks takes a free frame or a
+	 * clean victim without waiting, so the page writers start cleaning once
+	 * fewer than this many are free (the low watermark is at least this,
+	 * at most a quarter of the pool).  0: the default watermark alone. */
+	unsigned reserve_frames;
 };
 int store_create_tiered(size_t memory_bytes, uint32_t page_size,
 			const struct store_tier_opts *o, store_t **out);
