@@ -25,8 +25,10 @@
 #           data in memory, at 1 transaction in flight per thread and at --batch inter
 #           --inflight 8; misses/s, the tiered/in-memory ratio, the ring reads' p99
 #           and in-flight depth, beside fio's 8 KiB random-read IOPS at queue depth 1
-#           and 32 on the same file system, measured before and after in the same run.
-#           Not in the default --parts.
+#           and 32 on the same file system, measured before and after in the same run;
+#           the tiered server's process CPU per transaction (warm-up included).
+#           LOTUS_MISS_SLEEP=0 in the environment gives the old worker that polls
+#           while reads are in flight, for side-by-side runs.  Not in the default --parts.
 #
 # options:
 #   --json             one JSON object on stdout (progress on stderr)
@@ -338,17 +340,19 @@ part_miss() {
       for ((r = 1; r <= ROUNDS; r++)); do
         for wl in C A; do
           for cfg in 1 inter8; do
-            local s0 s1 j extra=""
+            local s0 s1 j p0 p1 extra="" pid=${CLUSTER_PIDS[0]}
             [ $cfg = inter8 ] && extra="--batch inter --inflight 8"
-            s0=$(tier_stats)
+            s0=$(tier_stats); p0=$(cpu_ticks "$pid")
             # shellcheck disable=SC2086
             j=$("$L" ycsb --config "$CLUSTER_INI" --quiet --json --records "$recs" --no-load \
                   --workload $wl --threads "$MISS_THREADS" $extra --seconds "$SECS" --warmup "$WARM" \
                   2>"$work/y.err") || die "miss: ycsb $wl: $(tail -n 2 "$work/y.err")"
-            s1=$(tier_stats)
-            /usr/bin/python3 - "$mode" "$wl" "$cfg" "$scale" "$r" "$s0" "$s1" "$j" "$SECS" "$WARM" >>"$res" <<'PY'
+            s1=$(tier_stats); p1=$(cpu_ticks "$pid")
+            /usr/bin/python3 - "$mode" "$wl" "$cfg" "$scale" "$r" "$s0" "$s1" "$j" "$SECS" "$WARM" \
+              "$((p1 - p0))" "$(getconf CLK_TCK)" >>"$res" <<'PY'
 import json, sys
 mode, wl, cfg, scale, r = sys.argv[1:6]
+cpu_s = int(sys.argv[11]) / int(sys.argv[12])   # the server process, warm-up included
 tier = lambda r: r.get("tier") or (r.get("durability") or {}).get("tier") or {}
 a, b = tier(json.loads(sys.argv[6])), tier(json.loads(sys.argv[7]))
 y = json.loads(sys.argv[8]); secs = float(sys.argv[9]) + float(sys.argv[10])
@@ -361,7 +365,9 @@ print(json.dumps({"part": "miss", "mode": mode, "workload": wl, "cfg": cfg, "sca
     "sync_reads": g(b, "miss_sync_reads") - g(a, "miss_sync_reads"),
     "pread_p99_us": g(b, "miss_read_p99_ns") / 1e3, "ring_p99_us": g(b, "miss_async_p99_ns") / 1e3,
     "ring_p50_us": g(b, "miss_async_p50_ns") / 1e3,
-    "depth_mean": g(b, "miss_depth_mean"), "depth_max": g(b, "miss_depth_max")}))
+    "depth_mean": g(b, "miss_depth_mean"), "depth_max": g(b, "miss_depth_max"),
+    "server_cpu_s": cpu_s, "server_cpu_us_per_txn":
+        cpu_s * 1e6 / (y["txn_per_s"] * secs) if y["txn_per_s"] else None}))
 PY
             say "miss ${scale}x $mode $wl $cfg round $r: $(tail -n 1 "$res" | cut -c1-200)"
           done
@@ -396,17 +402,20 @@ for scale in sorted({x["scale"] for x in m}):
                         "misses_per_s_vs_qd32": mps / fio[32] if fio[32] else None,
                         "misses_per_txn": med([x["misses_per_txn"] for x in t if x["misses_per_txn"]]),
                         "ring_p99_us": med([x["ring_p99_us"] for x in t]), "pread_p99_us": med([x["pread_p99_us"] for x in t]),
-                        "depth_max": max(x["depth_max"] for x in t), "p99_us": med([x["p99_us"] for x in t])})
+                        "depth_max": max(x["depth_max"] for x in t), "p99_us": med([x["p99_us"] for x in t]),
+                        "server_cpu_us_per_txn": med([x["server_cpu_us_per_txn"] for x in t if x.get("server_cpu_us_per_txn")]),
+                        "memory_server_cpu_us_per_txn": med([x["server_cpu_us_per_txn"] for x in i if x.get("server_cpu_us_per_txn")])})
 if sys.argv[2] == "1":
     print(json.dumps({"miss": out, "fio_iops": fio}))
     sys.exit(0)
 print("\nmisses that do not block: fio 8 KiB random reads QD1 %s IOPS, QD32 %s IOPS (median of before/after)" % (fio[1], fio[32]))
-print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s" % ("x", "wl", "cfg", "tiered/s", "memory/s", "ratio", "misses/s", "vs QD32", "miss/txn", "ring p99", "pread p99", "depth"))
+print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s %11s" % ("x", "wl", "cfg", "tiered/s", "memory/s", "ratio", "misses/s", "vs QD32", "miss/txn", "ring p99", "pread p99", "depth", "cpu us/txn"))
 f = lambda v, p=1: "-" if v is None else ("%.*f" % (p, v))
 for o in out:
-    print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s" % (o["scale"], o["workload"], o["cfg"], f(o["tiered_txn_per_s"], 0),
+    print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s %11s" % (o["scale"], o["workload"], o["cfg"], f(o["tiered_txn_per_s"], 0),
           f(o["memory_txn_per_s"], 0), f(o["ratio"], 3), f(o["misses_per_s"], 0), f(o["misses_per_s_vs_qd32"], 2),
-          f(o["misses_per_txn"], 2), f(o["ring_p99_us"], 0), f(o["pread_p99_us"], 0), o["depth_max"]))
+          f(o["misses_per_txn"], 2), f(o["ring_p99_us"], 0), f(o["pread_p99_us"], 0), o["depth_max"],
+          f(o["server_cpu_us_per_txn"], 0)))
 PY
   [[ $PARTS == miss ]] && exit 0
 fi
