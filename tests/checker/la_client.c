@@ -70,7 +70,7 @@ struct opts {
 	enum lotus_partitioning part;
 	uint64_t cache;
 	unsigned client_id, compute_id, compute_count, threads, inflight, keys, max_ops, max_list;
-	unsigned ballast, cold, load_cold, final, ryw;
+	unsigned ballast, cold, load_cold, final, ryw, value_max;
 	double seconds, txn_timeout, sticky, ballast_prob, scan_prob;
 	uint64_t seed;
 };
@@ -1000,6 +1000,9 @@ static void usage(FILE *f)
 		"                       on purpose and must then fail to commit (default 0)\n"
 		"  --ballast BYTES      insert records of BYTES into table laball (fill a server)\n"
 		"  --ballast-prob P     share of transactions that insert ballast (default 0.5)\n"
+		"  --value-max N        the largest value of tables la and laball (default\n"
+		"                       16384 and 60000; a tiered server's 8 KiB pages want\n"
+		"                       N below about 8000)\n"
 		"  --cold N             rows in table lacold; 1 in 50 txns scans 3N/4 of them\n"
 		"  --load-cold N        load N cold rows and exit\n"
 		"  --final              read every hot key in one transaction, log it, exit\n"
@@ -1062,6 +1065,7 @@ static void parse_args(int argc, char **argv)
 		else if (!strcmp(a, "--scan-prob")) O.scan_prob = parse_num(a, v, 0, 0.5);
 		else if (!strcmp(a, "--sticky")) O.sticky = parse_num(a, v, 0, 1);
 		else if (!strcmp(a, "--ballast")) O.ballast = (unsigned)parse_num(a, v, 0, 60000);
+		else if (!strcmp(a, "--value-max")) O.value_max = (unsigned)parse_num(a, v, 1024, HOT_MAX_VALUE);
 		else if (!strcmp(a, "--ballast-prob")) O.ballast_prob = parse_num(a, v, 0, 1);
 		else if (!strcmp(a, "--cold")) O.cold = (unsigned)parse_num(a, v, 0, 99999);
 		else if (!strcmp(a, "--load-cold")) O.load_cold = (unsigned)parse_num(a, v, 1, 99999);
@@ -1148,9 +1152,9 @@ int main(int argc, char **argv)
 	lotus_session_t *s;
 	rc = lotus_session_open(cl, &s);
 	if (rc == 0)
-		rc = lotus_table_create(s, "la", HOT_MAX_VALUE, &tb_hot);
+		rc = lotus_table_create(s, "la", O.value_max ? O.value_max : HOT_MAX_VALUE, &tb_hot);
 	if (rc == 0)
-		rc = lotus_table_create(s, "laball", 60000, &tb_ball);
+		rc = lotus_table_create(s, "laball", O.value_max ? O.value_max : 60000, &tb_ball);
 	if (rc == 0)
 		rc = lotus_table_create(s, "lacold", 64, &tb_cold);
 	if (rc) {
