@@ -1282,8 +1282,8 @@ out:
 	ms_conn_unref(c);
 }
 
-/* Owner thread: p's page was read in (res 0) or its read failed. */
-/* The requests one miss poll resumes are answered together: their replies
+/* Owner thread: p's page was read in (res 0) or its read failed.
+ * The requests one miss poll resumes are answered together: their replies
  * gather in one message per connection (c->resumed), sent by
  * ms_miss_resumed when the poll ends.  A client matches replies by tag, not
  * by message, so replies to several request messages may share one; the

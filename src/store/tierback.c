@@ -568,6 +568,16 @@ unsigned tierback_ring_inflight(const tb_ring_t *r)
 	return r ? r->depth - r->nfree : 0;   /* prepared or in flight */
 }
 
+int tierback_ring_notify_fd(tb_ring_t *r)
+{
+	return io_ctx_notify_fd(r->ctx);
+}
+
+void tierback_ring_notify_clear(tb_ring_t *r)
+{
+	io_ctx_notify_clear(r->ctx);
+}
+
 void tierback_note_parked(tierback_t *tb, uint64_t n)
 {
 	ADD(&tb->as_parked, n);

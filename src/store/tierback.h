@@ -84,6 +84,10 @@ int tierback_ring_submit(tb_ring_t *r);
  * flight is then reported failed). */
 int tierback_ring_reap(tb_ring_t *r, uint64_t *tags, int *res, unsigned max, unsigned min);
 unsigned tierback_ring_inflight(const tb_ring_t *r);   /* prepared or in flight */
+/* An fd that turns readable when a read of r completes (io_ctx_notify_fd),
+ * or -errno; clear it before reaping. */
+int tierback_ring_notify_fd(tb_ring_t *r);
+void tierback_ring_notify_clear(tb_ring_t *r);
 /* The memory server: n requests parked on misses (for the figures). */
 void tierback_note_parked(tierback_t *tb, uint64_t n);
 
