@@ -402,6 +402,7 @@ for scale in sorted({x["scale"] for x in m}):
                         "misses_per_s_vs_qd32": mps / fio[32] if fio[32] else None,
                         "misses_per_txn": med([x["misses_per_txn"] for x in t if x["misses_per_txn"]]),
                         "ring_p99_us": med([x["ring_p99_us"] for x in t]), "pread_p99_us": med([x["pread_p99_us"] for x in t]),
+                        "ring_p50_us": med([x["ring_p50_us"] for x in t]),
                         "depth_max": max(x["depth_max"] for x in t), "p99_us": med([x["p99_us"] for x in t]),
                         "server_cpu_us_per_txn": med([x["server_cpu_us_per_txn"] for x in t if x.get("server_cpu_us_per_txn")]),
                         "memory_server_cpu_us_per_txn": med([x["server_cpu_us_per_txn"] for x in i if x.get("server_cpu_us_per_txn")])})
@@ -409,12 +410,12 @@ if sys.argv[2] == "1":
     print(json.dumps({"miss": out, "fio_iops": fio}))
     sys.exit(0)
 print("\nmisses that do not block: fio 8 KiB random reads QD1 %s IOPS, QD32 %s IOPS (median of before/after)" % (fio[1], fio[32]))
-print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s %11s" % ("x", "wl", "cfg", "tiered/s", "memory/s", "ratio", "misses/s", "vs QD32", "miss/txn", "ring p99", "pread p99", "depth", "cpu us/txn"))
+print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %9s %10s %10s %5s %11s" % ("x", "wl", "cfg", "tiered/s", "memory/s", "ratio", "misses/s", "vs QD32", "miss/txn", "ring p50", "ring p99", "pread p99", "depth", "cpu us/txn"))
 f = lambda v, p=1: "-" if v is None else ("%.*f" % (p, v))
 for o in out:
-    print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %10s %10s %5s %11s" % (o["scale"], o["workload"], o["cfg"], f(o["tiered_txn_per_s"], 0),
+    print("  %-3s %-2s %-6s %9s %9s %6s %9s %8s %8s %9s %10s %10s %5s %11s" % (o["scale"], o["workload"], o["cfg"], f(o["tiered_txn_per_s"], 0),
           f(o["memory_txn_per_s"], 0), f(o["ratio"], 3), f(o["misses_per_s"], 0), f(o["misses_per_s_vs_qd32"], 2),
-          f(o["misses_per_txn"], 2), f(o["ring_p99_us"], 0), f(o["pread_p99_us"], 0), o["depth_max"],
+          f(o["misses_per_txn"], 2), f(o["ring_p50_us"], 0), f(o["ring_p99_us"], 0), f(o["pread_p99_us"], 0), o["depth_max"],
           f(o["server_cpu_us_per_txn"], 0)))
 PY
   [[ $PARTS == miss ]] && exit 0
