@@ -95,6 +95,9 @@ struct store_tier_opts {
 int store_create_tiered(size_t memory_bytes, uint32_t page_size,
 			const struct store_tier_opts *o, store_t **out);
 int store_tiered(const store_t *st);         /* 1 for a tiered store */
+/* Change frame_wait_ms of a tiered store (0: 10000); any thread, takes
+ * effect at the next wait. */
+void store_tier_set_frame_wait(store_t *st, unsigned ms);
 uint64_t store_npages(const store_t *st);    /* logical pages (incl. page 0) */
 
 /* Eviction, for the page writers.  A victim is a dirty unpinned page whose

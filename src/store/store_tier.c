@@ -202,7 +202,7 @@ static int frame_get(store_t *st, uint32_t *f)
 		want_frames(st);
 		uint64_t now = clock_now_ns();
 		if (!deadline) {
-			deadline = now + (uint64_t)st->topts.frame_wait_ms * 1000000u;
+			deadline = now + (uint64_t)LOAD(&st->topts.frame_wait_ms) * 1000000u;
 			ADD(&st->frame_waits, 1);
 		} else if (now >= deadline) {
 			ADD(&st->frame_timeouts, 1);
@@ -561,6 +561,11 @@ void *store_page_get(store_t *st, uint64_t page, int *err)
 void store_page_put(store_t *st, uint64_t page)
 {
 	page_unpin(st, page);
+}
+
+void store_tier_set_frame_wait(store_t *st, unsigned ms)
+{
+	STORE(&st->topts.frame_wait_ms, ms ? ms : 10000u);
 }
 
 void store_tier_stats(store_t *st, struct store_tier_stats *s)
