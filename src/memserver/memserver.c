@@ -27,6 +27,7 @@
 #include "common/common.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/clock.h"
 #include "coord/coord.h"
 #include "memserver/memserver.h"
 #include "memserver/ms_int.h"
@@ -68,18 +69,28 @@ static void *ms_worker_main(void *arg)
 	struct ms_worker *wk = arg;
 	if (pthread_getcpuclockid(pthread_self(), &wk->cpu_clock) == 0)
 		atomic_store(&wk->cpu_clock_ok, 1);
+	uint64_t quiet_since = 0;   /* reads in flight and nothing happened since */
 	while (!atomic_load(&ms_stop_flag)) {
-		/* Reads in flight: sleep on the network and on the miss ring's
-		 * completion fd together; without that fd, poll both. */
-		int busy = ms_miss_busy(wk), fd = busy ? ms_miss_wake_fd(wk) : -1;
-		net_worker_wake_fd(wk->net, fd);
-		if (busy && fd < 0) {
-			net_progress(wk->net);
+		/* Reads in flight: poll the network and the miss ring until both
+		 * were quiet for miss_spin_ns (a completion that comes soon is
+		 * seen at once: a sleeping vCPU wakes late), then sleep on the
+		 * network and the ring's completion fd together; without that
+		 * fd, poll both for good. */
+		int busy = ms_miss_busy(wk), fd = busy ? ms_miss_wake_fd(wk) : -1, n;
+		uint64_t now = busy && fd >= 0 ? clock_now_ns() : 0;
+		if (!busy || fd < 0 || !quiet_since)
+			quiet_since = now;
+		if (busy && (fd < 0 || now - quiet_since < wk->srv->miss_spin_ns)) {
+			net_worker_wake_fd(wk->net, -1);
+			n = net_progress(wk->net);
 		} else {
+			net_worker_wake_fd(wk->net, fd);
 			wk->miss_sleeps += busy;
-			net_wait(wk->net, 200);
+			n = net_wait(wk->net, 200);
 		}
-		ms_miss_poll(wk);
+		n += ms_miss_poll(wk);
+		if (n)
+			quiet_since = 0;
 		ms_conn_log_flush(wk);
 	}
 	ms_miss_drain(wk);
@@ -286,6 +297,7 @@ int memserver_run(const struct memserver_opts *o)
 	srv.miss_depth = o->miss_depth == UINT32_MAX ? 0 : o->miss_depth ? o->miss_depth
 			 : MS_DEFAULT_MISS_DEPTH;
 	srv.max_conn_bytes = o->max_conn_bytes ? o->max_conn_bytes : MS_DEFAULT_MAX_CONN_BYTES;
+	srv.miss_spin_ns = ms_miss_spin_ns();
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);

@@ -113,6 +113,19 @@ static struct ms_misses *misses_get(struct ms_worker *wk)
 	return mi;
 }
 
+uint64_t ms_miss_spin_ns(void)
+{
+	const char *v = getenv("LOTUS_MISS_SPIN_US");
+	char *end;
+	unsigned long long us = v && *v ? strtoull(v, &end, 10) : MS_DEFAULT_MISS_SPIN_US;
+	if (v && *v && *end) {
+		log_warn("LOTUS_MISS_SPIN_US=%s is not a number of microseconds: %u it is", v,
+			 MS_DEFAULT_MISS_SPIN_US);
+		us = MS_DEFAULT_MISS_SPIN_US;
+	}
+	return us * 1000;
+}
+
 int ms_miss_on(const struct ms_worker *wk)
 {
 	return wk->srv->miss_depth && wk->srv->tier && (!wk->misses || !wk->misses->off);

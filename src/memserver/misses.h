@@ -20,6 +20,10 @@ int ms_miss_park(struct ms_worker *wk, uint64_t page, struct ms_pending *p);
 int ms_miss_on(const struct ms_worker *wk);
 /* Pages being read or waiters not yet resumed. */
 int ms_miss_busy(const struct ms_worker *wk);
+/* How long a worker with reads in flight polls before it sleeps on
+ * ms_miss_wake_fd: LOTUS_MISS_SPIN_US (default MS_DEFAULT_MISS_SPIN_US). */
+#define MS_DEFAULT_MISS_SPIN_US 200
+uint64_t ms_miss_spin_ns(void);
 /* The fd the worker may sleep on while ms_miss_busy (it turns readable when
  * a read completes), or -1: then the loop must poll without sleeping. */
 int ms_miss_wake_fd(const struct ms_worker *wk);

@@ -337,6 +337,7 @@ struct ms_server {
 	unsigned id, nworkers;
 	unsigned max_parked;       /* per connection (memserver_opts) */
 	unsigned miss_depth;       /* reads in flight per worker for parked misses; 0: none */
+	uint64_t miss_spin_ns;     /* with reads in flight, poll this long before sleeping */
 	uint64_t max_conn_bytes;
 	store_t *store;
 	struct tierback *tier;      /* tiered store's backing files (NULL: untiered) */
