@@ -605,6 +605,8 @@ void io_ctx_notify_clear(io_ctx_t *ctx)
 	uint64_t v;
 	if (ctx->evfd >= 0 && read(ctx->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_debug("io: reading the completion eventfd: %s", strerror(errno));
+	if (ctx->backend == IO_BACKEND_URING)   /* see enter_next_reap */
+		ctx->u.enter_next_reap = 1;
 }
 
 void io_notify_signal(struct io_ctx *ctx)

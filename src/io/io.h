@@ -145,9 +145,11 @@ unsigned io_inflight(const io_ctx_t *ctx);
  * through IOCB_FLAG_RESFD on every iocb, the sync backend by writing it after
  * each batch; a level-2 fallback keeps it working.  Made on the first call,
  * owned by the context.  Readable means "reap now": with DEFER_TASKRUN the
- * completion is posted by that reap (io_reap with min 0 enters the kernel
- * when I/O is in flight), and it may find nothing (a spurious wakeup).
- * io_ctx_notify_clear() resets the counter: call it before reaping, never
+ * completion is posted by that reap, and it may find nothing (a spurious
+ * wakeup).  io_ctx_notify_clear() resets the counter and makes the next
+ * io_reap enter the kernel to post what is pending (with DEFER_TASKRUN the
+ * kernel signals only when its list of pending completions was empty, so a
+ * cleared signal would not come again): call it right before reaping, never
  * after, or a completion between the two is missed.  Returns the fd or
  * -errno (then poll as before). */
 int io_ctx_notify_fd(io_ctx_t *ctx);

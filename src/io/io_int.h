@@ -110,6 +110,11 @@ struct io_uring_state {
 	unsigned setup_flags;   /* flags that the kernel accepted */
 	int poll_on_reap;       /* IOPOLL / DEFER_TASKRUN: completions need enter */
 	int getevents_always;   /* DEFER_TASKRUN: every enter also posts completions */
+	int enter_next_reap;    /* io_ctx_notify_clear: the next reap enters the kernel
+				 * even if the CQ has entries (DEFER_TASKRUN signals the
+				 * eventfd only when its task-work list was empty, and the
+				 * clear may have eaten the signal of a completion that is
+				 * on that list and not in the CQ yet) */
 	int has_fixed_ops;      /* READ_FIXED / WRITE_FIXED probed */
 	int iowq_capped;
 };

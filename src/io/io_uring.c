@@ -545,7 +545,9 @@ static unsigned uring_drain_cq(struct io_ctx *ctx)
 static int uring_reap(struct io_ctx *ctx, unsigned min, unsigned have)
 {
 	unsigned got = uring_drain_cq(ctx);
-	int poll = !got && !have && ctx->u.poll_on_reap && ctx->issued && !ctx->kernel_polled;
+	int poll = (ctx->u.enter_next_reap || (!got && !have)) && ctx->u.poll_on_reap &&
+		   ctx->issued && !ctx->kernel_polled;
+	ctx->u.enter_next_reap = 0;
 	for (;;) {
 		unsigned need = min > got ? min - got : 0;
 		if (need > ctx->issued)

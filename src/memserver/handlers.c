@@ -1292,7 +1292,9 @@ static void ms_miss_resume(struct ms_worker *wk, struct ms_pending *p, int res)
 {
 	struct ms_conn *c = p->conn;
 	pending_unlink(p);
-	if (c->closed) {
+	if (c->closed || (c->broken && c->resumed_on)) {
+		/* a gathered reply was lost (no memory): the connection closes
+		 * when the poll ends, and the client learns its requests are lost */
 		ms_pending_free(p);
 		ms_conn_unref(c);
 		return;

@@ -139,8 +139,11 @@ int ms_miss_busy(const struct ms_worker *wk)
 int ms_miss_wake_fd(const struct ms_worker *wk)
 {
 	const struct ms_misses *mi = wk->misses;
-	/* reads done but not resumed (a pin reaped them): no sleep before they are */
-	return mi && !mi->off && !mi->done_n ? mi->wake_fd : -1;
+	/* no sleep while reads are done but not resumed (a pin reaped them) or
+	 * prepared but not submitted (a submit failed): no completion would
+	 * wake the worker for them */
+	return mi && !mi->off && !mi->done_n && !tierback_ring_unsubmitted(mi->ring)
+	       ? mi->wake_fd : -1;
 }
 
 static struct ms_miss *miss_find(struct ms_misses *mi, uint64_t page)

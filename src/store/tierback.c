@@ -568,6 +568,11 @@ unsigned tierback_ring_inflight(const tb_ring_t *r)
 	return r ? r->depth - r->nfree : 0;   /* prepared or in flight */
 }
 
+unsigned tierback_ring_unsubmitted(const tb_ring_t *r)
+{
+	return r ? r->nprep : 0;
+}
+
 int tierback_ring_notify_fd(tb_ring_t *r)
 {
 	return io_ctx_notify_fd(r->ctx);

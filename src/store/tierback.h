@@ -84,6 +84,7 @@ int tierback_ring_submit(tb_ring_t *r);
  * flight is then reported failed). */
 int tierback_ring_reap(tb_ring_t *r, uint64_t *tags, int *res, unsigned max, unsigned min);
 unsigned tierback_ring_inflight(const tb_ring_t *r);   /* prepared or in flight */
+unsigned tierback_ring_unsubmitted(const tb_ring_t *r); /* prepared, not submitted */
 /* An fd that turns readable when a read of r completes (io_ctx_notify_fd),
  * or -errno; clear it before reaping. */
 int tierback_ring_notify_fd(tb_ring_t *r);
