@@ -69,6 +69,8 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 /* Look up without creating (NULL if unknown).  Takes a reference. */
 lock_txn_t *lock_txn_find(lock_table_t *lt, uint64_t txn_id);
 void lock_txn_put(lock_table_t *lt, lock_txn_t *txn);
+/* One more reference to a txn the caller holds one of. */
+void lock_txn_hold(lock_txn_t *txn);
 enum txn_status lock_txn_status(const lock_txn_t *txn);
 uint64_t lock_txn_id(const lock_txn_t *txn);
 uint64_t lock_txn_priority(const lock_txn_t *txn);
@@ -86,6 +88,19 @@ uint64_t lock_txn_priority(const lock_txn_t *txn);
  */
 int lock_acquire(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
 		 uint16_t klen, enum lock_mode mode, enum cc_proto cc, struct lock_waiter *w);
+
+/* The same, with khash = lotus_key_hash(key, klen) (common/hash.h) already
+ * computed by the caller (the store's hash index uses the same hash). */
+int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
+			uint16_t klen, uint64_t khash, enum lock_mode mode, enum cc_proto cc,
+			struct lock_waiter *w);
+
+/* A NO_WAIT S request, tried as a fast read only (see "Fast reads" in
+ * lock.c): 0 granted, 1 not taken (the key has a lock entry on its word, the
+ * txn is not RUNNING or WAITING, its fast slots are used up, or fast reads
+ * are off): then lock_acquire decides.  Needs no waiter, so a caller can try
+ * it before it sets one up.  khash as for lock_acquire_hashed. */
+int lock_read_fast(lock_table_t *lt, lock_txn_t *txn, uint16_t table, uint64_t khash);
 
 /* True if txn holds (table,key) in at least mode. */
 bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
@@ -134,14 +149,23 @@ int lock_release_owner(lock_table_t *lt, void *owner);
 int lock_release_owner_committing(lock_table_t *lt, void *owner,
 				  int (*keep)(void *arg, uint64_t txn_id), void *arg);
 
+/* Fast reads (lock.c): a NO_WAIT S request on a key that has no lock entry
+ * is granted by counting it in its bucket's fast word, with no entry and no
+ * owner node.  On by default; off, every request takes the lock entries
+ * (for comparisons, and for tests of the entry path).  Set it before use. */
+void lock_table_set_fast_reads(lock_table_t *lt, bool on);
+
 struct lock_stats {
 	uint64_t acquires, grants_immediate, waits, wait_ns, grants_after_wait;
 	uint64_t rejects, preemptions, preempted_aborts, upgrades;
 	uint64_t txns_active;
+	uint64_t fast_reads;        /* S grants that took a fast word (lock.c) */
 };
 void lock_table_stats(lock_table_t *lt, struct lock_stats *out);
-/* Number of lock entries alive (locks with an owner or a waiter).  Takes every
- * bucket latch in turn: for tests and diagnostics, not the hot path. */
+/* Number of lock entries alive (locks with an owner or a waiter), plus the
+ * fast words that count a reader (one per word, whatever the keys behind it).
+ * Takes every bucket latch in turn: for tests and diagnostics, not the hot
+ * path. */
 size_t lock_table_nlocks(lock_table_t *lt);
 
 #endif

@@ -57,6 +57,8 @@ struct lock_own {
 	bool on_lock;                /* bucket latch */
 };
 
+#define LOCK_TXN_FAST 24
+
 struct lock_txn {
 	uint64_t id, priority;
 	void *owner;
@@ -74,6 +76,11 @@ struct lock_txn {
 	void *_Atomic user;            /* lock_txn_set_user */
 	_Atomic uint64_t dep;          /* lock_txn_dep_note: highest dependency */
 	atomic_uint inl_used;          /* slots of .inl handed out (never reused) */
+	unsigned nfast;                /* latch: entries of .fast in use */
+	/* Fast reads (lock.c, "Fast reads"): the key hash of each S lock this
+	 * txn holds as a count in a bucket's fast word, not as an owner node.
+	 * Not cleared by lock_txn_get (only nfast is): it stays behind nfast. */
+	uint64_t fast[LOCK_TXN_FAST];  /* latch */
 	/* The txn's first LOCK_TXN_INLINE owner nodes live here, beside the
 	 * txn, instead of coming from the allocator: a grant and its release
 	 * then touch the lock entry and the txn's own memory.  A slot is taken
@@ -87,17 +94,28 @@ struct lock_txn {
 
 enum {
 	ST_ACQUIRES, ST_IMMEDIATE, ST_WAITS, ST_WAIT_NS, ST_AFTER_WAIT, ST_REJECTS,
-	ST_PREEMPTIONS, ST_PREEMPTED_ABORTS, ST_UPGRADES, ST_TXNS, ST_N
+	ST_PREEMPTIONS, ST_PREEMPTED_ABORTS, ST_UPGRADES, ST_TXNS, ST_FAST, ST_N
 };
 #define LOCK_STAT_SLOTS 32
 struct lock_stat_slot {
 	_Atomic uint64_t v[ST_N];
 } __attribute__((aligned(CACHELINE)));
 
+/* A bucket is one cache line: its latch and chain, and LOCK_FAST_WORDS fast
+ * words (lock.c, "Fast reads").  A fast word counts the S locks held on
+ * the keys that hash to it without an entry in the chain (FW_COUNT), and
+ * says whether any of those keys has an entry (FW_SLOW): then every request
+ * on them takes the chain.  Atomic: a fast read or release touches the word
+ * and not the latch. */
+#define LOCK_FAST_WORDS 6
+#define FW_SLOW (1ull << 63)
+#define FW_COUNT 0xffffffffull
 struct lock_bucket {
 	latch_t latch;
 	struct lk *head;
+	_Atomic uint64_t fw[LOCK_FAST_WORDS];
 } __attribute__((aligned(CACHELINE)));
+_Static_assert(sizeof(struct lock_bucket) == CACHELINE, "a lock bucket is one line");
 
 struct txn_bucket {
 	latch_t latch;
@@ -113,6 +131,7 @@ struct lock_table {
 	void *arg;
 	void (*user_hook)(void *arg, void *user);
 	void *user_arg;
+	bool fast_reads;           /* NO_WAIT reads may take the fast words */
 	struct lock_stat_slot stats[LOCK_STAT_SLOTS];
 };
 
@@ -173,5 +192,17 @@ static inline void own_free(struct lock_own *o)
 
 /* lock.c: release a detached held list and waiter list (no latch held). */
 void lock_release_detached(lock_table_t *lt, struct lock_own *held, struct lock_waiter *waiting);
+/* lock.c: drop n fast reads (key hashes; no latch held). */
+void lock_release_fast(lock_table_t *lt, const uint64_t *hashes, unsigned n);
+
+/* Txn latch held: take t's fast reads into out (LOCK_TXN_FAST entries). */
+static inline unsigned txn_take_fast(lock_txn_t *t, uint64_t *out)
+{
+	unsigned n = t->nfast;
+	for (unsigned i = 0; i < n; i++)
+		out[i] = t->fast[i];
+	t->nfast = 0;
+	return n;
+}
 
 #endif

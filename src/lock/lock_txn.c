@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "lock/lock_int.h"
@@ -33,11 +34,14 @@ void lock_table_stats(lock_table_t *lt, struct lock_stats *out)
 		for (int i = 0; i < ST_N; i++)
 			sum[i] += atomic_load_explicit(&lt->stats[s].v[i], memory_order_relaxed);
 	*out = (struct lock_stats){
-		.acquires = sum[ST_ACQUIRES], .grants_immediate = sum[ST_IMMEDIATE],
+		/* a fast read counts only ST_FAST (one add on its path) */
+		.acquires = sum[ST_ACQUIRES] + sum[ST_FAST],
+		.grants_immediate = sum[ST_IMMEDIATE] + sum[ST_FAST],
 		.waits = sum[ST_WAITS], .wait_ns = sum[ST_WAIT_NS],
 		.grants_after_wait = sum[ST_AFTER_WAIT], .rejects = sum[ST_REJECTS],
 		.preemptions = sum[ST_PREEMPTIONS], .preempted_aborts = sum[ST_PREEMPTED_ABORTS],
 		.upgrades = sum[ST_UPGRADES], .txns_active = sum[ST_TXNS],  /* +1/-1 wrap */
+		.fast_reads = sum[ST_FAST],
 	};
 }
 
@@ -106,7 +110,8 @@ lock_txn_t *lock_txn_get(lock_table_t *lt, uint64_t txn_id, uint64_t priority, v
 	}
 	t = lkc_alloc(LKC_TXN);
 	if (t) {
-		memset(t, 0, sizeof(*t));   /* not the inline owner slots behind it */
+		/* not .fast (read only below nfast) nor the owner slots behind it */
+		memset(t, 0, offsetof(struct lock_txn, fast));
 		t->id = txn_id;
 		t->priority = priority;
 		t->owner = owner;
@@ -140,6 +145,11 @@ void lock_txn_put(lock_table_t *lt, lock_txn_t *txn)
 	(void)lt;
 	if (txn && atomic_fetch_sub_explicit(&txn->refs, 1, memory_order_acq_rel) == 1)
 		txn_free(txn);
+}
+
+void lock_txn_hold(lock_txn_t *txn)
+{
+	txn_ref(txn);
 }
 
 void lock_table_set_user_hook(lock_table_t *lt, void (*fn)(void *arg, void *user), void *arg)
@@ -178,7 +188,9 @@ uint64_t lock_txn_dep(const lock_txn_t *txn)
 void lock_txn_release_shared(lock_table_t *lt, lock_txn_t *txn)
 {
 	struct lock_own *shared = NULL, **pp;
+	uint64_t fast[LOCK_TXN_FAST];
 	latch_lock(&txn->latch);
+	unsigned nfast = txn_take_fast(txn, fast);
 	/* mode changes only through this txn's own acquires, and a txn that
 	 * releases its S locks acquires nothing more */
 	for (pp = &txn->held; *pp;) {
@@ -192,6 +204,8 @@ void lock_txn_release_shared(lock_table_t *lt, lock_txn_t *txn)
 		}
 	}
 	latch_unlock(&txn->latch);
+	if (nfast)
+		lock_release_fast(lt, fast, nfast);
 	if (shared)
 		lock_release_detached(lt, shared, NULL);
 }
@@ -246,9 +260,11 @@ static bool txn_table_remove(lock_table_t *lt, lock_txn_t *t)
 
 void lock_txn_release(lock_table_t *lt, lock_txn_t *txn)
 {
+	uint64_t fast[LOCK_TXN_FAST];
 	latch_lock(&txn->latch);
 	bool first = !txn->closed;
 	txn->closed = true;
+	unsigned nfast = txn_take_fast(txn, fast);
 	struct lock_own *held = txn->held;
 	struct lock_waiter *waiting = txn->waiting;
 	txn->held = NULL;
@@ -256,6 +272,8 @@ void lock_txn_release(lock_table_t *lt, lock_txn_t *txn)
 	latch_unlock(&txn->latch);
 	if (first) {
 		bool in_table = txn_table_remove(lt, txn);
+		if (nfast)
+			lock_release_fast(lt, fast, nfast);
 		lock_release_detached(lt, held, waiting);
 		/* a notify for one of our waiters may still be running elsewhere */
 		while (atomic_load(&txn->inflight))

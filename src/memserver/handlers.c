@@ -82,6 +82,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/common.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
@@ -465,6 +466,38 @@ static int lockop_miss_park(struct ms_worker *wk, struct ms_pending *p, uint32_t
 	return 1;
 }
 
+/* Drop the worker's cached txn (lockop_txn). */
+static void lockop_txn_drop(struct ms_worker *wk)
+{
+	if (wk->tc_txn) {
+		lock_txn_put(wk->srv->locks, wk->tc_txn);
+		wk->tc_txn = NULL;
+	}
+}
+
+/* The txn of lock request r, with a reference for the caller.  A batched
+ * message carries a txn's requests one after another, so the worker keeps
+ * the last txn it looked up and skips the status table while the requests
+ * name it.  Only within a message, and only across lock requests: the
+ * message's other ops (COMMIT, ABORT, PREPARE, ...) may end the txn, and
+ * ms_handle_req drops the cache before them. */
+static lock_txn_t *lockop_txn(struct ms_worker *wk, struct ms_conn *c, const struct wire_req *r)
+{
+	if (wk->tc_txn && wk->tc_id == r->txn_id && wk->tc_conn == c) {
+		lock_txn_hold(wk->tc_txn);
+		return wk->tc_txn;
+	}
+	lock_txn_t *t = lock_txn_get(wk->srv->locks, r->txn_id, r->priority, c);
+	lockop_txn_drop(wk);
+	if (t) {
+		lock_txn_hold(t);
+		wk->tc_txn = t;
+		wk->tc_id = r->txn_id;
+		wk->tc_conn = c;
+	}
+	return t;
+}
+
 static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		     const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
@@ -478,21 +511,42 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 		rep_status(wk, &wk->rep, r, rc, 0);
 		return;
 	}
-	lock_txn_t *txn = lock_txn_get(srv->locks, r->txn_id, r->priority, c);
+	lock_txn_t *txn = lockop_txn(wk, c, r);
 	if (!txn) {
-		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
-		return;
-	}
-	struct ms_pending *p = pending_get(wk, c, txn);
-	if (!p) {
-		lock_txn_put(srv->locks, txn);
 		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
 		return;
 	}
 	int limited;
 	enum cc_proto cc = park_cc(wk, c, r->cc, &limited);
-	rc = park_result(wk, lock_acquire(srv->locks, txn, r->table, key, r->key_len,
-					  op_mode(r->op), cc, limited ? NULL : &p->w), limited);
+	/* the key's hash: the lookup phases' (the store's index uses the lock
+	 * table's hash function), else computed here */
+	const struct ms_amac *a = wk->amac_cur;
+	uint64_t kh = a && a->token ? a->token : lotus_key_hash(key, r->key_len);
+	struct ms_pending *p;
+	if (op_mode(r->op) == LOCK_S && cc == CC_NO_WAIT &&
+	    lock_read_fast(srv->locks, txn, r->table, kh) == 0) {
+		/* a fast read (lock.c) never parks on a lock: no pending entry,
+		 * unless its page must be read in first */
+		if (ms_miss_on(wk) && (p = pending_get(wk, c, txn)) != NULL) {
+			if (lockop_miss_park(wk, p, sender, seq, r, key))
+				return;
+			lockop_complete(wk, &wk->rep, txn, r, key);
+			ms_pending_free(p);      /* and with it our reference */
+			return;
+		}
+		lockop_complete(wk, &wk->rep, txn, r, key);
+		lock_txn_put(srv->locks, txn);
+		return;
+	}
+	p = pending_get(wk, c, txn);
+	if (!p) {
+		lock_txn_put(srv->locks, txn);
+		rep_status(wk, &wk->rep, r, -ENOMEM, 0);
+		return;
+	}
+	rc = park_result(wk, lock_acquire_hashed(srv->locks, txn, r->table, key, r->key_len, kh,
+						 op_mode(r->op), cc, limited ? NULL : &p->w),
+			 limited);
 	if (rc == 1) {
 		pending_fill(p, sender, seq, r, key);
 		pending_park(p);
@@ -1009,7 +1063,7 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		"\"prepared\":%u,"
 		"\"lock\":{\"acquires\":%llu,\"waits\":%llu,\"wait_ns\":%llu,"
 		"\"grants_after_wait\":%llu,\"rejects\":%llu,\"preemptions\":%llu,"
-		"\"preempted_aborts\":%llu,\"upgrades\":%llu},"
+		"\"preempted_aborts\":%llu,\"upgrades\":%llu,\"fast_reads\":%llu},"
 		"\"limits\":{\"max_parked\":%u,\"parked_refused\":%llu,\"max_conn_bytes\":%llu,"
 		"\"bytes_refused\":%llu,\"rndv_deferred\":%llu,\"dispatch_deferred\":%llu,"
 		"\"bytes_closed\":%llu,\"max_msg\":%u,\"too_big_closed\":%llu}}",
@@ -1027,7 +1081,8 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		(unsigned long long)ls.waits, (unsigned long long)ls.wait_ns,
 		(unsigned long long)ls.grants_after_wait, (unsigned long long)ls.rejects,
 		(unsigned long long)ls.preemptions, (unsigned long long)ls.preempted_aborts,
-		(unsigned long long)ls.upgrades, srv->max_parked, (unsigned long long)pref,
+		(unsigned long long)ls.upgrades, (unsigned long long)ls.fast_reads,
+		srv->max_parked, (unsigned long long)pref,
 		(unsigned long long)srv->max_conn_bytes, (unsigned long long)bref,
 		(unsigned long long)ns.rndv_deferred, (unsigned long long)ns.dispatch_deferred,
 		(unsigned long long)ns.bytes_closed, WIRE_MAX_MSG,
@@ -1214,6 +1269,7 @@ static void amac_window(struct ms_worker *wk)
 
 static void ms_msg_begin(struct ms_worker *wk, const void *data, size_t len)
 {
+	lockop_txn_drop(wk);
 	wire_iter_init(&wk->amac_it, data, len);
 	amac_window(wk);
 	wk->msg_left = ((const struct wire_hdr *)data)->count;
@@ -1241,7 +1297,11 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);
 		return;
 	}
+	if (handlers[r->op] != h_lockop)
+		lockop_txn_drop(wk);
 	handlers[r->op](wk, c, sender, seq, r, key, val);
+	if (!wk->msg_left)   /* the message's last request */
+		lockop_txn_drop(wk);
 	wk->amac_cur = NULL;
 }
 

@@ -133,6 +133,10 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 		rc = ms_store_create(srv, o);
 	if (rc == 0)  /* before recovery: it re-takes the locks of prepared txns */
 		rc = lock_table_create(16, ms_notify, srv, &srv->locks);
+	if (rc == 0) { /* LOTUS_LOCK_FAST=0: every read takes a lock entry (comparisons) */
+		const char *f = getenv("LOTUS_LOCK_FAST");
+		lock_table_set_fast_reads(srv->locks, !(f && !strcmp(f, "0")));
+	}
 	if (rc == 0)  /* a txn's slot reservation goes back with the txn */
 		lock_table_set_user_hook(srv->locks, ms_resv_drop, srv);
 	if (rc == 0)  /* the prepared table of 2PC, in memory or durable */
@@ -188,6 +192,8 @@ static void ms_teardown(struct ms_server *srv, int clean)
 		wire_buf_free(&srv->workers[i].rep);
 		wire_buf_free(&srv->workers[i].dur_rep);
 		wire_buf_free(&srv->workers[i].scratch);
+		if (srv->workers[i].tc_txn)   /* a message cut short: its cached txn */
+			lock_txn_put(srv->locks, srv->workers[i].tc_txn);
 		for (struct ms_pending *p = srv->workers[i].pend_free, *next; p; p = next) {
 			next = p->next;
 			free(p);

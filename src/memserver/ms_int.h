@@ -120,6 +120,13 @@ struct ms_worker {
 	int amac_more;
 	const struct ms_amac *amac_cur;
 	unsigned msg_left;         /* requests of the message after the current one */
+	/* handlers.c: the txn the last lock request of this message named, with
+	 * a reference of its own (lockop_txn); dropped after the message's
+	 * last request, when a message begins, and before any other op (one
+	 * that may end a txn) */
+	lock_txn_t *tc_txn;
+	uint64_t tc_id;
+	struct ms_conn *tc_conn;
 	/* misses.c: the pages this worker is reading for parked requests
 	 * (NULL until its first miss; a tiered store only) */
 	struct ms_misses *misses;

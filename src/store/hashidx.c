@@ -66,6 +66,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "common/common.h"
+#include "common/hash.h"
 #include "store/hashidx.h"
 
 #define HB_N        6
@@ -126,32 +127,9 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static inline uint64_t mix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
 uint64_t hidx_hash(const void *key, unsigned klen)
 {
-	const unsigned char *p = key;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)klen * 0x87c37b91114253d5ull);
-	uint64_t w;
-	for (; klen >= 8; p += 8, klen -= 8) {
-		memcpy(&w, p, 8);
-		h = (h ^ (w * 0x87c37b91114253d5ull)) * 0x4cf5ad432745937full;
-		h ^= h >> 29;
-	}
-	if (klen) {
-		w = 0;
-		memcpy(&w, p, klen);
-		h = (h ^ (w * 0x87c37b91114253d5ull)) * 0x4cf5ad432745937full;
-	}
-	return mix64(h);
+	return lotus_key_hash(key, klen);
 }
 
 static inline uint16_t tag_of(uint64_t hash)
