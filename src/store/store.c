@@ -96,6 +96,27 @@ static unsigned rec_key_load(const struct store_rec *r, unsigned char *buf)
 	return len;
 }
 
+/* Does r hold key?  Compared in place, a word at a time, with the loads
+ * rec_key_load makes (a stale location may name a slot being rewritten). */
+static inline int rec_key_equal(const struct store_rec *r, const void *key, unsigned klen)
+{
+	if (LOAD(&r->key_len) != klen || klen > STORE_KEY_MAX)
+		return 0;
+	const uint64_t *w = (const uint64_t *)r->data;
+	const unsigned char *k = key;
+	unsigned i = 0;
+	for (; i + 8 <= klen; i += 8) {
+		uint64_t y;
+		memcpy(&y, k + i, 8);
+		if (LOAD(&w[i / 8]) != y)
+			return 0;
+	}
+	for (; i < klen; i++)
+		if (LOAD(&r->data[i]) != k[i])
+			return 0;
+	return 1;
+}
+
 static void rec_key_store(struct store_rec *r, const unsigned char *key, unsigned len)
 {
 	uint64_t *w = (uint64_t *)r->data;
@@ -764,12 +785,7 @@ static inline __attribute__((always_inline)) int rec_matches(const struct store_
 	uint32_t gen = LOAD_ACQ(&r->gen);
 	if ((gen & 1) || gen_tag(gen) != loc_gen(loc))
 		return 0;
-	if (key) {
-		unsigned char buf[STORE_KEY_MAX];
-		if (klen != rec_key_load(r, buf) || memcmp(buf, key, klen) != 0)
-			return 0;
-	}
-	return 1;
+	return !key || rec_key_equal(r, key, klen);
 }
 
 /* ---- the hash point index (hashidx.h) ---- */
