@@ -1017,8 +1017,10 @@ static int prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, i
 	if (e && commit)
 		crash_point("before_commit");  /* tests: all prepared, nothing applied */
 	if (e) {
-		/* logged lazily: every participant's PREPARE is durable already */
-		int lrc = srv->log ? redo_append(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d), &lsn)
+		/* logged lazily: every participant's PREPARE is durable already,
+		 * so the record waits for the next write (redo_append_lazy) */
+		int lrc = srv->log ? redo_append_lazy(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d),
+						      &lsn)
 			  : 0;
 		ms_outcome_note(srv, txn_id, commit ? MS_OUT_COMMIT : MS_OUT_ABORT);
 		if (commit) {

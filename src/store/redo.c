@@ -55,6 +55,7 @@
 #define REDO_CTX_FILES    16           /* recreate the writer's ring after this many files */
 #define ALIGN_DOWN_BLOCK(x) ((x) & ~(uint64_t)(REDO_BLOCK - 1))
 #define REDO_DEF_MARK_MS  100u         /* a watermark at most this often */
+#define REDO_LAZY_MS      2u             /* a lazy record waits at most this long */
 
 /* ---- the log object ---- */
 
@@ -91,6 +92,13 @@ struct redo {
 	unsigned nbounds;         /* boundaries the writer has not passed yet */
 	unsigned space_waiters;
 	int writer_idle, stop, failed;
+	/* Lazy records (redo_append_lazy): the writer writes when a record is
+	 * owed (urgent > durable: an eager append, a notify or a wait for an LSN
+	 * not durable, an appender waiting for space), or when the oldest lazy
+	 * record not yet taken has waited REDO_LAZY_NS (lazy_ns, 0: none) */
+	uint64_t urgent;
+	uint64_t lazy_ns;
+	uint64_t lazy_wait_ns;    /* REDO_LAZY_MS, or LOTUS_REDO_LAZY_MS (tests) */
 
 	/* durability, under nmu */
 	pthread_mutex_t nmu;
@@ -263,8 +271,8 @@ static int roll_segment(struct redo *r)
 	return 0;
 }
 
-int redo_append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
-		uint64_t *lsn)
+static int append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
+		  uint64_t *lsn, int lazy)
 {
 	if (len > REDO_MAX_PAYLOAD)
 		return -E2BIG;
@@ -283,13 +291,51 @@ int redo_append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, u
 		r->records_appended++;
 		if (lsn)
 			*lsn = end;
+		if (lazy) {
+			/* the first one wakes an idle writer only to start its clock */
+			if (!r->lazy_ns) {
+				r->lazy_ns = clock_now_ns();
+				if (r->writer_idle) {
+					r->writer_idle = 0;
+					pthread_cond_signal(&r->work_cv);
+				}
+			}
+		} else {
+			r->urgent = end;
+			if (r->writer_idle) {
+				r->writer_idle = 0;
+				pthread_cond_signal(&r->work_cv);
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+int redo_append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
+		uint64_t *lsn)
+{
+	return append(r, type, txn_id, payload, len, lsn, 0);
+}
+
+int redo_append_lazy(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload,
+		     uint32_t len, uint64_t *lsn)
+{
+	return append(r, type, txn_id, payload, len, lsn, 1);
+}
+
+/* Somebody waits for lsn: the writer owes it now, lazy or not. */
+static void urge(redo_t *r, uint64_t lsn)
+{
+	pthread_mutex_lock(&r->mu);
+	if (lsn > r->urgent) {
+		r->urgent = lsn;
 		if (r->writer_idle) {
 			r->writer_idle = 0;
 			pthread_cond_signal(&r->work_cv);
 		}
 	}
 	pthread_mutex_unlock(&r->mu);
-	return rc;
 }
 
 int redo_notify(redo_t *r, uint64_t lsn, void (*cb)(void *arg, int status), void *arg)
@@ -305,11 +351,15 @@ int redo_notify(redo_t *r, uint64_t lsn, void (*cb)(void *arg, int status), void
 	struct notify_ent e = { lsn, r->notify_seq++, cb, arg };
 	int rc = heap_push(r, e);
 	pthread_mutex_unlock(&r->nmu);
+	if (rc == 0)
+		urge(r, lsn);
 	return rc;
 }
 
 int redo_wait(redo_t *r, uint64_t lsn)
 {
+	if (LOAD(&r->durable) < lsn)
+		urge(r, lsn);
 	pthread_mutex_lock(&r->nmu);
 	while (r->durable < lsn && !r->error) {
 		r->waiters++;
@@ -653,7 +703,21 @@ static void *writer_main(void *arg)
 		pthread_mutex_lock(&r->mu);
 		uint64_t durable = r->durable;
 		int mark_now = 0;
-		while (!r->failed && !r->stop && r->tail == durable) {
+		while (!r->failed && !r->stop) {
+			if (r->tail != durable) {
+				/* only lazy records: they wait for company, or their time */
+				if (r->urgent > durable || r->space_waiters || !r->lazy_ns)
+					break;
+				uint64_t now = clock_now_ns(), due = r->lazy_ns + r->lazy_wait_ns;
+				if (now >= due)
+					break;
+				struct timespec ts;
+				clock_deadline_in(CLOCK_REALTIME, &ts,
+						  (unsigned)((due - now + 999999) / 1000000));
+				r->writer_idle = 1;
+				pthread_cond_timedwait(&r->work_cv, &r->mu, &ts);
+				continue;
+			}
 			r->writer_idle = 1;
 			if (!r->cur_v1 || !r->mark_ms || r->hmark >= durable) {
 				pthread_cond_wait(&r->work_cv, &r->mu);
@@ -690,6 +754,7 @@ static void *writer_main(void *arg)
 			break;
 		}
 		uint64_t end = r->tail, recs = r->records_appended - recs_done;
+		r->lazy_ns = 0;   /* this write takes every lazy record so far */
 		unsigned nb = r->nbounds;
 		memcpy(bounds, r->bounds, nb * sizeof(bounds[0]));
 		recs_done = r->records_appended;
@@ -872,6 +937,8 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 	 * (0: never, so that a test can fake a torn tail after a clean stop) */
 	const char *mk = getenv("LOTUS_REDO_MARK_MS");
 	r->mark_ms = mk ? (unsigned)strtoul(mk, NULL, 10) : REDO_DEF_MARK_MS;
+	const char *lz = getenv("LOTUS_REDO_LAZY_MS");
+	r->lazy_wait_ns = (lz ? strtoull(lz, NULL, 10) : REDO_LAZY_MS) * 1000000ull;
 	r->cur_fd = -1;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_mutex_init(&r->nmu, NULL);

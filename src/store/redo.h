@@ -64,6 +64,13 @@ void redo_close(redo_t *r);
  * LOTUS_EREADONLY after a log I/O error; -E2BIG for a payload over 16 MiB. */
 int redo_append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
 		uint64_t *lsn);
+/* The same, but the record does not wake the log writer: it is written with
+ * the next record appended by redo_append, or once somebody waits for it
+ * (redo_notify, redo_wait), or after at most 2 ms.  For records whose
+ * durability nobody waits for (a 2PC decision implied by durable votes), so
+ * that they share a write instead of costing one each. */
+int redo_append_lazy(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload,
+		     uint32_t len, uint64_t *lsn);
 /* Call cb(arg, status) on the log writer thread once lsn is durable (status
  * 0) or can never be (LOTUS_EDURABLE).  If lsn is durable already, cb runs
  * before this returns, on the calling thread. */
