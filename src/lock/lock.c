@@ -96,7 +96,9 @@
  *   NO_WAIT X     rejected, as by a reader on the entry;
  *   WAIT_DIE X    dies: their ages are unknown, so they are taken as older;
  *   WOUND_WAIT X  waits: they cannot be wounded.
- * Only NO_WAIT transactions read fast, so a cluster whose clients share one
+ * Only NO_WAIT transactions read fast (lock_acquire with a waiter, or
+ * lock_read_fast, which the memory server calls for requests whose own
+ * protocol is NO_WAIT), so a cluster whose clients share one
  * protocol sees the rules above unchanged; in a mixed one the two unknown
  * cases err toward aborting and waiting.  A word may count readers of other
  * keys than the requester's (they share it): that costs a needless conflict,
@@ -842,7 +844,11 @@ int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const
 			uint16_t klen, uint64_t khash, enum lock_mode mode, enum cc_proto cc,
 			struct lock_waiter *w)
 {
-	if (mode == LOCK_S && cc == CC_NO_WAIT && lt->fast_reads &&
+	/* only a NO_WAIT request that could wait (w given): one without a
+	 * waiter may be another protocol's request made NO_WAIT by its caller
+	 * (the memory server's parked limit), and a WOUND_WAIT or WAIT_DIE
+	 * txn's read must stay on the entry, where it can be wounded or aged */
+	if (mode == LOCK_S && cc == CC_NO_WAIT && w && lt->fast_reads &&
 	    fast_read(lt, txn, &lt->buckets[lock_hash(table, khash) & lt->mask],
 		      lock_hash(table, khash)) == 0)
 		return 0;

@@ -99,7 +99,11 @@ int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const
  * lock.c): 0 granted, 1 not taken (the key has a lock entry on its word, the
  * txn is not RUNNING or WAITING, its fast slots are used up, or fast reads
  * are off): then lock_acquire decides.  Needs no waiter, so a caller can try
- * it before it sets one up.  khash as for lock_acquire_hashed. */
+ * it before it sets one up.  Only for a txn whose protocol is NO_WAIT: a
+ * fast reader cannot be wounded, and its age is unknown.  (lock_acquire
+ * reads fast only for a NO_WAIT request given a waiter, since a caller may
+ * make another protocol's request NO_WAIT with no waiter to keep it from
+ * parking.)  khash as for lock_acquire_hashed. */
 int lock_read_fast(lock_table_t *lt, lock_txn_t *txn, uint16_t table, uint64_t khash);
 
 /* True if txn holds (table,key) in at least mode. */

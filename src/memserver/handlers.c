@@ -523,7 +523,9 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	const struct ms_amac *a = wk->amac_cur;
 	uint64_t kh = a && a->token ? a->token : lotus_key_hash(key, r->key_len);
 	struct ms_pending *p;
-	if (op_mode(r->op) == LOCK_S && cc == CC_NO_WAIT &&
+	/* the request's own protocol: a limited one (park_cc) is NO_WAIT here
+	 * only so that it does not park, and must not read fast */
+	if (op_mode(r->op) == LOCK_S && r->cc == CC_NO_WAIT &&
 	    lock_read_fast(srv->locks, txn, r->table, kh) == 0) {
 		/* a fast read (lock.c) never parks on a lock: no pending entry,
 		 * unless its page must be read in first */
@@ -1290,11 +1292,15 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 	    net_conn_inflight(c->nc) + wk->rep.len > wk->srv->max_conn_bytes) {
 		wk->bytes_refused++;
 		rep_status(wk, &wk->rep, r, LOTUS_ELIMIT, 0);
+		if (!wk->msg_left)
+			lockop_txn_drop(wk);
 		return;
 	}
 	/* wire_msg_check has vetted op and lengths; the table is still belt and braces */
 	if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
 		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);
+		if (!wk->msg_left)
+			lockop_txn_drop(wk);
 		return;
 	}
 	if (handlers[r->op] != h_lockop)

@@ -122,8 +122,9 @@ struct ms_worker {
 	unsigned msg_left;         /* requests of the message after the current one */
 	/* handlers.c: the txn the last lock request of this message named, with
 	 * a reference of its own (lockop_txn); dropped after the message's
-	 * last request, when a message begins, and before any other op (one
-	 * that may end a txn) */
+	 * last request, when a message begins (so a message cut short keeps
+	 * it until the next one), and before any other op (one that may end a
+	 * txn) */
 	lock_txn_t *tc_txn;
 	uint64_t tc_id;
 	struct ms_conn *tc_conn;

@@ -324,10 +324,15 @@ int redo_append_lazy(redo_t *r, uint8_t type, uint64_t txn_id, const void *paylo
 	return append(r, type, txn_id, payload, len, lsn, 1);
 }
 
-/* Somebody waits for lsn: the writer owes it now, lazy or not. */
+/* Somebody waits for lsn: the writer owes it now, lazy or not.  Only what
+ * is appended already: a wait for a later LSN (the checkpointer's trigger,
+ * far ahead) must not make every lazy record urgent until the log gets
+ * there; the appends that reach it urge (or wait out the clock) themselves. */
 static void urge(redo_t *r, uint64_t lsn)
 {
 	pthread_mutex_lock(&r->mu);
+	if (lsn > r->tail)
+		lsn = r->tail;
 	if (lsn > r->urgent) {
 		r->urgent = lsn;
 		if (r->writer_idle) {

@@ -12,7 +12,9 @@
  *   the entry is gone reads are fast again;
  *   a txn with more reads than its fast slots holds them all;
  *   two keys that share a word: a needless conflict, never a missed one;
- *   a PREPARE's release of S locks drops fast reads too.
+ *   a PREPARE's release of S locks drops fast reads too;
+ *   a read made NO_WAIT with no waiter (another protocol's, under the
+ *   memory server's parked limit) is not fast: its txn can be wounded.
  * Priorities: smaller is older.  Exit 0 pass, 1 fail.
  */
 #include <stdio.h>
@@ -43,6 +45,10 @@ static bool held(lock_table_t *lt, lock_txn_t *t, const char *key, enum lock_mod
 {
 	return lock_held(lt, t, 1, key, (uint16_t)strlen(key), m);
 }
+
+/* The waiter a NO_WAIT read gives (lock_acquire reads fast only with one);
+ * these reads never park on it: where one may, the case has its own. */
+static struct lock_waiter rw;
 
 static uint64_t fast_reads(lock_table_t *lt)
 {
@@ -75,7 +81,7 @@ static void read_then_write(enum cc_proto cc)
 	lock_txn_t *r = lock_txn_get(lt, 2, 20, NULL);           /* the younger reader */
 	lock_txn_t *w = lock_txn_get(lt, 1, 10, NULL);           /* an older writer */
 	struct lock_waiter ww = { 0 };
-	CHECK_EQ(acq(lt, r, "k", LOCK_S, CC_NO_WAIT, NULL), 0);
+	CHECK_EQ(acq(lt, r, "k", LOCK_S, CC_NO_WAIT, &rw), 0);
 	CHECK_EQ(fast_reads(lt), 1);
 	CHECK(held(lt, r, "k", LOCK_S) && !held(lt, r, "k", LOCK_X) && !held(lt, w, "k", LOCK_S));
 	CHECK_EQ(lock_table_nlocks(lt), 1);                       /* the word, no entry */
@@ -92,7 +98,7 @@ static void read_then_write(enum cc_proto cc)
 		CHECK_EQ(lock_txn_status(r), TXN_RUNNING);
 		/* another fast read of k now takes the entry, and queues behind */
 		lock_txn_t *r2 = lock_txn_get(lt, 3, 30, NULL);
-		CHECK_EQ(acq(lt, r2, "k", LOCK_S, CC_NO_WAIT, NULL), LOTUS_EABORTED);
+		CHECK_EQ(acq(lt, r2, "k", LOCK_S, CC_NO_WAIT, &rw), LOTUS_EABORTED);
 		CHECK_EQ(fast_reads(lt), 1);
 		lock_txn_release(lt, r2);
 		CHECK_EQ(nnotes, 0);
@@ -112,7 +118,7 @@ static void entries(void)
 	lock_table_t *lt = setup();
 	lock_txn_t *a = lock_txn_get(lt, 1, 10, NULL), *b = lock_txn_get(lt, 2, 20, NULL);
 	struct lock_waiter wb = { 0 };
-	CHECK_EQ(acq(lt, a, "u", LOCK_S, CC_NO_WAIT, NULL), 0);
+	CHECK_EQ(acq(lt, a, "u", LOCK_S, CC_NO_WAIT, &rw), 0);
 	CHECK_EQ(acq(lt, a, "u", LOCK_X, CC_NO_WAIT, NULL), 0);   /* its own read */
 	CHECK(held(lt, a, "u", LOCK_X));
 	uint64_t f = fast_reads(lt);
@@ -126,7 +132,7 @@ static void entries(void)
 	lock_txn_release(lt, b);
 	CHECK_EQ(lock_table_nlocks(lt), 0);
 	lock_txn_t *c = lock_txn_get(lt, 3, 30, NULL);
-	CHECK_EQ(acq(lt, c, "u", LOCK_S, CC_NO_WAIT, NULL), 0);   /* no entry: fast again */
+	CHECK_EQ(acq(lt, c, "u", LOCK_S, CC_NO_WAIT, &rw), 0);   /* no entry: fast again */
 	CHECK_EQ(fast_reads(lt), f + 1);
 	lock_txn_release(lt, c);
 	teardown(lt);
@@ -141,7 +147,7 @@ static void many_reads(void)
 	char key[16];
 	for (int i = 0; i < 100; i++) {
 		snprintf(key, sizeof(key), "r%d", i);
-		CHECK_EQ(acq(lt, t, key, LOCK_S, CC_NO_WAIT, NULL), 0);
+		CHECK_EQ(acq(lt, t, key, LOCK_S, CC_NO_WAIT, &rw), 0);
 	}
 	CHECK(fast_reads(lt) > 0 && fast_reads(lt) < 100);   /* the rest took entries */
 	for (int i = 0; i < 100; i++) {
@@ -169,7 +175,7 @@ static void shared_word(void)
 {
 	lock_table_t *lt = setup();
 	lock_txn_t *r = lock_txn_get(lt, 1, 10, NULL);
-	CHECK_EQ(acq(lt, r, "a", LOCK_S, CC_NO_WAIT, NULL), 0);
+	CHECK_EQ(acq(lt, r, "a", LOCK_S, CC_NO_WAIT, &rw), 0);
 	char key[16];
 	int shared = -1;
 	for (int i = 0; i < 20000 && shared < 0; i++) {
@@ -191,6 +197,28 @@ static void shared_word(void)
 	printf("shared word (key s%d) ok\n", shared);
 }
 
+/* A read made NO_WAIT without a waiter (the memory server does that to a
+ * WOUND_WAIT or WAIT_DIE request when its connection has too many parked)
+ * takes the entry: its txn can still be wounded, so two such readers that
+ * both upgrade cannot wait for each other forever. */
+static void no_waiter(void)
+{
+	lock_table_t *lt = setup();
+	lock_txn_t *young = lock_txn_get(lt, 2, 20, NULL), *old = lock_txn_get(lt, 1, 10, NULL);
+	struct lock_waiter wy = { 0 };
+	CHECK_EQ(acq(lt, young, "k", LOCK_S, CC_NO_WAIT, NULL), 0);
+	CHECK_EQ(acq(lt, old, "k", LOCK_S, CC_NO_WAIT, NULL), 0);
+	CHECK_EQ(fast_reads(lt), 0);
+	CHECK_EQ(acq(lt, young, "k", LOCK_X, CC_WOUND_WAIT, &wy), 1);   /* waits for old */
+	CHECK_EQ(acq(lt, old, "k", LOCK_X, CC_WOUND_WAIT, NULL), 0);    /* wounds young */
+	CHECK_EQ(lock_txn_status(young), TXN_PREEMPTED);
+	CHECK(nnotes == 1 && notes[0].w == &wy && notes[0].result == LOTUS_EPREEMPTED);
+	lock_txn_release(lt, young);
+	lock_txn_release(lt, old);
+	teardown(lt);
+	printf("no waiter ok\n");
+}
+
 int main(void)
 {
 	read_then_write(CC_NO_WAIT);
@@ -199,5 +227,6 @@ int main(void)
 	entries();
 	many_reads();
 	shared_word();
+	no_waiter();
 	return 0;
 }
