@@ -161,7 +161,8 @@ static void ms_handle_reqs(struct ms_worker *wk, struct ms_conn *c, const void *
 	if (wk->srv->hooks.msg_begin)
 		wk->srv->hooks.msg_begin(wk, data, len);
 	wire_iter_init(&it, data, len);
-	while (!c->broken && wire_next_req(&it, &r, &k, &v) == 1)
+	while (!c->broken && (wk->srv->hooks.next_req ? wk->srv->hooks.next_req(wk, &r, &k, &v)
+						    : wire_next_req(&it, &r, &k, &v)) == 1)
 		wk->srv->hooks.handle_req(wk, c, h->sender, h->seq, r, k, v);
 	if (wk->rep.count) {   /* the largest lately: messages of reads and of commits alternate */
 		size_t per = wk->rep.len / wk->rep.count;

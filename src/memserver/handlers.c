@@ -1249,6 +1249,8 @@ static void amac_window(struct ms_worker *wk)
 	while (n < MS_AMAC_MAX && wire_next_req(&wk->amac_it, &r, &k, &v) == 1) {
 		struct ms_amac *a = &wk->amac[n++];
 		a->r = r;
+		a->k = k;
+		a->v = v;
 		a->guess = 0;
 		a->token = 0;
 		a->stage = AMAC_NONE;
@@ -1267,6 +1269,25 @@ static void amac_window(struct ms_worker *wk)
 	}
 	wk->amac_n = n;
 	wk->amac_more = n == MS_AMAC_MAX;
+}
+
+/* The message's next request, from the phases' parse (ms_handle_req
+ * takes it as amac_cur); the next window when this one is used up. */
+static int ms_next_req(struct ms_worker *wk, const struct wire_req **r, const unsigned char **k,
+		       const unsigned char **v)
+{
+	if (wk->amac_i == wk->amac_n) {
+		if (!wk->amac_more)
+			return 0;
+		amac_window(wk);
+		if (!wk->amac_n)
+			return 0;
+	}
+	const struct ms_amac *a = &wk->amac[wk->amac_i];
+	*r = a->r;
+	*k = a->k;
+	*v = a->v;
+	return 1;
 }
 
 static void ms_msg_begin(struct ms_worker *wk, const void *data, size_t len)
@@ -1440,6 +1461,7 @@ static void pending_reply(struct ms_worker *wk, struct ms_pending *p, int rc)
 void ms_handlers_register(struct ms_server *srv)
 {
 	srv->hooks.msg_begin = ms_msg_begin;
+	srv->hooks.next_req = ms_next_req;
 	srv->hooks.handle_req = ms_handle_req;
 	srv->hooks.resume = ms_resume;
 	srv->hooks.miss_resume = ms_miss_resume;

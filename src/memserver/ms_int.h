@@ -72,6 +72,7 @@ enum ms_post_kind { MS_POST_PENDING = 1, MS_POST_DURABLE = 2 };
 enum { AMAC_NONE, AMAC_HASHED, AMAC_GUESSED };
 struct ms_amac {
 	const struct wire_req *r;
+	const unsigned char *k, *v;   /* r's key and value in the message */
 	uint64_t token;            /* store_lookup_prefetch's */
 	store_loc_t guess;         /* 0: none */
 	uint8_t stage;
@@ -255,6 +256,11 @@ struct ms_hooks {
 	/* handlers.c: a REQ message of len bytes (checked) is about to be
 	 * handled, request by request: the lookups' first phases (AMAC) */
 	void (*msg_begin)(struct ms_worker *wk, const void *data, size_t len);
+	/* handlers.c: the next request of the message msg_begin began (1), or
+	 * its end (0): the lookup phases parsed it already, so the loop does
+	 * not parse it again */
+	int (*next_req)(struct ms_worker *wk, const struct wire_req **r, const unsigned char **key,
+			const unsigned char **val);
 	/* handlers.c: handle one request of a REQ message; appends its reply to
 	 * wk->rep unless the request parks (then the reply is sent on grant). */
 	void (*handle_req)(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
