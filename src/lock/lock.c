@@ -848,9 +848,10 @@ int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const
 	 * waiter may be another protocol's request made NO_WAIT by its caller
 	 * (the memory server's parked limit), and a WOUND_WAIT or WAIT_DIE
 	 * txn's read must stay on the entry, where it can be wounded or aged */
+	uint64_t h = lock_hash(table, khash);
+	struct lock_bucket *bk = &lt->buckets[h & lt->mask];
 	if (mode == LOCK_S && cc == CC_NO_WAIT && w && lt->fast_reads &&
-	    fast_read(lt, txn, &lt->buckets[lock_hash(table, khash) & lt->mask],
-		      lock_hash(table, khash)) == 0)
+	    fast_read(lt, txn, bk, h) == 0)
 		return 0;
 	lock_stat_add(lt, ST_ACQUIRES, 1);
 	if (atomic_load(&txn->status) == TXN_PREEMPTED) {
@@ -859,11 +860,9 @@ int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const
 	}
 	if ((mode != LOCK_S && mode != LOCK_X) || (unsigned)cc > CC_WOUND_WAIT)
 		return -EINVAL;
-	uint64_t h = lock_hash(table, khash);
 	struct batch b = { 0 };
 	struct acq a = { .lt = lt, .t = txn, .bucket = (uint32_t)(h & lt->mask), .mode = mode,
 			 .cc = cc, .w = w, .b = &b };
-	struct lock_bucket *bk = &lt->buckets[a.bucket];
 	int rc = -ENOMEM;
 	latch_lock(&bk->latch);
 	a.L = lk_find(bk, h, table, key, klen, true);

@@ -1301,9 +1301,8 @@ static void ms_msg_begin(struct ms_worker *wk, const void *data, size_t len)
 static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
 {
+	/* ms_next_req handed out amac[amac_i] (and windowed a long message) */
 	wk->amac_cur = NULL;
-	if (wk->amac_i == wk->amac_n && wk->amac_more)
-		amac_window(wk);   /* the next window of a long message */
 	if (wk->amac_i < wk->amac_n && wk->amac[wk->amac_i].r == r)
 		wk->amac_cur = &wk->amac[wk->amac_i++];
 	if (wk->msg_left)
@@ -1313,20 +1312,14 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 	    net_conn_inflight(c->nc) + wk->rep.len > wk->srv->max_conn_bytes) {
 		wk->bytes_refused++;
 		rep_status(wk, &wk->rep, r, LOTUS_ELIMIT, 0);
-		if (!wk->msg_left)
-			lockop_txn_drop(wk);
-		return;
-	}
-	/* wire_msg_check has vetted op and lengths; the table is still belt and braces */
-	if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
+	} else if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
+		/* wire_msg_check has vetted op and lengths; belt and braces */
 		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);
-		if (!wk->msg_left)
+	} else {
+		if (handlers[r->op] != h_lockop)
 			lockop_txn_drop(wk);
-		return;
+		handlers[r->op](wk, c, sender, seq, r, key, val);
 	}
-	if (handlers[r->op] != h_lockop)
-		lockop_txn_drop(wk);
-	handlers[r->op](wk, c, sender, seq, r, key, val);
 	if (!wk->msg_left)   /* the message's last request */
 		lockop_txn_drop(wk);
 	wk->amac_cur = NULL;
