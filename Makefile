@@ -274,7 +274,7 @@ tsan:
 # The unit tests whose threads share data: what TSan can check in CI time.
 # test_net_basic and test_net_fault connect through the front door (its thread
 # admits each client to a worker's mailbox).
-TSAN_TESTS ?= concurrent store_tier test_pwriter group_shared ckpt_writer ckpt_recover lock_stress io_clone_threads redo_basic redo_fault redo_lazy durable_async \
+TSAN_TESTS ?= concurrent store_tier test_pwriter group_shared ckpt_writer ckpt_recover lock_stress io_clone_threads redo_basic redo_fault redo_lazy redo_ship durable_async \
 	test_net_basic test_net_fault
 test-tsan: deps tsan
 	@LOTUS_BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \

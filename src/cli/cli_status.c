@@ -332,6 +332,13 @@ static void print_json(const struct st_row *rows, unsigned n)
 		} else
 			printf(",\"log_bytes\":null,\"lsn\":null,\"durable_lsn\":null,"
 			       "\"checkpoint\":null");
+		char role[16];
+		if (j_str(js, "replication.role", role, sizeof(role)))
+			printf(",\"partition\":%" PRIu64 ",\"role\":\"%s\",\"epoch\":%" PRIu64
+			       ",\"lag\":%" PRIu64, j_u64_or0(js, "replication.partition"), role,
+			       j_u64_or0(js, "replication.epoch"), j_u64_or0(js, "replication.lag"));
+		else
+			printf(",\"partition\":null,\"role\":null,\"epoch\":null,\"lag\":null");
 		printf(",\"prepared\":%" PRIu64 ",\"lease_losses\":%" PRIu64
 		       ",\"door_refusals\":%" PRIu64 ",\"requests\":%" PRIu64 "}",
 		       j_u64_or0(js, "prepared"), j_u64_or0(js, "lease_losses"), door_refusals(js),

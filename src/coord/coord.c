@@ -18,22 +18,60 @@
 #include "common/log.h"
 #include "coord/coord.h"
 
+static int fmt_ids(char *buf, size_t len, size_t *off, const char *name, const unsigned *ids,
+		   unsigned n)
+{
+	int k = snprintf(buf + *off, len - *off, "%s\"%s\":[", *off > 1 ? "," : "", name);
+	if (k < 0 || (size_t)k >= len - *off)
+		return -EINVAL;
+	*off += (size_t)k;
+	for (unsigned i = 0; i < n; i++) {
+		k = snprintf(buf + *off, len - *off, "%s%u", i ? "," : "", ids[i]);
+		if (k < 0 || (size_t)k >= len - *off)
+			return -EINVAL;
+		*off += (size_t)k;
+	}
+	k = snprintf(buf + *off, len - *off, "]");
+	if (k < 0 || (size_t)k >= len - *off)
+		return -EINVAL;
+	*off += (size_t)k;
+	return 0;
+}
+
 int coord_partition_format(const struct coord_partition *part, char *buf, size_t len)
 {
 	size_t off;
-	int n = snprintf(buf, len, "{\"epoch\":%" PRIu64 ",\"primary\":%u,\"members\":[",
-			 part->epoch, part->primary);
+	int n = snprintf(buf, len, "{\"epoch\":%" PRIu64 ",\"primary\":%u", part->epoch,
+			 part->primary);
 	if (n < 0 || (size_t)n >= len)
 		return -EINVAL;
 	off = (size_t)n;
-	for (unsigned i = 0; i < part->nmembers; i++) {
-		n = snprintf(buf + off, len - off, "%s%u", i ? "," : "", part->members[i]);
-		if (n < 0 || (size_t)n >= len - off)
-			return -EINVAL;
-		off += (size_t)n;
-	}
-	n = snprintf(buf + off, len - off, "]}");
+	if (fmt_ids(buf, len, &off, "members", part->members, part->nmembers) ||
+	    fmt_ids(buf, len, &off, "insync", part->insync, part->ninsync))
+		return -EINVAL;
+	n = snprintf(buf + off, len - off, "}");
 	return n < 0 || (size_t)n >= len - off ? -EINVAL : (int)(off + (size_t)n);
+}
+
+/* "N,N,...]" at *s into ids; *s moves past the ']'. */
+static int parse_ids(const char **s, unsigned *ids, unsigned *n)
+{
+	const char *p = *s;
+	*n = 0;
+	while (*p != ']') {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+		if (end == p || v >= LOTUS_MAX_SERVERS || *n == CONFIG_MAX_REPLICAS)
+			return -EINVAL;
+		ids[(*n)++] = (unsigned)v;
+		p = end;
+		if (*p == ',')
+			p++;
+		else if (*p != ']')
+			return -EINVAL;
+	}
+	*s = p + 1;
+	return 0;
 }
 
 int coord_partition_parse(const char *s, struct coord_partition *part)
@@ -48,21 +86,27 @@ int coord_partition_parse(const char *s, struct coord_partition *part)
 	p.epoch = epoch;
 	p.primary = primary;
 	s += pos;
-	while (*s != ']') {
-		char *end;
-		unsigned long v = strtoul(s, &end, 10);
-		if (end == s || v >= LOTUS_MAX_SERVERS || p.nmembers == CONFIG_MAX_REPLICAS)
+	if (parse_ids(&s, p.members, &p.nmembers) || p.nmembers == 0)
+		return -EINVAL;
+	if (strncmp(s, ",\"insync\":[", 11) == 0) {
+		s += 11;
+		if (parse_ids(&s, p.insync, &p.ninsync))
 			return -EINVAL;
-		p.members[p.nmembers++] = (unsigned)v;
-		s = end;
-		if (*s == ',')
-			s++;
-		else if (*s != ']')
-			return -EINVAL;
+	} else {   /* written before the in-sync set: every member */
+		memcpy(p.insync, p.members, sizeof(p.insync));
+		p.ninsync = p.nmembers;
 	}
-	if (strcmp(s, "]}") != 0 || p.nmembers == 0)
+	if (strcmp(s, "}") != 0)
 		return -EINVAL;
 	*part = p;
+	return 0;
+}
+
+int coord_partition_insync(const struct coord_partition *part, unsigned id)
+{
+	for (unsigned i = 0; i < part->ninsync; i++)
+		if (part->insync[i] == id)
+			return 1;
 	return 0;
 }
 
@@ -79,6 +123,8 @@ int coord_partition_parse(const char *s, struct coord_partition *part)
 #pragma weak zoo_recv_timeout
 #pragma weak zoo_get
 #pragma weak zoo_create
+#pragma weak zoo_set
+#pragma weak zoo_exists
 #pragma weak zerror
 #pragma weak ZOO_OPEN_ACL_UNSAFE
 #pragma weak ZOO_PERSISTENT
@@ -220,10 +266,19 @@ static int zk_ensure(coord_t *co, const char *path)
 int coord_get_partition(coord_t *co, uint64_t cluster_id, unsigned p,
 			struct coord_partition *part)
 {
+	return coord_get_partition_v(co, cluster_id, p, part, NULL);
+}
+
+int coord_get_partition_v(coord_t *co, uint64_t cluster_id, unsigned p,
+			  struct coord_partition *part, int *version)
+{
 	char path[128], buf[512];
 	int len = (int)sizeof(buf) - 1;
+	struct Stat st;
 	snprintf(path, sizeof(path), "/lotus/%016" PRIx64 "/partitions/%u", cluster_id, p);
-	int zrc = zoo_get(co->zh, path, 0, buf, &len, NULL);
+	int zrc = zoo_get(co->zh, path, 0, buf, &len, &st);
+	if (zrc == ZOK && version)
+		*version = st.version;
 	if (zrc == ZNONODE)
 		return -ENOENT;
 	if (zrc != ZOK)
@@ -236,15 +291,54 @@ int coord_get_partition(coord_t *co, uint64_t cluster_id, unsigned p,
 	return 0;
 }
 
+int coord_set_partition(coord_t *co, uint64_t cluster_id, unsigned p,
+			const struct coord_partition *part, int version)
+{
+	char path[128], data[512];
+	snprintf(path, sizeof(path), "/lotus/%016" PRIx64 "/partitions/%u", cluster_id, p);
+	int n = coord_partition_format(part, data, sizeof(data));
+	if (n < 0)
+		return n;
+	int zrc = zoo_set(co->zh, path, data, n, version);
+	if (zrc == ZBADVERSION)
+		return -ESTALE;
+	if (zrc != ZOK)
+		return zk_fail("update", path, zrc);
+	log_info("coordinator: %s is now %s", path, data);
+	return 0;
+}
+
+int coord_server_addr(coord_t *co, uint64_t cluster_id, unsigned id, char *host, size_t hlen,
+		      uint16_t *port)
+{
+	char path[128], buf[512];
+	int len = (int)sizeof(buf) - 1;
+	snprintf(path, sizeof(path), "/lotus/%016" PRIx64 "/servers/%u", cluster_id, id);
+	int zrc = zoo_get(co->zh, path, 0, buf, &len, NULL);
+	if (zrc == ZNONODE)
+		return -ENOENT;
+	if (zrc != ZOK)
+		return zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT ? LOTUS_EUNAVAIL : -EIO;
+	buf[len < 0 ? 0 : len] = 0;
+	char h[256];
+	unsigned pt;
+	if (sscanf(buf, "{\"host\":\"%255[^\"]\",\"port\":%u", h, &pt) != 2 || pt > 65535)
+		return -EIO;
+	snprintf(host, hlen, "%s", h);
+	*port = (uint16_t)pt;
+	return 0;
+}
+
 int coord_register_server(coord_t *co, unsigned replicas, uint64_t cluster_id,
 			  unsigned id, const char *host, uint16_t port, unsigned wait_ms,
 			  struct coord_partition *part)
 {
 	unsigned r = replicas > 1 ? replicas : 1, p = id / r;
 	char path[128], data[512];
-	struct coord_partition want = { .epoch = 1, .primary = p * r, .nmembers = r };
+	struct coord_partition want = { .epoch = 1, .primary = p * r, .nmembers = r,
+					.ninsync = r };
 	for (unsigned i = 0; i < r; i++)
-		want.members[i] = p * r + i;
+		want.members[i] = want.insync[i] = p * r + i;
 	const char *dirs[] = { "/lotus", "", "", "" };
 	char root[64], parts[80], servers[80];
 	snprintf(root, sizeof(root), "/lotus/%016" PRIx64, cluster_id);
@@ -345,6 +439,24 @@ int coord_register_server(coord_t *co, unsigned replicas, uint64_t cluster_id,
 
 int coord_get_partition(coord_t *co, uint64_t cluster_id, unsigned p,
 			struct coord_partition *part)
+{
+	return LOTUS_ECONFIG;
+}
+
+int coord_get_partition_v(coord_t *co, uint64_t cluster_id, unsigned p,
+			  struct coord_partition *part, int *version)
+{
+	return LOTUS_ECONFIG;
+}
+
+int coord_set_partition(coord_t *co, uint64_t cluster_id, unsigned p,
+			const struct coord_partition *part, int version)
+{
+	return LOTUS_ECONFIG;
+}
+
+int coord_server_addr(coord_t *co, uint64_t cluster_id, unsigned id, char *host, size_t hlen,
+		      uint16_t *port)
 {
 	return LOTUS_ECONFIG;
 }

@@ -4,10 +4,14 @@
  * (docs/replication.md).  Used only when [cluster] replicas > 1.
  *
  * Znodes, under /lotus/<cluster id, 16 hex digits>:
- *   partitions/<p>   persistent; {"epoch":E,"primary":ID,"members":[ID,...]}
- *                    created once, by a conditional create (the first server
- *                    of the partition to start wins; primary = its lowest id,
- *                    epoch 1)
+ *   partitions/<p>   persistent; {"epoch":E,"primary":ID,"members":[ID,...],
+ *                    "insync":[ID,...]} created once, by a conditional
+ *                    create (the first server of the partition to start
+ *                    wins; primary = its lowest id, epoch 1, every member in
+ *                    sync), then changed only by versioned updates: the
+ *                    primary drops a lost backup from insync (and adds a
+ *                    caught-up one), a backup in sync takes over under
+ *                    epoch + 1 (docs/replication.md)
  *   servers/<id>     ephemeral, under the server's session:
  *                    {"host":"H","port":P,"partition":p}; gone once the
  *                    session expires (a dead or stopped server)
@@ -30,6 +34,8 @@ struct coord_partition {
 	unsigned primary;                 /* a memory server id */
 	unsigned nmembers;
 	unsigned members[CONFIG_MAX_REPLICAS];
+	unsigned ninsync;                 /* the members that hold every acknowledged */
+	unsigned insync[CONFIG_MAX_REPLICAS];   /* record: the primary, and its live backups */
 };
 
 typedef struct coord coord_t;
@@ -63,7 +69,22 @@ int coord_register_server(coord_t *co, unsigned replicas, uint64_t cluster_id,
 int coord_get_partition(coord_t *co, uint64_t cluster_id, unsigned p,
 			struct coord_partition *part);
 
-/* The znode text of a partition and its parser (0 or -EINVAL). */
+/* The same, with the znode's version for coord_set_partition. */
+int coord_get_partition_v(coord_t *co, uint64_t cluster_id, unsigned p,
+			  struct coord_partition *part, int *version);
+/* Replace partition p's configuration if the znode is still at version:
+ * 0, -ESTALE (somebody changed it since: read it again) or an error. */
+int coord_set_partition(coord_t *co, uint64_t cluster_id, unsigned p,
+			const struct coord_partition *part, int version);
+/* Where live memory server id listens (its ephemeral znode): 0, -ENOENT
+ * (no live session of it), LOTUS_EUNAVAIL or -EIO. */
+int coord_server_addr(coord_t *co, uint64_t cluster_id, unsigned id, char *host, size_t hlen,
+		      uint16_t *port);
+/* Is id in part's in-sync set? */
+int coord_partition_insync(const struct coord_partition *part, unsigned id);
+
+/* The znode text of a partition and its parser (0 or -EINVAL; a text
+ * without "insync" has every member in sync). */
 int coord_partition_format(const struct coord_partition *part, char *buf, size_t len);
 int coord_partition_parse(const char *s, struct coord_partition *part);
 

@@ -978,6 +978,10 @@ static struct ms_prep_ent *prep_find(struct ms_server *srv, uint64_t txn_id)
 	return e;
 }
 
+/* client: DECIDE_FOLLOWED: a backup follows its primary's DECIDE record,
+ * already in its log (replica.c). */
+#define DECIDE_FOLLOWED 2
+
 /* The decision itself.  client: the word of the txn's own client (its COMMIT
  * or ABORT; handlers.c), not the resolver's.  A client's ABORT of a txn whose
  * PREPARED this server has told another server (promised), or which recovery
@@ -1003,7 +1007,7 @@ static int prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, i
 	}
 	struct ms_prep_ent *e = prep_find(srv, txn_id);
 	*rc = 0;
-	if (e && client && !commit && (e->promised || e->recovered)) {
+	if (e && client == 1 && !commit && (e->promised || e->recovered)) {
 		e->since_ns = 0;   /* the resolver asks the others now */
 		pthread_mutex_unlock(&srv->prep_mu);
 		ckpt_change_end(srv->ckpt, t);
@@ -1019,8 +1023,8 @@ static int prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, i
 	if (e) {
 		/* logged lazily: every participant's PREPARE is durable already,
 		 * so the record waits for the next write (redo_append_lazy) */
-		int lrc = srv->log ? redo_append_lazy(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d),
-						      &lsn)
+		int lrc = srv->log && client != DECIDE_FOLLOWED
+			  ? redo_append_lazy(srv->log, REDO_DECIDE, txn_id, &d, sizeof(d), &lsn)
 			  : 0;
 		ms_outcome_note(srv, txn_id, commit ? MS_OUT_COMMIT : MS_OUT_ABORT);
 		if (commit) {
@@ -1148,6 +1152,90 @@ out:
 	pthread_mutex_unlock(&srv->tables_mu);
 	if (rc)
 		*lsn = 0;
+	return rc;
+}
+
+/* ---- a backup follows its primary's log (replica.c) ------------------------- */
+
+/* What a followed record changes: as replay_one, but in a running server. */
+static int follow_apply(struct ms_server *srv, const struct redo_rec *x)
+{
+	uint64_t n = 0;
+	int rc = 0;
+	switch (x->type) {
+	case REDO_TABLE: {
+		struct ms_redo_table t;
+		char name[STORE_TABLE_NAME_MAX + 1];
+		uint16_t id = 0;
+		if (x->len < sizeof(t))
+			return LOTUS_EPROTO;
+		memcpy(&t, x->payload, sizeof(t));
+		if (!t.name_len || t.name_len > STORE_TABLE_NAME_MAX || sizeof(t) + t.name_len > x->len)
+			return LOTUS_EPROTO;
+		memcpy(name, (const unsigned char *)x->payload + sizeof(t), t.name_len);
+		name[t.name_len] = 0;
+		pthread_mutex_lock(&srv->tables_mu);
+		rc = store_table_create(srv->store, name, t.max_value, &id);
+		pthread_mutex_unlock(&srv->tables_mu);
+		if (rc == 0 && id != t.id)
+			rc = -EINVAL;
+		return rc;
+	}
+	case REDO_COMMIT:
+		return writes_apply_all(srv->store, NULL, x->payload, x->len, &n, NULL);
+	case REDO_PREPARE: {
+		/* kept as recovery keeps one: locked, in the prepared table, for
+		 * the resolver once this server is the primary */
+		struct ms_prepared p = { .txn_id = x->txn_id, .lsn = x->lsn, .len = x->len,
+					 .payload = (unsigned char *)x->payload };
+		pthread_mutex_lock(&srv->prep_mu);
+		rc = prep_adopt(srv, &p);
+		if (rc == 0)
+			prep_update_keep(srv);
+		pthread_mutex_unlock(&srv->prep_mu);
+		return rc;
+	}
+	case REDO_DECIDE: {
+		struct ms_redo_decide d = { 0 };
+		memcpy(&d, x->payload, MIN(x->len, (uint32_t)sizeof(d)));
+		if (prepared_decide(srv, x->txn_id, d.commit, DECIDE_FOLLOWED, &rc)) {
+			lock_txn_t *txn = lock_txn_find(srv->locks, x->txn_id);
+			if (txn)
+				lock_txn_release(srv->locks, txn);
+		} else {
+			pthread_mutex_lock(&srv->prep_mu);
+			ms_outcome_note(srv, x->txn_id, d.commit ? MS_OUT_COMMIT : MS_OUT_ABORT);
+			pthread_mutex_unlock(&srv->prep_mu);
+		}
+		return rc;
+	}
+	case REDO_REFUSE:
+		pthread_mutex_lock(&srv->prep_mu);
+		ms_outcome_note(srv, x->txn_id, MS_OUT_REFUSED);
+		pthread_mutex_unlock(&srv->prep_mu);
+		return 0;
+	case REDO_OUTCOMES:
+		pthread_mutex_lock(&srv->prep_mu);
+		ms_outcomes_replay(srv, x->payload, x->len);
+		pthread_mutex_unlock(&srv->prep_mu);
+		return 0;
+	default:
+		return 0;   /* SEGEND, other users' records: no state */
+	}
+}
+
+int ms_durable_follow(struct ms_server *srv, const void *rec, size_t size,
+		      const struct redo_rec *x, uint64_t *lsn)
+{
+	/* appended and applied inside one checkpoint change, as a commit is:
+	 * an image either holds the change or begins below its record */
+	unsigned t = ckpt_change_begin(srv->ckpt);
+	int rc = redo_append_raw(srv->log, rec, size, lsn);
+	if (rc == 0 && (rc = follow_apply(srv, x)) != 0)
+		log_error("backup: the primary's record at LSN %" PRIu64 " (type %u, txn %" PRIx64
+			  ") cannot be applied here: %s", x->lsn, x->type, x->txn_id,
+			  lotus_strerror(rc));
+	ckpt_change_end(srv->ckpt, t);
 	return rc;
 }
 

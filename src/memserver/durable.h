@@ -28,6 +28,13 @@ void ms_prep_close(struct ms_server *srv);
  * (commit) or drop them, return 1 with *rc set; 0 if it is not prepared here.
  * Worker threads and the resolver. */
 int ms_prepared_decide(struct ms_server *srv, uint64_t txn_id, int commit, int *rc);
+/* A backup (replica.c, one thread at a time): append one record of its
+ * primary's stream (rec[0..size), parsed as x) to the log, byte for byte,
+ * and apply it to the store as recovery would: a PREPARE joins the
+ * prepared table (locked, as recovered), a DECIDE settles it, a COMMIT's
+ * writes land.  *lsn: the log's tail after it.  0 or an error (logged). */
+int ms_durable_follow(struct ms_server *srv, const void *rec, size_t size,
+		      const struct redo_rec *x, uint64_t *lsn);
 /* srv->rec as one JSON object into buf (snprintf rules). */
 int ms_recovery_json(const struct ms_server *srv, char *buf, size_t len);
 

@@ -1098,6 +1098,14 @@ static void h_stats(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 		}
 		n = MIN(n, (int)sizeof(buf) - 1);
 	}
+	if (srv->repl && n > 0 && (size_t)n < sizeof(buf)) {   /* replication */
+		int k = srv->hooks.repl_stats_json(srv, buf + n - 1, sizeof(buf) - (size_t)n);
+		if (k > 0 && (size_t)k < sizeof(buf) - (size_t)n) {
+			n += k;
+			buf[n - 1] = '}';
+			buf[n] = 0;
+		}
+	}
 	if (srv->listener && n > 0 && (size_t)n < sizeof(buf)) {   /* the door's counters */
 		struct door_stats ds;
 		unsigned clients;
@@ -1206,6 +1214,13 @@ static void h_backup(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	wk->srv->hooks.backup_req(wk, seq, r, key);
 }
 
+/* Replication (replica.c, through the hook). */
+static void h_repl(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
+		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
+{
+	wk->srv->hooks.repl_req(wk, seq, r, val);
+}
+
 static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_READ] = h_lockop,   [OP_READ_X] = h_lockop, [OP_LOCK_X] = h_lockop,
 	[OP_INSERT] = h_lockop, [OP_DELETE] = h_lockop, [OP_SCAN] = h_scan,
@@ -1215,6 +1230,7 @@ static const ms_handler_fn handlers[OP_MAX] = {
 	[OP_BACKUP_HOLD] = h_backup, [OP_BACKUP_MARK] = h_backup, [OP_BACKUP_BEGIN] = h_backup,
 	[OP_BACKUP_READ] = h_backup, [OP_BACKUP_END] = h_backup,
 	[OP_DEX_LOOKUP] = h_dex_lookup,
+	[OP_REPL_HELLO] = h_repl, [OP_REPL_SHIP] = h_repl,
 };
 
 /* Ops that bring data back or may park.  While the connection has more than
@@ -1315,6 +1331,11 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 	} else if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
 		/* wire_msg_check has vetted op and lengths; belt and braces */
 		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);
+	} else if (atomic_load_explicit(&wk->srv->role, memory_order_relaxed) >= MS_ROLE_BACKUP &&
+		   r->op != OP_STATS && handlers[r->op] != h_repl) {
+		/* a backup (or a deposed primary) serves no client: the client
+		 * asks the coordinator for the partition's primary */
+		rep_status(wk, &wk->rep, r, LOTUS_EUNAVAIL, 0);
 	} else {
 		if (handlers[r->op] != h_lockop)
 			lockop_txn_drop(wk);

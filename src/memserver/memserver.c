@@ -37,6 +37,7 @@
 #include "memserver/durable.h"
 #include "memserver/backup.h"
 #include "memserver/termination.h"
+#include "memserver/replica.h"
 #include "store/tierback.h"
 #include "onesided/os_region.h"
 
@@ -128,6 +129,7 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 	ms_handlers_register(srv);
 	ms_durable_register(srv);
 	ms_term_register(srv);
+	ms_repl_register(srv);
 	int rc = ms_backup_register(srv);
 	if (rc == 0)
 		rc = ms_store_create(srv, o);
@@ -181,8 +183,10 @@ static int ms_start(struct ms_server *srv, const struct memserver_opts *o)
 static void ms_teardown(struct ms_server *srv, int clean)
 {
 	ms_term_stop(srv);
-	if (srv->log)
-		ms_durable_close(srv, clean);
+	ms_repl_closing(srv);
+	if (srv->log)   /* a primary ships its last batches on the way */
+		ms_durable_close(srv, clean && !ms_repl_deposed(srv));
+	ms_repl_stop(srv);   /* the shipper, then the session: the znode goes */
 	if (srv->listener)
 		net_listener_destroy(srv->listener);
 	for (unsigned i = 0; srv->workers && i < srv->nworkers; i++) {
@@ -232,44 +236,11 @@ static void ms_print_ready(struct ms_server *srv, const struct memserver_opts *o
 	fflush(stdout);
 }
 
-/* A replicated server joins its partition at the coordinator: the
- * partition's znode (created once) and its own ephemeral one, under a
- * session as long as the lease (docs/replication.md). */
-static int ms_coord_join(struct ms_server *srv, const struct memserver_opts *o, coord_t **out)
-{
-	unsigned lease = o->lease_ms ? o->lease_ms : 3000;
-	uint64_t cid = o->cluster_id ? o->cluster_id : srv->cluster_id;
-	struct coord_partition part;
-	if (!o->coordinator) {
-		log_error("memory server %u: replicas = %u needs a coordinator", o->id, o->replicas);
-		return LOTUS_ECONFIG;
-	}
-	int rc = coord_open(o->coordinator, lease, lease + 10000, out);
-	if (rc == 0)
-		rc = coord_register_server(*out, o->replicas, cid, o->id, o->host,
-					   net_listener_port(srv->listener),
-					   2 * coord_session_ms(*out) + 5000, &part);
-	if (rc) {
-		coord_close(*out);
-		*out = NULL;
-		return rc;
-	}
-	if (coord_session_ms(*out) != lease)
-		log_info("coordinator: session timeout %u ms (asked for the lease, %u ms; "
-			 "ZooKeeper bounds it to 2..20 x its tickTime)", coord_session_ms(*out),
-			 lease);
-	log_info("memory server %u: partition %u (servers %u..%u), %s, epoch %" PRIu64, o->id,
-		 o->id / o->replicas, o->id / o->replicas * o->replicas,
-		 o->id / o->replicas * o->replicas + o->replicas - 1,
-		 part.primary == o->id ? "primary" : "backup", part.epoch);
-	return 0;
-}
-
 /* Block the stop signals in every thread; the main thread waits for them. */
-static void ms_wait_for_stop(sigset_t *set)
+static void ms_wait_for_stop(struct ms_server *srv, sigset_t *set)
 {
 	struct timespec ts = { .tv_sec = 0, .tv_nsec = 200 * 1000000 };
-	while (!atomic_load(&ms_stop_flag)) {
+	while (!atomic_load(&ms_stop_flag) && !ms_repl_deposed(srv)) {
 		int sig = sigtimedwait(set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM) {
 			log_info("signal %d: shutting down", sig);
@@ -294,6 +265,14 @@ int memserver_run(const struct memserver_opts *o)
 			  config_durability_name(o->durability));
 		return LOTUS_ECONFIG;
 	}
+	if (o->replicas > 1 && o->durability == LOTUS_DUR_NONE) {
+		log_error("memory server %u: replicas = %u needs a data directory (durability sync "
+			  "or async): a backup holds a copy of its primary's redo log", o->id,
+			  o->replicas);
+		return LOTUS_ECONFIG;
+	}
+	/* replicated: no client is served until the coordinator names the primary */
+	atomic_store(&srv.role, o->replicas > 1 ? MS_ROLE_BACKUP : MS_ROLE_SOLO);
 	pthread_mutex_init(&srv.tables_mu, NULL);
 	srv.config_path = o->config_path ? o->config_path : o->peers_path;
 	srv.secret_file = o->secret_file;
@@ -322,8 +301,7 @@ int memserver_run(const struct memserver_opts *o)
 			atomic_store(&ms_stop_flag, 1);
 			break;
 		}
-	coord_t *coord = NULL;
-	if (rc == 0 && o->replicas > 1 && (rc = ms_coord_join(&srv, o, &coord)) != 0)
+	if (rc == 0 && o->replicas > 1 && (rc = ms_repl_start(&srv, o)) != 0)
 		atomic_store(&ms_stop_flag, 1);   /* the workers stop */
 	if (rc == 0) {
 		log_info("memory server %u listening on %s:%u (%u threads, %s, durability %s%s%s)",
@@ -332,10 +310,12 @@ int memserver_run(const struct memserver_opts *o)
 			 srv.log ? " in " : "", srv.log ? o->data_dir : "");
 		if (o->json_ready)
 			ms_print_ready(&srv, o);
-		ms_wait_for_stop(&set);
+		ms_wait_for_stop(&srv, &set);
 	}
 	ms_term_stop(&srv);   /* it may be talking to this server's workers */
-	coord_close(coord);   /* its ephemeral znode goes at once */
+	ms_repl_quiesce(&srv);   /* no takeover while it stops */
+	if (ms_repl_deposed(&srv) && rc == 0)
+		rc = LOTUS_ESTATE;
 	for (int i = 0; i < started; i++) {
 		net_post(srv.workers[i].net, &ms_wake_item);
 		pthread_join(srv.workers[i].thread, NULL);

@@ -9,6 +9,8 @@
  *
  *   memserver.c    start-up, worker threads, wiring   (may include every header)
  *   termination.c  the 2PC resolver                     termination.h
+ *   replica.c      replication: the log shipped to the  replica.h
+ *                  backups, followed, failover (layer 5 too)
  *   durable.c      redo log, checkpoints, recovery,     durable.h
  *                  the prepared table, replies that
  *                  wait for the log
@@ -330,6 +332,11 @@ struct ms_hooks {
 	/* termination.c: OP_TXN_STATUS: the enum wire_txn_status answer; *lsn: a
 	 * REFUSE record the answer must wait for (0: none). */
 	int (*txn_status)(struct ms_server *srv, uint64_t txn_id, uint64_t *lsn);
+	/* replica.c: OP_REPL_HELLO/SHIP from this partition's primary. */
+	void (*repl_req)(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
+			 const unsigned char *val);
+	/* replica.c: ',"replication":{...}' for the STATS reply (snprintf rules). */
+	int (*repl_stats_json)(struct ms_server *srv, char *buf, size_t len);
 	/* backup.c: the OP_BACKUP_* requests (`lotus backup`); replies in wk->rep. */
 	void (*backup_req)(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
 			   const unsigned char *key);
@@ -394,7 +401,12 @@ struct ms_server {
 	_Atomic int resolver_stop;
 	struct ms_hooks hooks;      /* upward calls (see struct ms_hooks) */
 	struct os_regions *onesided;  /* the one-sided baseline's regions (src/onesided/) */
+	/* replication (replica.c): enum ms_role; a BACKUP or DEPOSED server
+	 * refuses every client request (LOTUS_EUNAVAIL: ask the coordinator) */
+	_Atomic int role;
+	struct ms_repl *repl;
 };
+enum ms_role { MS_ROLE_SOLO = 0, MS_ROLE_PRIMARY, MS_ROLE_BACKUP, MS_ROLE_DEPOSED };
 #define MS_DEP_SLOTS (1u << 16)
 
 /* prep_mu held: if the decision hold has run out, record its cut and end it.

@@ -161,6 +161,8 @@ void ms_outcomes_relog(void *arg)
 {
 	struct ms_server *srv = arg;
 	enum { CHUNK = 1u << 17 };
+	if (atomic_load(&srv->role) >= MS_ROLE_BACKUP)
+		return;   /* a backup's log is its primary's, byte for byte */
 	uint64_t *buf = malloc(CHUNK * sizeof(*buf));
 	if (!buf) {
 		log_warn("out of memory: the COMMIT outcomes are not logged again at this "

@@ -244,7 +244,8 @@ static void *resolver_main(void *arg)
 	while (items && !atomic_load(&srv->resolver_stop)) {
 		struct timespec ts = { 0, 200 * 1000000L };
 		nanosleep(&ts, NULL);
-		if (!atomic_load(&srv->nprep))
+		/* a backup's prepared txns are its primary's to decide */
+		if (!atomic_load(&srv->nprep) || atomic_load(&srv->role) >= MS_ROLE_BACKUP)
 			continue;
 		unsigned n = resolve_collect(srv, items);
 		if (!n)

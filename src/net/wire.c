@@ -298,6 +298,8 @@ static int wire_check_req(const struct wire_req *r, const unsigned char *value)
 	case OP_BACKUP_MARK:
 	case OP_BACKUP_BEGIN:
 	case OP_BACKUP_END:   /* a key or value is ignored; READ's key: the default */
+	case OP_REPL_HELLO:
+	case OP_REPL_SHIP:
 		return 0;
 	case OP_CREATE_TABLE:
 		return r->key_len == 0 || r->key_len > 64 ? LOTUS_EPROTO : 0;

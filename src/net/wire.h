@@ -103,6 +103,14 @@ enum wire_op {
 			     one-sided region itself; reply value = struct
 			     dex_lookup_rep and the record's value
 			     (src/onesided/dex.h), or LOTUS_ENOTFOUND */
+	/* Replication (src/memserver/replica.c, docs/replication.md), primary
+	 * -> backup; txn_id = the primary's epoch (older: LOTUS_ESTATE): */
+	OP_REPL_HELLO,    /* the primary starts a stream: reply arg = the
+			     backup's log tail, where the stream goes on */
+	OP_REPL_SHIP,     /* arg = stream position of value's first byte, value =
+			     the primary's log bytes from there; reply (once
+			     they are durable here, with durability sync) arg
+			     = how far this log holds the stream */
 	OP_MAX
 };
 

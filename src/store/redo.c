@@ -138,6 +138,10 @@ struct redo {
 	uint64_t st_seg_created, st_seg_deleted, st_syscalls_done, st_syscalls_now;
 	uint64_t st_marks;
 	const char *backend_name;
+
+	/* replication (redo_set_ship): the writer ships each batch first */
+	redo_ship_fn ship;
+	void *ship_arg;
 };
 
 #define LOAD(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -271,8 +275,10 @@ static int roll_segment(struct redo *r)
 	return 0;
 }
 
-static int append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
-		  uint64_t *lsn, int lazy)
+/* lazy: 1 for redo_append_lazy; at (a backup's redo_append_raw): the LSN
+ * the record must get, and no segment roll of this log's own. */
+static int append_at(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
+		     uint64_t *lsn, int lazy, uint64_t at)
 {
 	if (len > REDO_MAX_PAYLOAD)
 		return -E2BIG;
@@ -282,7 +288,9 @@ static int append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload,
 	uint64_t size = rec_size(len);
 	pthread_mutex_lock(&r->mu);
 	int rc = r->failed ? LOTUS_EREADONLY : 0;
-	if (!rc && r->tail - r->seg_first >= r->segment_bytes)
+	if (!rc && at && r->tail + size != at)
+		rc = -ESPIPE;   /* not the next record of this stream */
+	else if (!rc && !at && r->tail - r->seg_first >= r->segment_bytes)
 		rc = roll_segment(r);
 	if (!rc)
 		rc = wait_space(r, size);
@@ -315,13 +323,48 @@ static int append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload,
 int redo_append(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload, uint32_t len,
 		uint64_t *lsn)
 {
-	return append(r, type, txn_id, payload, len, lsn, 0);
+	return append_at(r, type, txn_id, payload, len, lsn, 0, 0);
 }
 
 int redo_append_lazy(redo_t *r, uint8_t type, uint64_t txn_id, const void *payload,
 		     uint32_t len, uint64_t *lsn)
 {
-	return append(r, type, txn_id, payload, len, lsn, 1);
+	return append_at(r, type, txn_id, payload, len, lsn, 1, 0);
+}
+
+int redo_append_raw(redo_t *r, const void *rec, size_t len, uint64_t *lsn)
+{
+	struct redo_hdr h;
+	if (len < sizeof(h))
+		return -EINVAL;
+	memcpy(&h, rec, sizeof(h));
+	if (len != rec_size(h.len))
+		return -EINVAL;
+	if (h.type != REDO_SEGEND)
+		return append_at(r, h.type, h.txn_id, (const unsigned char *)rec + sizeof(h),
+				 h.len, lsn, 0, h.lsn);
+	/* the primary ended its segment here: so does this log */
+	pthread_mutex_lock(&r->mu);
+	int rc = r->failed ? LOTUS_EREADONLY : r->tail + len != h.lsn || h.len ? -ESPIPE
+		 : roll_segment(r);
+	if (rc == 0) {
+		*lsn = r->tail;
+		r->urgent = r->tail;
+		if (r->writer_idle) {
+			r->writer_idle = 0;
+			pthread_cond_signal(&r->work_cv);
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+void redo_set_ship(redo_t *r, redo_ship_fn fn, void *arg)
+{
+	pthread_mutex_lock(&r->mu);
+	r->ship = fn;
+	r->ship_arg = arg;
+	pthread_mutex_unlock(&r->mu);
 }
 
 /* Somebody waits for lsn: the writer owes it now, lazy or not.  Only what
@@ -630,9 +673,14 @@ static int write_range(struct redo *r, uint64_t start, uint64_t data_end,
 
 static void writer_fail(struct redo *r, int err, uint64_t start, uint64_t end)
 {
-	log_error("redo: log write of LSN %" PRIu64 "..%" PRIu64 " in %s failed: %s; the log is "
-		  "read-only from now on (commits waiting for it fail with LOTUS_EDURABLE)",
-		  start, end, r->dir, strerror(-err));
+	if (err == -ESTALE)   /* the ship hook said why */
+		log_error("redo: LSN %" PRIu64 "..%" PRIu64 " in %s could not be replicated; the "
+			  "log is read-only from now on (commits waiting for it fail with "
+			  "LOTUS_EDURABLE)", start, end, r->dir);
+	else
+		log_error("redo: log write of LSN %" PRIu64 "..%" PRIu64 " in %s failed: %s; the "
+			  "log is read-only from now on (commits waiting for it fail with "
+			  "LOTUS_EDURABLE)", start, end, r->dir, strerror(-err));
 	pthread_mutex_lock(&r->mu);
 	STORE(&r->failed, 1);
 	pthread_cond_broadcast(&r->space_cv);
@@ -763,7 +811,21 @@ static void *writer_main(void *arg)
 		unsigned nb = r->nbounds;
 		memcpy(bounds, r->bounds, nb * sizeof(bounds[0]));
 		recs_done = r->records_appended;
+		redo_ship_fn ship = r->ship;
 		pthread_mutex_unlock(&r->mu);
+
+		/* Replication: the backups get the batch before this disk does,
+		 * so this log never holds what they lack (docs/replication.md) */
+		if (ship) {
+			size_t off = durable % r->ring_bytes;
+			size_t n1 = (size_t)MIN(end - durable, (uint64_t)(r->ring_bytes - off));
+			rc = ship(r->ship_arg, durable, end, r->ring + off, n1, r->ring,
+				  (size_t)(end - durable) - n1);
+			if (rc) {
+				writer_fail(r, rc, durable, end);
+				break;
+			}
+		}
 
 		if (r->delay_ms) {
 			struct timespec ts = { r->delay_ms / 1000, (long)(r->delay_ms % 1000) * 1000000L };

@@ -92,6 +92,46 @@ int redo_truncate(redo_t *r, uint64_t lsn);
  * segment at or past the cut) or -errno. */
 int redo_restore_tail(const char *dir, uint64_t cut);
 
+/* ---- replication (docs/replication.md) ----
+ * A primary's log writer hands every batch to ship() before it writes it,
+ * and writes it only if ship() returned 0: so the log never holds what the
+ * backups lack.  A backup's log mirrors its primary's byte for byte: it
+ * appends the primary's records with redo_append_raw, at the same LSNs, and
+ * rolls its segments where the primary's SEGEND records say. */
+
+/* Called on the log writer thread with the stream bytes [from, to) (in the
+ * ring: p1[0..n1) then p2[0..n2)), which stay put until it returns.  0: the
+ * backups have them (or none is owed them); else the log fails as on an I/O
+ * error (-ESTALE: the hook logged why). */
+typedef int (*redo_ship_fn)(void *arg, uint64_t from, uint64_t to, const void *p1, size_t n1,
+			    const void *p2, size_t n2);
+void redo_set_ship(redo_t *r, redo_ship_fn fn, void *arg);
+/* Append one record of a primary's stream (header, payload, pad: len =
+ * its size), which must be the record after this log's tail (-ESPIPE
+ * otherwise).  A SEGEND record ends the segment here.  *lsn: where the
+ * tail is now.  Durable as redo_append's records are. */
+int redo_append_raw(redo_t *r, const void *rec, size_t len, uint64_t *lsn);
+/* The record at the start of p[0..n), which the stream holds at position
+ * pos: its size (> 0; p holds all of it), 0 (p holds only part of it), or
+ * -EINVAL (not a valid record there: a bad CRC, magic or LSN).  *out: its
+ * parts (type REDO_SEGEND_TYPE: the stream goes on at
+ * redo_after_segend(lsn)). */
+struct redo_rec {
+	uint8_t type;
+	uint64_t txn_id, lsn;
+	const void *payload;   /* inside p */
+	uint32_t len;
+};
+int64_t redo_stream_record(const void *p, size_t n, uint64_t pos, struct redo_rec *out);
+#define REDO_SEGEND_TYPE 0xfe
+/* Where the stream goes on after a SEGEND record whose LSN is lsn. */
+uint64_t redo_after_segend(uint64_t lsn);
+/* Read the stream bytes [from, to) of the log in dir (open or not) from its
+ * segment files; the bytes the stream skips (segment ends, header blocks)
+ * read as zeroes.  0, -ENOENT (no segment holds from: truncated after a
+ * checkpoint) or -errno. */
+int redo_read_stream(const char *dir, uint64_t from, uint64_t to, void *buf);
+
 /* writes counts group-commit batches (one per wake-up of the log writer);
  * ios counts the I/Os they were split into (pieces of at most max_write). */
 struct redo_stats {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The memory server's layers stay one-way (src/memserver/ms_int.h draws them):
-#   conn (1) < handlers (2) < outcomes (3) < durable (4) < termination (5) < memserver.c (6)
+#   conn (1) < handlers (2) < outcomes (3) < durable (4) < termination, replica (5)
+#   < memserver.c (6)
 # ms_int.h (shared structs and the hook table), memserver.h (the public
 # options) and identity.c (the data directory's IDENTITY, a leaf) are at the
 # bottom.  Fails when
@@ -24,7 +25,7 @@ declare -A rank=(
 	[handlers.h]=2 [handlers.c]=2
 	[outcomes.h]=3 [outcomes.c]=3
 	[durable.h]=4 [durable.c]=4 [backup.h]=4 [backup.c]=4
-	[termination.h]=5 [termination.c]=5
+	[termination.h]=5 [termination.c]=5 [replica.h]=5 [replica.c]=5
 	[memserver.c]=6
 )
 bad=0

@@ -3,7 +3,8 @@
 # The replication keys' errors (docs/replication.md), as the commands report
 # them: replicas that do not divide the servers, and replicas > 1 without a
 # coordinator, fail `lotus memserver` and `lotus bank` with exit 2 and one
-# line naming the file and line; a coordinator that does not answer fails a
+# line naming the file and line; a replicated server without a data
+# directory is refused with a clear line; a coordinator that does not answer fails a
 # memory server's start with a clear error instead of a hang; replicas = 1
 # (and no coordinator) is today's cluster.  Needs no ZooKeeper.
 . "$(dirname "$0")/lib.sh"
@@ -35,9 +36,16 @@ for cmd in "memserver --id 0" "bank --seconds 1 --ledger $T/led"; do
     -- "$L" $cmd --config "$T/nocoord.ini"
 done
 
-# A coordinator nobody answers at: the server says so and exits.
+# A replicated server needs a data directory: its log is what it ships.
 write "$T/zk.ini" 3 127.0.0.1:1
-timeout -s KILL 60 "$L" memserver --config "$T/zk.ini" --id 1 --lease-ms 500 >"$T/ms.out" 2>&1; rc=$?
+timeout -s KILL 60 "$L" memserver --config "$T/zk.ini" --id 1 >"$T/nd.out" 2>&1; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 137 ] || fail "replicated server without a data directory: exit $rc"
+grep -q "replicas = 3 needs a data directory" "$T/nd.out" \
+  || fail "no clear error without a data directory: $(tail -n 3 "$T/nd.out")"
+
+# A coordinator nobody answers at: the server says so and exits.
+timeout -s KILL 60 "$L" memserver --config "$T/zk.ini" --id 1 --lease-ms 500 \
+    --data-dir "$T/d1" --init >"$T/ms.out" 2>&1; rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 137 ] || fail "memory server without its coordinator: exit $rc: $(tail -n 3 "$T/ms.out")"
 grep -q "coordinator 127.0.0.1:1: no ZooKeeper session within\|built without it: install libzookeeper-mt-dev" \
   "$T/ms.out" || fail "no clear error without the coordinator: $(tail -n 3 "$T/ms.out")"

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# timeout: 300
+# sanitizers: skip (a JVM, and waits out ZooKeeper sessions)
+# Replicated memory servers keep working when a primary dies
+# (docs/replication.md, issue 29): a private ZooKeeper on loopback and 4
+# durable memory servers with replicas = 2, i.e. partitions {0,1} and {2,3}.
+#  - the backups follow their primaries' logs: a bank run's data is on them;
+#  - kill -9 of partition 0's primary: its backup takes over at epoch 2 once
+#    the primary's session ends, and every acknowledged transfer is there
+#    (bank --verify against the new primary);
+#  - the killed server restarts as a backup and catches up from the new
+#    primary's log (status: role backup, lag 0);
+#  - traffic goes on; then kill -9 of the new primary: the restarted server
+#    takes over at epoch 3, and verify still passes.
+. "$(dirname "$0")/lib.sh"
+lib_use zk
+zk_need
+lib_use cluster
+cleanup() {
+  cluster_stop
+  zk_stop
+}
+at_exit cleanup
+
+zk_start "$T" || fail "ZooKeeper did not start"
+export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=1000
+export CLUSTER_DATA=$T/data CLUSTER_DURABILITY=sync
+cluster_start "$T" 4 --threads 1 --memory 64M || fail "servers did not start: $(tail -n 3 "$T"/ms*.err)"
+
+status() { "$L" status --config "$CLUSTER_INI" --json --timeout-ms 3000 2>/dev/null; }
+# field ID NAME: a server's field in `lotus status --json`
+field() {
+  status | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s = [x for x in d["servers"] if x["id"] == int(sys.argv[1])][0]
+print(s.get(sys.argv[2]))' "$1" "$2"
+}
+# wait_role ID ROLE SECONDS
+wait_role() {
+  local i
+  for i in $(seq $(($3 * 10))); do
+    [ "$(field "$1" role 2>/dev/null)" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+bank() { "$L" bank --config "$CLUSTER_INI" --accounts 40 --threads 2 --inflight 4 --ledger "$T/led" "$@"; }
+verify() {
+  "$L" bank --config "$CLUSTER_INI" --ledger "$T/led" --verify >"$T/verify.out" 2>&1 \
+    && grep -q "verify: OK" "$T/verify.out"
+}
+
+[ "$(field 0 role)" = primary ] && [ "$(field 1 role)" = backup ] \
+  || fail "roles at start: $(status)"
+
+# Traffic; the backups follow.
+bank --seconds 2 --quiet >"$T/bank1.out" 2>"$T/bank1.err" || fail "bank: $(tail -n 5 "$T/bank1.err")"
+verify || fail "verify: $(tail -n 5 "$T/verify.out")"
+for id in 1 3; do
+  recs=$(field "$id" records)
+  [ "${recs:-0}" -gt 0 ] || fail "backup $id holds no records: $(status)"
+done
+lsn0=$(field 0 lsn); lsn1=$(field 1 lsn)
+[ "$lsn0" = "$lsn1" ] || fail "backup 1's log is at $lsn1, its primary's at $lsn0"
+echo "backups follow: server 1 holds $(field 1 records) records, log at LSN $lsn1 as its primary's"
+
+# kill -9 of partition 0's primary during a bank run.
+bank --seconds 4 --quiet >"$T/bank2.out" 2>"$T/bank2.err" &
+bpid=$!
+sleep 1.5
+cluster_kill 0
+t0=$(date +%s%N)
+wait_role 1 primary 20 || fail "server 1 did not take over: $(tail -n 5 "$T/ms1.err")"
+echo "server 1 took over $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill -9 (session 1000 ms)"
+wait "$bpid"; echo "the bank run during the kill exited $? ($(tail -n 1 "$T/bank2.err"))"
+[ "$(field 1 epoch)" = 2 ] || fail "epoch after the takeover: $(field 1 epoch)"
+verify || fail "verify after the takeover: $(tail -n 5 "$T/verify.out")"
+echo "verify OK against the new primary"
+
+# The killed server restarts as a backup and catches up.
+cluster_restart 0 || fail "server 0 did not restart: $(tail -n 3 "$T/ms0.err")"
+wait_role 0 backup 10 || fail "server 0 is not a backup: $(status)"
+bank --seconds 2 --quiet >"$T/bank3.out" 2>"$T/bank3.err" || fail "bank after the takeover: $(tail -n 5 "$T/bank3.err")"
+for i in $(seq 100); do
+  [ "$(field 1 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  sleep 0.1
+done
+[ "$(field 0 lsn)" = "$(field 1 lsn)" ] || fail "server 0 did not catch up: $(status)"
+grep -q "backup 0 caught up at LSN\|backup 0 follows from LSN" "$T/ms1.err" \
+  || fail "no catch-up in server 1's log: $(tail -n 5 "$T/ms1.err")"
+echo "server 0 caught up: log at LSN $(field 0 lsn), as its primary's"
+
+# kill -9 of the new primary: the caught-up server takes over.
+cluster_kill 1
+wait_role 0 primary 20 || fail "server 0 did not take over again: $(tail -n 5 "$T/ms0.err")"
+[ "$(field 0 epoch)" = 3 ] || fail "epoch after the second takeover: $(field 0 epoch)"
+verify || fail "verify after the second takeover: $(tail -n 5 "$T/verify.out")"
+bank --seconds 1 --quiet >"$T/bank4.out" 2>"$T/bank4.err" || fail "bank after the second takeover: $(tail -n 5 "$T/bank4.err")"
+verify || fail "verify at the end: $(tail -n 5 "$T/verify.out")"
+echo "PASS: failover twice, catch-up, no acknowledged transfer lost"
