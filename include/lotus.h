@@ -124,11 +124,16 @@ extern "C" {
 				      timeout_ms whether it committed.  It may have
 				      been applied (in whole, or with ONE_PHASE in
 				      part): read the keys back before retrying */
-#define LOTUS_ELAST        (-5019)
+#define LOTUS_EFAILOVER    (-5020) /* replicas > 1: a partition's primary was lost
+				      before the transaction committed there
+				      (nothing was applied); its backup takes
+				      over and the session reconnects to it:
+				      retry (lotus_err_retryable says so) */
+#define LOTUS_ELAST        (-5020)
 
 const char *lotus_strerror(int err);
 /* 1 if err means "abort and retry the transaction" (conflicts, preemption, a
- * memory server's per-connection limit). */
+ * memory server's per-connection limit, a primary lost and replaced). */
 int lotus_err_retryable(int err);
 
 typedef struct lotus_cluster lotus_cluster_t;

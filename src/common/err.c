@@ -24,6 +24,8 @@ static const char *const lotus_errs[] = {
 					   "transactions there were released",
 	[-(LOTUS_EINDOUBT - LOTUS_EBASE)] = "commit outcome in doubt (a memory server was lost "
 					     "or silent): it may have been applied",
+	[-(LOTUS_EFAILOVER - LOTUS_EBASE)] = "a partition's primary was lost and its backup "
+					     "takes over: nothing was applied, retry",
 };
 
 const char *lotus_strerror(int err)
@@ -41,5 +43,6 @@ const char *lotus_strerror(int err)
 
 int lotus_err_retryable(int err)
 {
-	return err == LOTUS_EABORTED || err == LOTUS_EPREEMPTED || err == LOTUS_ELIMIT;
+	return err == LOTUS_EABORTED || err == LOTUS_EPREEMPTED || err == LOTUS_ELIMIT ||
+	       err == LOTUS_EFAILOVER;
 }

@@ -541,11 +541,66 @@ static int cluster_primaries(lotus_cluster_t *c, const struct lotus_config *cfg,
 			const struct lotus_server_config *s = &cfg->servers[part.primary];
 			snprintf(c->servers[p].host, sizeof(c->servers[p].host), "%s", s->host);
 			c->servers[p].port = s->port;
+			c->repl.epoch[p] = part.epoch;
 		}
 	}
 	coord_close(co);
-	if (rc == 0)
+	if (rc == 0) {
 		c->nservers = np;
+		c->repl.replicas = r;
+		c->repl.cid = cid;
+		snprintf(c->repl.coordinator, sizeof(c->repl.coordinator), "%s", cfg->coordinator);
+		for (unsigned i = 0; i < cfg->nservers; i++) {
+			snprintf(c->repl.members[i].host, sizeof(c->repl.members[i].host), "%s",
+				 cfg->servers[i].host);
+			c->repl.members[i].port = cfg->servers[i].port;
+		}
+	}
+	return rc;
+}
+
+int cluster_primary_of(lotus_cluster_t *c, unsigned p, char *host, size_t hlen, uint16_t *port,
+		       unsigned wait_ms)
+{
+	unsigned r = c->repl.replicas;
+	unsigned lease = c->lease_ms ? c->lease_ms : LOTUS_DEFAULT_LEASE_MS;
+	uint64_t deadline = clock_now_ns() + (uint64_t)wait_ms * 1000000ULL;
+	int rc = 0;
+	if (r < 2)
+		return LOTUS_EUNAVAIL;
+	pthread_mutex_lock(&c->repl.mu);
+	if (c->repl.co && coord_expired(c->repl.co)) {
+		coord_close(c->repl.co);
+		c->repl.co = NULL;
+	}
+	if (!c->repl.co)   /* kept for the next failover */
+		rc = coord_open(c->repl.coordinator, lease, MAX(wait_ms, 1000u), &c->repl.co);
+	coord_t *co = c->repl.co;
+	while (rc == 0) {
+		struct coord_partition part;
+		char h[256];
+		uint16_t pt;
+		rc = coord_get_partition(co, c->repl.cid, p, &part);
+		/* the named primary must be live: its ephemeral znode */
+		if (rc == 0 && part.primary / r == p &&
+		    coord_server_addr(co, c->repl.cid, part.primary, h, sizeof(h), &pt) == 0) {
+			snprintf(host, hlen, "%s", c->repl.members[part.primary].host);
+			*port = c->repl.members[part.primary].port;
+			if (part.epoch != c->repl.epoch[p])
+				log_info("partition %u: primary is server %u (epoch %" PRIu64 ")", p,
+					 part.primary, part.epoch);
+			c->repl.epoch[p] = part.epoch;
+			break;
+		}
+		if (clock_now_ns() >= deadline) {
+			rc = LOTUS_EUNAVAIL;
+			break;
+		}
+		struct timespec ts = { 0, 100 * 1000000L };   /* a takeover is on its way */
+		nanosleep(&ts, NULL);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&c->repl.mu);
 	return rc;
 }
 
@@ -619,6 +674,7 @@ int cluster_create(const struct lotus_options *o, lotus_cluster_t **out)
 		snprintf(c->secret_path, sizeof(c->secret_path), "%s", o->secret_file);
 	pthread_mutex_init(&c->tables_mu, NULL);
 	pthread_mutex_init(&c->groups_mu, NULL);
+	pthread_mutex_init(&c->repl.mu, NULL);
 	snprintf(c->transport, sizeof(c->transport), "%s", o->transport ? o->transport : "tcp");
 	rc = place_rules(c, o);
 	if (rc == 0 && o->config_path) {
@@ -680,5 +736,7 @@ void cluster_destroy(lotus_cluster_t *c)
 		net_ctx_destroy(c->net);
 	pthread_mutex_destroy(&c->tables_mu);
 	pthread_mutex_destroy(&c->groups_mu);
+	pthread_mutex_destroy(&c->repl.mu);
+	coord_close(c->repl.co);
 	free(c);
 }

@@ -104,11 +104,27 @@ struct lotus_cluster {
 	/* the lease keeper (keeper.h, session.c): progresses every group now
 	 * and then, so a session whose thread is busy elsewhere keeps its leases */
 	struct lease_keeper keeper;
+	/* replicas > 1 (cluster.c): where a lost primary's successor is found */
+	struct cluster_repl {
+		unsigned replicas;          /* 0 or 1: not replicated */
+		char coordinator[1024];
+		uint64_t cid;
+		struct server_ent members[LOTUS_MAX_SERVERS];   /* the config's servers */
+		uint64_t epoch[LOTUS_MAX_SERVERS];              /* per partition, as last read */
+		pthread_mutex_t mu;         /* one coordinator question at a time */
+		struct coord *co;           /* opened at the first failover, kept */
+	} repl;
 };
 
 /* Parse the options (config file or local servers), start local servers,
  * create the network context.  On error the cluster is freed. */
 int cluster_create(const struct lotus_options *o, lotus_cluster_t **out);
+/* A replicated cluster: partition p's primary, as the coordinator names it
+ * now, into host and port: one whose ephemeral znode is there (waiting up
+ * to wait_ms for one; a lost primary whose session has not ended yet is
+ * still named, and the caller's connect fails).  0 or LOTUS_EUNAVAIL. */
+int cluster_primary_of(lotus_cluster_t *c, unsigned p, char *host, size_t hlen, uint16_t *port,
+		       unsigned wait_ms);
 /* Stop local servers, free everything.  NULL is a no-op. */
 void cluster_destroy(lotus_cluster_t *c);
 /* The server of a key of table tb (tb < ntables): its placement rule's

@@ -318,6 +318,52 @@ void session_step_end(lotus_session_t *s)
 		session_flush(s);
 }
 
+int session_failover(lotus_session_t *s, unsigned sv)
+{
+	struct sgroup *g = s->g;
+	lotus_cluster_t *c = s->cl;
+	int reason = g->lost_reason[sv] ? g->lost_reason[sv] : LOTUS_EUNAVAIL;
+	if (g->conns[sv])
+		return 0;
+	if (c->repl.replicas < 2)
+		return reason;
+	uint64_t now = clock_now_ns();
+	if (now - g->lost_ns[sv] > c->timeout_ns) {
+		if (!g->failover_said[sv]++)
+			log_error("partition %u: no primary could be reached within %llu ms of the "
+				  "loss", sv, (unsigned long long)(c->timeout_ns / 1000000));
+		return reason;   /* given up: the partition is down */
+	}
+	if (now < g->failover_next_ns[sv])
+		return LOTUS_EFAILOVER;
+	/* One look at the coordinator and one short connect, not a wait: the
+	 * group's other connections keep their leases meanwhile. */
+	g->failover_next_ns[sv] = now + 50 * 1000000ULL;
+	char host[256];
+	uint16_t port;
+	net_conn_t *nc;
+	unsigned ct = MIN(500u, (c->lease_ms ? c->lease_ms : LOTUS_DEFAULT_LEASE_MS) / 4);
+	if (cluster_primary_of(c, sv, host, sizeof(host), &port, 0) != 0 ||
+	    net_connect(g->net, host, port, (int)MAX(ct, 50u), &nc) != 0)
+		return LOTUS_EFAILOVER;
+	net_conn_set_user(nc, (void *)(uintptr_t)sv);
+	g->conns[sv] = nc;
+	g->lost_reason[sv] = 0;
+	g->failover_said[sv] = 0;
+	g->dirty &= ~(1ULL << sv);   /* what was queued for the lost one is gone */
+	int lost = 0;
+	for (unsigned i = 0; i < c->nservers; i++)
+		lost |= g->conns[i] == NULL;
+	__atomic_store_n(&g->lost, lost, __ATOMIC_RELEASE);
+	if (group_send_hello(c, g, sv) != 0) {
+		g->conns[sv] = NULL;
+		net_conn_close(nc);
+		return LOTUS_EFAILOVER;
+	}
+	log_info("partition %u: reconnected to its primary at %s:%u", sv, host, port);
+	return 0;
+}
+
 int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, const void *key,
 		  const void *value, size_t *bytes)
 {
@@ -326,8 +372,8 @@ int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, con
 	int rc;
 	for (;;) {
 		size_t before = 0;
-		if (!g->conns[sv])
-			return g->lost_reason[sv] ? g->lost_reason[sv] : LOTUS_EUNAVAIL;
+		if (!g->conns[sv] && (rc = session_failover(s, sv)) != 0)
+			return rc;
 		if (g->dirty & (1ULL << sv) && b->count == 0xffff)
 			group_flush_server(s, sv);
 		if (!(g->dirty & (1ULL << sv))) {
@@ -428,6 +474,8 @@ static void sess_on_close(void *arg, net_conn_t *nc, int reason)
 	log_error("lost memory server %u: %s", sv, lotus_strerror(reason));
 	g->conns[sv] = NULL;
 	g->lost_reason[sv] = reason;
+	g->lost_ns[sv] = clock_now_ns();
+	atomic_fetch_add(&g->lost_seq, 1);
 	__atomic_store_n(&g->lost, 1, __ATOMIC_RELEASE);   /* lotus_session_lost reads it unlocked */
 	if (g->admin_due) {
 		g->admin_due = 0;

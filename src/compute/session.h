@@ -92,6 +92,10 @@ struct sgroup {
 	unsigned nslots, cap_slots;
 	unsigned *free_slots, nfree;
 	int lost;                        /* a server connection was lost */
+	_Atomic unsigned lost_seq;       /* connections lost so far */
+	uint64_t lost_ns[LOTUS_MAX_SERVERS];   /* when (replicas > 1: the failover window) */
+	uint64_t failover_next_ns[LOTUS_MAX_SERVERS];   /* next look at the coordinator */
+	unsigned failover_said[LOTUS_MAX_SERVERS];
 	int lost_reason[LOTUS_MAX_SERVERS]; /* why conns[sv] is gone (requests fail so) */
 	struct keeper_item kept;         /* on the cluster's lease keeper */
 	uint64_t next_expiry_ns;         /* when the poll next looks for expired slots */
@@ -164,6 +168,12 @@ int session_progress(lotus_session_t *s, int timeout_ms, int busy);
 void session_yield(lotus_session_t *s);
 /* Locked: is the connection to server sv up? */
 int session_connected(const lotus_session_t *s, unsigned sv);
+/* replicas > 1: server sv (a partition) is lost; connect to the primary the
+ * coordinator names now.  0; LOTUS_EFAILOVER while no successor answers yet
+ * (for up to the cluster's timeout after the loss: retry); after that, or
+ * unreplicated, why sv is lost.  One coordinator read and one short connect
+ * at most every 50 ms.  Group lock held. */
+int session_failover(lotus_session_t *s, unsigned sv);
 /* Any thread: run p->fn on s's group (from its next network dispatch). */
 int session_post(lotus_session_t *s, struct sess_post *p);
 

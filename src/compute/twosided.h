@@ -143,6 +143,7 @@ struct ts_txn {
 	uint16_t due[LOTUS_MAX_SERVERS];
 	int err;                     /* first error of the current step */
 	int sticky;                  /* error that forces abort */
+	unsigned lost_seq0;          /* the group's lost_seq when it began */
 	int step_done;
 	lotus_txn_cb cb;
 	void *cb_arg;

@@ -86,6 +86,7 @@ static void txn_clear_ops(ts_txn_t *t)
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
 	t->err = t->sticky = 0;
+	t->lost_seq0 = atomic_load(&t->s->g->lost_seq);
 	t->commit_after_exec = 0;
 	t->sl.deadline_ns = 0;
 	t->unresponsive = 0;
@@ -390,6 +391,12 @@ int txn_send(ts_txn_t *t, unsigned sv, struct wire_req *r, const void *key, cons
 	r->txn_id = t->pub.id;
 	r->priority = t->pub.prio;
 	r->cc = (uint8_t)t->s->cl->opts.cc;
+	/* replicas > 1: after a loss, a server this txn already used may be a
+	 * successor that never saw its locks (they went with the lost
+	 * primary): nothing more of it goes there but its ABORT */
+	if ((t->participants >> sv & 1) && r->op != OP_ABORT && r->op != OP_TXN_STATUS &&
+	    t->s->cl->repl.replicas > 1 && atomic_load(&t->s->g->lost_seq) != t->lost_seq0)
+		return LOTUS_EFAILOVER;
 	size_t bytes = 0;
 	int rc = session_queue(t->s, sv, r, key, val, &bytes);
 	if (rc == -E2BIG)   /* one request over WIRE_MAX_MSG: a commit's writes */
@@ -537,9 +544,25 @@ static int ts_execute(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 
 /* The step ended: its callback runs from the poll once the group lock is
  * released (ts_poll). */
+/* replicas > 1: a step that failed because a server's connection was lost
+ * (nothing applied: these errors say so) is one the partition's backup
+ * takes over from; the application retries it (LOTUS_EFAILOVER), and the
+ * session reaches the new primary when it next sends there. */
+static int txn_failover_err(const ts_txn_t *t, int result)
+{
+	if (t->s->cl->repl.replicas < 2 || atomic_load(&t->s->g->lost_seq) == t->lost_seq0)
+		return result;   /* not replicated, or no loss during this transaction */
+	return result == LOTUS_EUNAVAIL || result == LOTUS_ETIMEOUT || result == LOTUS_ELEASE
+	       ? LOTUS_EFAILOVER : result;
+}
+
 static void txn_finish(ts_txn_t *t, int result)
 {
 	struct ts_sess *ss = ts_sess(t->s);
+	int mapped = txn_failover_err(t, result);
+	if (mapped != result && t->sticky == result)
+		t->sticky = mapped;
+	result = mapped;
 	t->step_done = 1;
 	t->err = result;
 	t->fin_cb = t->cb;
@@ -666,6 +689,10 @@ static void txn_resolve_round(ts_txn_t *t)
 	t->said_commit = t->said_abort = t->said_prepared = 0;
 	t->sl.deadline_ns = 0;
 	for (unsigned sv = 0; sv < LOTUS_MAX_SERVERS; sv++) {
+		/* replicas > 1: a lost writer's successor answers for it */
+		if ((t->writers >> sv & 1) && !session_connected(t->s, sv) &&
+		    t->s->cl->repl.replicas > 1)
+			session_failover(t->s, sv);
 		if (!(t->writers >> sv & 1) || !session_connected(t->s, sv))
 			continue;
 		struct wire_req r = { .op = OP_TXN_STATUS, .tag = t->sl.idx << 16 | TAG_TXN_OP };
@@ -745,7 +772,9 @@ static void txn_resolve_done(ts_txn_t *t)
 		txn_commit_notify(t, t->writers);
 		return;
 	}
-	if (now < t->resolve_until_ns && connected_of(t, t->writers)) {
+	/* replicas > 1: a lost writer's successor may answer soon */
+	if (now < t->resolve_until_ns &&
+	    (connected_of(t, t->writers) || t->s->cl->repl.replicas > 1)) {
 		t->resolve_pause = 1;
 		t->sl.deadline_ns = MIN(now + RESOLVE_PAUSE_NS, t->resolve_until_ns);
 		return;
@@ -817,6 +846,15 @@ static void txn_commit_done(ts_txn_t *t, int err)
 	if (err) {
 		uint64_t w = t->round_writes;
 		uint64_t landed = w & ~(t->noanswer | t->refused | t->unsent);
+		/* replicas > 1, one writer whose answer was lost with its
+		 * primary: the successor knows whether the COMMIT reached the
+		 * log it copied (what it answers UNKNOWN for, it refuses) */
+		if (t->s->cl->repl.replicas > 1 && (t->noanswer & w) && !landed &&
+		    !(t->noanswer & w & connected_of(t, w))) {
+			t->writers = t->noanswer & w;
+			txn_resolve_start(t, err);
+			return;
+		}
 		if ((t->noanswer & w) || landed)
 			err = LOTUS_EINDOUBT;
 	}

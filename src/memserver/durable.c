@@ -1182,7 +1182,14 @@ static int follow_apply(struct ms_server *srv, const struct redo_rec *x)
 		return rc;
 	}
 	case REDO_COMMIT:
-		return writes_apply_all(srv->store, NULL, x->payload, x->len, &n, NULL);
+		rc = writes_apply_all(srv->store, NULL, x->payload, x->len, &n, NULL);
+		if (rc == 0 && x->txn_id) {   /* a one-phase commit: its client may ask
+					       * this server once it has taken over */
+			pthread_mutex_lock(&srv->prep_mu);
+			ms_outcome_note(srv, x->txn_id, MS_OUT_COMMIT);
+			pthread_mutex_unlock(&srv->prep_mu);
+		}
+		return rc;
 	case REDO_PREPARE: {
 		/* kept as recovery keeps one: locked, in the prepared table, for
 		 * the resolver once this server is the primary */

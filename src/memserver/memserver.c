@@ -240,7 +240,11 @@ static void ms_print_ready(struct ms_server *srv, const struct memserver_opts *o
 static void ms_wait_for_stop(struct ms_server *srv, sigset_t *set)
 {
 	struct timespec ts = { .tv_sec = 0, .tv_nsec = 200 * 1000000 };
-	while (!atomic_load(&ms_stop_flag) && !ms_repl_deposed(srv)) {
+	while (!atomic_load(&ms_stop_flag)) {
+		if (ms_repl_deposed(srv)) {   /* replica.c said why */
+			atomic_store(&ms_stop_flag, 1);
+			break;
+		}
 		int sig = sigtimedwait(set, NULL, &ts);
 		if (sig == SIGINT || sig == SIGTERM) {
 			log_info("signal %d: shutting down", sig);

@@ -10,8 +10,12 @@
 #    (bank --verify against the new primary);
 #  - the killed server restarts as a backup and catches up from the new
 #    primary's log (status: role backup, lag 0);
-#  - traffic goes on; then kill -9 of the new primary: the restarted server
-#    takes over at epoch 3, and verify still passes.
+#  - a bank run through each kill -9 goes on and exits 0 (the library
+#    reconnects to the successor; what the lost primary held is retried);
+#  - kill -9 of the new primary: the restarted server takes over at epoch 3,
+#    and verify still passes;
+#  - a primary paused (SIGSTOP) past its session is deposed: its backup takes
+#    over, and after SIGCONT it applies nothing and stops.
 . "$(dirname "$0")/lib.sh"
 lib_use zk
 zk_need
@@ -73,7 +77,9 @@ cluster_kill 0
 t0=$(date +%s%N)
 wait_role 1 primary 20 || fail "server 1 did not take over: $(tail -n 5 "$T/ms1.err")"
 echo "server 1 took over $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill -9 (session 1000 ms)"
-wait "$bpid"; echo "the bank run during the kill exited $? ($(tail -n 1 "$T/bank2.err"))"
+wait "$bpid" || fail "the bank run through the failover exited $?: $(tail -n 5 "$T/bank2.err")"
+grep -q "reconnected to its primary" "$T/bank2.err" || fail "the bank run did not reconnect: $(tail -n 5 "$T/bank2.err")"
+echo "the bank run went on through the failover and exited 0:"; cat "$T/bank2.out"; grep -v " info: " "$T/bank2.err" | head -n 8
 [ "$(field 1 epoch)" = 2 ] || fail "epoch after the takeover: $(field 1 epoch)"
 verify || fail "verify after the takeover: $(tail -n 5 "$T/verify.out")"
 echo "verify OK against the new primary"
@@ -91,11 +97,32 @@ grep -q "backup 0 caught up at LSN\|backup 0 follows from LSN" "$T/ms1.err" \
   || fail "no catch-up in server 1's log: $(tail -n 5 "$T/ms1.err")"
 echo "server 0 caught up: log at LSN $(field 0 lsn), as its primary's"
 
-# kill -9 of the new primary: the caught-up server takes over.
+# kill -9 of the new primary during a bank run: the caught-up server takes over.
+bank --seconds 3 --quiet >"$T/bank4.out" 2>"$T/bank4.err" &
+bpid=$!
+sleep 1
 cluster_kill 1
 wait_role 0 primary 20 || fail "server 0 did not take over again: $(tail -n 5 "$T/ms0.err")"
+wait "$bpid" || fail "the bank run through the second failover exited $?: $(tail -n 5 "$T/bank4.err")"
 [ "$(field 0 epoch)" = 3 ] || fail "epoch after the second takeover: $(field 0 epoch)"
 verify || fail "verify after the second takeover: $(tail -n 5 "$T/verify.out")"
-bank --seconds 1 --quiet >"$T/bank4.out" 2>"$T/bank4.err" || fail "bank after the second takeover: $(tail -n 5 "$T/bank4.err")"
+echo "second failover: server 0 primary at epoch 3, the bank run exited 0, verify OK"
+
+# A primary paused past its session (SIGSTOP) is deposed: its backup takes
+# over, and once it runs again it applies nothing and stops.
+cluster_restart 1 || fail "server 1 did not restart: $(tail -n 3 "$T/ms1.err")"
+wait_role 1 backup 10 || fail "server 1 is not a backup: $(status)"
+for i in $(seq 100); do
+  [ "$(field 0 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  sleep 0.1
+done
+kill -STOP "${CLUSTER_PIDS[0]}"
+wait_role 1 primary 20 || { kill -CONT "${CLUSTER_PIDS[0]}"; fail "server 1 did not take over from the paused server 0"; }
+kill -CONT "${CLUSTER_PIDS[0]}"
+for i in $(seq 100); do kill -0 "${CLUSTER_PIDS[0]}" 2>/dev/null || break; sleep 0.1; done
+kill -0 "${CLUSTER_PIDS[0]}" 2>/dev/null && fail "the paused primary still runs after its successor took over: $(tail -n 8 "$T/ms0.err")"
+grep -q "it stops serving partition 0" "$T/ms0.err" || fail "server 0 did not say it was deposed: $(tail -n 3 "$T/ms0.err")"
+bank --seconds 1 --quiet >"$T/bank5.out" 2>"$T/bank5.err" || fail "bank after the pause: $(tail -n 5 "$T/bank5.err")"
 verify || fail "verify at the end: $(tail -n 5 "$T/verify.out")"
-echo "PASS: failover twice, catch-up, no acknowledged transfer lost"
+echo "a paused primary was deposed: $(grep -o "memory server 0: [^;]*; it stops serving" "$T/ms0.err" | head -n 1)"
+echo "PASS: failover twice during bank runs, catch-up, a paused primary fenced, no acknowledged transfer lost"
