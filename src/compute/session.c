@@ -328,24 +328,24 @@ int session_failover(lotus_session_t *s, unsigned sv)
 	if (c->repl.replicas < 2)
 		return reason;
 	uint64_t now = clock_now_ns();
-	if (now - g->lost_ns[sv] > c->timeout_ns) {
-		if (!g->failover_said[sv]++)
-			log_error("partition %u: no primary could be reached within %llu ms of the "
-				  "loss", sv, (unsigned long long)(c->timeout_ns / 1000000));
-		return reason;   /* given up: the partition is down */
-	}
+	/* past the timeout the partition counts as down (why it was lost), but
+	 * it is looked for again once a second */
+	int late = now - g->lost_ns[sv] > c->timeout_ns;
+	if (late && !g->failover_said[sv]++)
+		log_error("partition %u: no primary could be reached within %llu ms of the loss",
+			  sv, (unsigned long long)(c->timeout_ns / 1000000));
 	if (now < g->failover_next_ns[sv])
-		return LOTUS_EFAILOVER;
+		return late ? reason : LOTUS_EFAILOVER;
 	/* One look at the coordinator and one short connect, not a wait: the
 	 * group's other connections keep their leases meanwhile. */
-	g->failover_next_ns[sv] = now + 50 * 1000000ULL;
+	g->failover_next_ns[sv] = now + (late ? 1000 : 50) * 1000000ULL;
 	char host[256];
 	uint16_t port;
 	net_conn_t *nc;
 	unsigned ct = MIN(500u, (c->lease_ms ? c->lease_ms : LOTUS_DEFAULT_LEASE_MS) / 4);
 	if (cluster_primary_of(c, sv, host, sizeof(host), &port, 0) != 0 ||
 	    net_connect(g->net, host, port, (int)MAX(ct, 50u), &nc) != 0)
-		return LOTUS_EFAILOVER;
+		return late ? reason : LOTUS_EFAILOVER;
 	net_conn_set_user(nc, (void *)(uintptr_t)sv);
 	g->conns[sv] = nc;
 	g->lost_reason[sv] = 0;
@@ -358,7 +358,7 @@ int session_failover(lotus_session_t *s, unsigned sv)
 	if (group_send_hello(c, g, sv) != 0) {
 		g->conns[sv] = NULL;
 		net_conn_close(nc);
-		return LOTUS_EFAILOVER;
+		return late ? reason : LOTUS_EFAILOVER;
 	}
 	log_info("partition %u: reconnected to its primary at %s:%u", sv, host, port);
 	return 0;

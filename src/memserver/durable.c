@@ -1343,8 +1343,13 @@ static void ms_durable_resume(struct ms_worker *wk, struct ms_durwait *dw)
 	struct ms_conn *c = dw->conn;
 	if (dw->status)
 		durwait_fail_all(dw, LOTUS_EDURABLE);
-	int vote = !c->closed && crash_point_armed("voted") && durwait_has_vote(dw);
-	if (!c->closed)
+	/* a deposed primary cannot tell whether its successor has the batch:
+	 * the client loses the connection, not an answer, and asks the
+	 * successor (docs/replication.md) */
+	if (dw->status && atomic_load(&wk->srv->role) == MS_ROLE_DEPOSED)
+		c->broken = 1;
+	int vote = !c->closed && !c->broken && crash_point_armed("voted") && durwait_has_vote(dw);
+	if (!c->closed && !c->broken)
 		ms_send_reply_msg(wk, c, &dw->rep);
 	if (vote)
 		crash_point("voted");  /* tests: a durable yes vote sent, its decision not here */

@@ -87,6 +87,7 @@
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
+#include "common/clock.h"
 #include "memserver/misses.h"
 #include "onesided/os_region.h"
 #include "onesided/dex.h"
@@ -1214,6 +1215,14 @@ static void h_backup(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 	wk->srv->hooks.backup_req(wk, seq, r, key);
 }
 
+/* Replicated: may this server answer a client now?  A primary within its
+ * lease from ZooKeeper (srv->serve_until_ns). */
+static int repl_may_serve(struct ms_server *srv)
+{
+	return atomic_load_explicit(&srv->role, memory_order_relaxed) == MS_ROLE_PRIMARY &&
+	       clock_now_ns() <= atomic_load_explicit(&srv->serve_until_ns, memory_order_relaxed);
+}
+
 /* Replication (replica.c, through the hook). */
 static void h_repl(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, uint64_t seq,
 		   const struct wire_req *r, const unsigned char *key, const unsigned char *val)
@@ -1331,11 +1340,14 @@ static void ms_handle_req(struct ms_worker *wk, struct ms_conn *c, uint32_t send
 	} else if (r->op >= OP_MAX || !handlers[r->op] || r->cc > CC_WOUND_WAIT) {
 		/* wire_msg_check has vetted op and lengths; belt and braces */
 		rep_status(wk, &wk->rep, r, LOTUS_EPROTO, 0);
-	} else if (atomic_load_explicit(&wk->srv->role, memory_order_relaxed) >= MS_ROLE_BACKUP &&
-		   r->op != OP_STATS && handlers[r->op] != h_repl) {
+	} else if (atomic_load_explicit(&wk->srv->role, memory_order_relaxed) != MS_ROLE_SOLO &&
+		   r->op != OP_STATS && handlers[r->op] != h_repl && !repl_may_serve(wk->srv)) {
 		/* a backup (or a deposed primary) serves no client: the client
-		 * asks the coordinator for the partition's primary */
-		rep_status(wk, &wk->rep, r, LOTUS_EUNAVAIL, 0);
+		 * asks the coordinator for the partition's primary; a primary
+		 * that has not heard from ZooKeeper for half a session pauses */
+		rep_status(wk, &wk->rep, r,
+			   atomic_load(&wk->srv->role) == MS_ROLE_PRIMARY ? LOTUS_EFAILOVER
+									  : LOTUS_EUNAVAIL, 0);
 	} else {
 		if (handlers[r->op] != h_lockop)
 			lockop_txn_drop(wk);

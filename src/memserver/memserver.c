@@ -318,6 +318,7 @@ int memserver_run(const struct memserver_opts *o)
 	}
 	ms_term_stop(&srv);   /* it may be talking to this server's workers */
 	ms_repl_quiesce(&srv);   /* no takeover while it stops */
+	ms_repl_closing(&srv);   /* a batch stuck on the coordinator fails: workers return */
 	if (ms_repl_deposed(&srv) && rc == 0)
 		rc = LOTUS_ESTATE;
 	for (int i = 0; i < started; i++) {

@@ -405,6 +405,10 @@ struct ms_server {
 	 * refuses every client request (LOTUS_EUNAVAIL: ask the coordinator) */
 	_Atomic int role;
 	struct ms_repl *repl;
+	/* a primary serves clients only until then: the last answer it had from
+	 * ZooKeeper plus half the session timeout, well before its session can
+	 * expire and a backup take over (replica.c) */
+	_Atomic uint64_t serve_until_ns;
 };
 enum ms_role { MS_ROLE_SOLO = 0, MS_ROLE_PRIMARY, MS_ROLE_BACKUP, MS_ROLE_DEPOSED };
 #define MS_DEP_SLOTS (1u << 16)

@@ -52,6 +52,8 @@
 #include "memserver/conn.h"
 #include "memserver/durable.h"
 #include "memserver/replica.h"
+#include "memserver/handlers.h"
+#include "common/crc32c.h"
 
 #define RP_CHUNK        (1u << 20)   /* log bytes per OP_REPL_SHIP */
 #define RP_CATCHUP_AHEAD (8u << 20)  /* catch-up bytes sent and not yet acknowledged */
@@ -107,8 +109,8 @@ struct ms_repl {
 	int job_active, job_sent;           /* shipper thread */
 	_Atomic int closing;       /* the server stops: give up what waits for ZooKeeper */
 	uint64_t job_t0;
-	uint64_t shipped;          /* every in-sync backup has the stream up to here */
-	uint64_t insync;           /* the znode's in-sync set as this primary left it */
+	_Atomic uint64_t shipped;  /* every in-sync backup has the stream up to here */
+	_Atomic uint64_t insync;   /* the znode's in-sync set as this primary left it */
 	struct rp_peer peers[CONFIG_MAX_REPLICAS];
 	unsigned npeers;
 	unsigned char *cbuf;       /* catch-up reads */
@@ -137,6 +139,19 @@ static void rp_depose(struct ms_repl *rp, const char *why)
 }
 
 /* ---- the backup's side ------------------------------------------------------------ */
+
+/* CRC32C of the stream bytes [lsn - 4 KiB, lsn) of the log in dir (from
+ * the files: segment headers read as zeroes, so two logs of one history
+ * agree).  0, or -ENOENT if the log no longer holds them. */
+static int rp_window_crc(const char *dir, uint64_t lsn, uint64_t *crc)
+{
+	static __thread unsigned char win[4096];
+	uint64_t from = lsn > sizeof(win) ? lsn - sizeof(win) : 0;
+	int rc = redo_read_stream(dir, from, lsn, win);
+	if (rc == 0)
+		*crc = crc32c(0, win, (size_t)(lsn - from));
+	return rc;
+}
 
 /* Take n stream bytes: every whole record goes into the log and the store.
  * *lsn: the log's tail after the last one (unchanged if none).  bmu held. */
@@ -171,8 +186,14 @@ static int rp_take(struct ms_repl *rp, const unsigned char *p, size_t n, uint64_
 			break;
 		}
 		rc = ms_durable_follow(rp->srv, rp->bbuf + off, (size_t)sz, &x, lsn);
-		if (rc)
+		if (rc) {   /* its log holds it, its store does not: no faithful copy */
+			char why[200];
+			snprintf(why, sizeof(why), "a record of its primary's log at LSN %" PRIu64
+				 " could not be applied here (%s: give it the primary's --memory)",
+				 x.lsn, lotus_strerror(rc));
+			rp_depose(rp, why);
 			break;
+		}
 		if (x.type == REDO_SEGEND_TYPE)
 			rp->bskip = redo_after_segend(x.lsn);
 		off += (size_t)sz;
@@ -192,7 +213,7 @@ static void rp_req(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
 {
 	struct ms_server *srv = wk->srv;
 	struct ms_repl *rp = srv->repl;
-	uint64_t arg = 0, lsn = 0;
+	uint64_t arg = 0, lsn = 0, crc = 0;
 	int rc = 0;
 	if (!rp || !srv->log) {
 		rc = LOTUS_EUNSUPPORTED;
@@ -201,14 +222,20 @@ static void rp_req(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
 	} else {
 		pthread_mutex_lock(&rp->bmu);
 		uint64_t ep = atomic_load(&rp->epoch);
-		if (r->txn_id < ep || (r->op == OP_REPL_SHIP && r->txn_id != ep)) {
-			rc = LOTUS_ESTATE;   /* a deposed primary, or no HELLO yet */
+		if (r->txn_id != ep) {
+			rc = LOTUS_ESTATE;   /* a deposed primary's, or a newer one we do not
+					      * know yet (the monitor reads the epoch) */
 		} else if (r->op == OP_REPL_HELLO) {
-			atomic_store(&rp->epoch, r->txn_id);
 			rp->blen = 0;
 			rp->bskip = 0;
 			rp->bpos = redo_next_lsn(srv->log);
 			arg = rp->bpos;
+			/* the last 4 KiB of this log, for the primary to compare with its
+			 * own: a log that went another way (it holds what no primary of
+			 * this history wrote) must not be caught up */
+			rc = redo_wait(srv->log, arg);
+			if (rc == 0)
+				rc = rp_window_crc(srv->data_dir, arg, &crc);
 			log_info("backup %u: primary's stream (epoch %" PRIu64 ") goes on at LSN %"
 				 PRIu64, rp->self, r->txn_id, arg);
 		} else if (r->arg != rp->bpos + rp->blen) {
@@ -220,6 +247,12 @@ static void rp_req(struct ms_worker *wk, uint64_t seq, const struct wire_req *r,
 	}
 	if (srv->durability != LOTUS_DUR_SYNC)
 		lsn = 0;   /* async: acknowledged once applied */
+	if (r->op == OP_REPL_HELLO && rc == 0) {   /* the window's CRC in the reply's hint */
+		struct wire_rep rep = { .op = r->op, .tag = r->tag, .txn_id = r->txn_id, .arg = arg,
+					.loc = crc };
+		ms_rep_add(wk, &wk->rep, &rep, NULL);
+		return;
+	}
 	srv->hooks.reply_durable(wk, seq, r, rc, arg, lsn);
 }
 
@@ -232,6 +265,10 @@ static int insync_change(struct ms_repl *rp, unsigned id, int add)
 	for (int tries = 0; tries < 100; tries++) {
 		struct coord_partition part, np;
 		int v = 0;
+		if (coord_expired(rp->co)) {
+			rp_depose(rp, "ZooKeeper expired this server's session");
+			return -ESTALE;
+		}
 		int rc = coord_get_partition_v(rp->co, rp->cid, rp->part, &part, &v);
 		if (rc)
 			return rc;
@@ -366,12 +403,15 @@ static void sh_hello_reply(struct ms_repl *rp, struct rp_peer *p, const struct w
 		peer_down(rp, p, lotus_strerror(r->status), RP_RETRY_NS);
 		return;
 	}
-	uint64_t tail = r->arg;
-	if (tail > rp->shipped) {
-		char why[200];
-		snprintf(why, sizeof(why), "its log reaches LSN %" PRIu64 ", past this primary's %"
-			 PRIu64 ": it holds records this server never wrote, and needs a full copy",
-			 tail, rp->shipped);
+	uint64_t tail = r->arg, crc = 0;
+	int wrc = tail <= rp->shipped ? rp_window_crc(rp->srv->data_dir, tail, &crc) : 0;
+	if (tail > rp->shipped || wrc || crc != r->loc) {
+		char why[240];
+		snprintf(why, sizeof(why), "its log %s at LSN %" PRIu64 " (this primary's reaches %"
+			 PRIu64 "): it holds records no primary of this partition's history wrote "
+			 "there, and needs a full copy", tail > rp->shipped ? "ends past this one's"
+			 : wrc ? "ends below what this log still holds" : "differs from this one's",
+			 tail, (uint64_t)rp->shipped);
 		peer_down(rp, p, why, 30000ull * 1000000);
 		return;
 	}
@@ -445,9 +485,10 @@ static void peer_connect(struct ms_repl *rp, struct rp_peer *p)
 		p->said = 1;
 		return;
 	}
-	rc = net_connect(rp->sw, host, port, 1000, &p->c);
+	rc = net_connect(rp->sw, host, port, 250, &p->c);   /* batches wait meanwhile */
 	if (rc) {
 		p->c = NULL;
+		p->next_try_ns = now_ns() + (rc == LOTUS_ETIMEOUT ? 1000ull : 200ull) * 1000000;
 		if (!p->said)
 			log_info("primary %u: backup %u at %s:%u: %s", rp->self, p->id, host, port,
 				 lotus_strerror(rc));
@@ -490,7 +531,7 @@ static void sh_maintain(struct ms_repl *rp)
 static int sh_job_step(struct ms_repl *rp)
 {
 	uint64_t lease = (uint64_t)rp->session_ms * 1000000;
-	if (ms_repl_deposed(rp->srv))
+	if (ms_repl_deposed(rp->srv) && !rp->job_sent)
 		return -ESTALE;
 	if (!rp->job_sent) {
 		for (unsigned i = 0; i < rp->npeers; i++) {
@@ -508,6 +549,18 @@ static int sh_job_step(struct ms_repl *rp)
 		rp->job_t0 = now_ns();
 	}
 	int waiting = 0;
+	if (ms_repl_deposed(rp->srv)) {
+		/* every live backup has it: the batch is in the successor's log
+		 * (write it here too); else nobody can tell: -ESTALE, and the
+		 * clients waiting for it lose their connections, not an answer */
+		for (unsigned i = 0; i < rp->npeers; i++)
+			if (rp->peers[i].st == PEER_LIVE && rp->peers[i].acked < rp->job_to)
+				return -ESTALE;
+		for (unsigned i = 0; i < rp->npeers; i++)
+			if (rp->peers[i].st != PEER_LIVE && (rp->insync >> rp->peers[i].id & 1))
+				return -ESTALE;
+		return 0;
+	}
 	for (unsigned i = 0; i < rp->npeers; i++) {
 		struct rp_peer *p = &rp->peers[i];
 		if (p->st == PEER_LIVE && p->acked < rp->job_to) {
@@ -666,13 +719,16 @@ static void rp_take_over(struct ms_repl *rp, const struct coord_partition *part,
 	np.insync[0] = rp->self;
 	if (coord_set_partition(rp->co, rp->cid, rp->part, &np, v) != 0)
 		return;   /* another backup won, or no coordinator: look again */
-	pthread_mutex_lock(&rp->bmu);   /* no stream record half applied */
+	pthread_mutex_lock(&rp->bmu);   /* no stream record half applied, no more taken */
 	atomic_store(&rp->epoch, np.epoch);
-	atomic_store(&srv->role, MS_ROLE_PRIMARY);
 	rp->blen = 0;
-	pthread_mutex_unlock(&rp->bmu);
 	rp->insync = 1ull << rp->self;
+	/* what it followed on its disk, then the hook: shipping starts at the end */
+	redo_wait(srv->log, redo_next_lsn(srv->log));
 	int rc = shipper_start(rp);
+	atomic_store(&srv->serve_until_ns, now_ns() + (uint64_t)rp->session_ms * 500000);
+	atomic_store(&srv->role, MS_ROLE_PRIMARY);
+	pthread_mutex_unlock(&rp->bmu);
 	log_warn("memory server %u: took over partition %u as its primary, epoch %" PRIu64
 		 " (server %u's session ended), at LSN %" PRIu64 "; %u prepared transaction%s "
 		 "go to the resolver%s%s", rp->self, rp->part, np.epoch, part->primary,
@@ -696,8 +752,12 @@ static void *monitor_main(void *arg)
 		}
 		struct coord_partition part;
 		int v = 0;
+		uint64_t asked = now_ns();
 		if (coord_get_partition_v(rp->co, rp->cid, rp->part, &part, &v) != 0)
 			continue;
+		/* ZooKeeper answered: the session lives at least a timeout from
+		 * when we asked; serve for half of it */
+		atomic_store(&srv->serve_until_ns, asked + (uint64_t)rp->session_ms * 500000);
 		int role = atomic_load(&srv->role);
 		if (role == MS_ROLE_PRIMARY) {
 			if (part.epoch != atomic_load(&rp->epoch) || part.primary != rp->self) {
@@ -710,6 +770,11 @@ static void *monitor_main(void *arg)
 		}
 		if (part.primary == rp->self)
 			continue;
+		/* a newer epoch: the stream of an older primary is refused from now */
+		pthread_mutex_lock(&rp->bmu);
+		if (part.epoch > atomic_load(&rp->epoch))
+			atomic_store(&rp->epoch, part.epoch);
+		pthread_mutex_unlock(&rp->bmu);
 		char host[256];
 		uint16_t port;
 		int rc = coord_server_addr(rp->co, rp->cid, part.primary, host, sizeof(host), &port);
@@ -828,13 +893,16 @@ int ms_repl_start(struct ms_server *srv, const struct memserver_opts *o)
 	log_info("memory server %u: partition %u (servers %u..%u), %s, epoch %" PRIu64, o->id,
 		 rp->part, rp->part * rp->R, rp->part * rp->R + rp->R - 1,
 		 primary ? "primary" : "backup", part.epoch);
+	atomic_store(&srv->serve_until_ns, now_ns() + (uint64_t)rp->session_ms * 500000);
 	if (primary) {
-		atomic_store(&srv->role, MS_ROLE_PRIMARY);
+		/* the hook first: nothing is appended yet (no client is served
+		 * before the role says primary), so shipping starts at the log's end */
 		if ((rc = shipper_start(rp)) != 0) {
 			log_error("memory server %u: cannot start the log shipper: %s", o->id,
 				  lotus_strerror(rc));
 			return rc;
 		}
+		atomic_store(&srv->role, MS_ROLE_PRIMARY);
 	} else {
 		atomic_store(&srv->role, MS_ROLE_BACKUP);
 	}
