@@ -616,9 +616,8 @@ static void *shipper_main(void *arg)
 		}
 		if (rp->job_active) {
 			int st = sh_job_step(rp);
-			if (st == 1) {   /* a commit waits: poll, then sleep in short naps */
-				if (now_ns() - rp->job_t0 > 200000)
-					net_wait(rp->sw, 1);
+			if (st == 1) {   /* a commit waits: net_wait spins (LOTUS_NET_SPIN_US), then naps */
+				net_wait(rp->sw, 1);
 				continue;
 			}
 			if (st == 0)
