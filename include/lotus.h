@@ -333,7 +333,11 @@ int lotus_session_poll(lotus_session_t *s, int timeout_ms);
  * why the first lost one is gone (LOTUS_EUNAVAIL: its connection failed,
  * LOTUS_ETIMEOUT: it was silent for a lease, LOTUS_ELEASE: this process's
  * lease there expired) and, if sv is not NULL, which one.  A lost server stays
- * lost for the session (open a new one to reach it again).  Known as soon as
+ * lost for the session (open a new one to reach it again).  With replicas > 1
+ * a lost primary is not counted while its backup may take over: until
+ * timeout_ms after the loss the session looks for the successor itself (and
+ * requests there fail with the retryable LOTUS_EFAILOVER); it counts once
+ * none was reached by then.  Known as soon as
  * a poll saw the loss, before any transaction ends because of it: a commit
  * whose vote went with the server asks the others for up to timeout_ms
  * (lotus_txn_commit).  -EINVAL for a NULL session.  Under the onesided

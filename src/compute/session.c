@@ -334,8 +334,13 @@ int session_failover(lotus_session_t *s, unsigned sv)
 	if (late && !g->failover_said[sv]++)
 		log_error("partition %u: no primary could be reached within %llu ms of the loss",
 			  sv, (unsigned long long)(c->timeout_ns / 1000000));
-	if (now < g->failover_next_ns[sv])
+	if (now < g->failover_next_ns[sv]) {
+		if (!late) {   /* the application retries at once: do not let it spin */
+			struct timespec ts = { 0, 1000000L };
+			nanosleep(&ts, NULL);
+		}
 		return late ? reason : LOTUS_EFAILOVER;
+	}
 	/* One look at the coordinator and one short connect, not a wait: the
 	 * group's other connections keep their leases meanwhile. */
 	g->failover_next_ns[sv] = now + (late ? 1000 : 50) * 1000000ULL;
@@ -628,8 +633,12 @@ int lotus_session_lost(lotus_session_t *s, unsigned *sv)
 	if (!__atomic_load_n(&s->g->lost, __ATOMIC_ACQUIRE))
 		return 0;
 	session_lock(s);
+	uint64_t now = clock_now_ns();
 	for (unsigned i = 0; i < s->cl->nservers && !reason; i++) {
 		if (s->g->conns[i])
+			continue;
+		/* replicated: a failover is under way, not a loss (yet) */
+		if (s->cl->repl.replicas > 1 && now - s->g->lost_ns[i] <= s->cl->timeout_ns)
 			continue;
 		reason = s->g->lost_reason[i] ? s->g->lost_reason[i] : LOTUS_EUNAVAIL;
 		if (sv)

@@ -10,7 +10,8 @@
 #    (bank --verify against the new primary);
 #  - the killed server restarts as a backup and catches up from the new
 #    primary's log (status: role backup, lag 0);
-#  - a bank run through each kill -9 goes on and exits 0 (the library
+#  - a bank run (and at the end a ycsb run) through each kill -9 goes on
+#    and exits 0 (the library
 #    reconnects to the successor; what the lost primary held is retried);
 #  - kill -9 of the new primary: the restarted server takes over at epoch 3,
 #    and verify still passes;
@@ -125,4 +126,22 @@ grep -q "it stops serving partition 0" "$T/ms0.err" || fail "server 0 did not sa
 bank --seconds 1 --quiet >"$T/bank5.out" 2>"$T/bank5.err" || fail "bank after the pause: $(tail -n 5 "$T/bank5.err")"
 verify || fail "verify at the end: $(tail -n 5 "$T/verify.out")"
 echo "a paused primary was deposed: $(grep -o "memory server 0: [^;]*; it stops serving" "$T/ms0.err" | head -n 1)"
-echo "PASS: failover twice during bank runs, catch-up, a paused primary fenced, no acknowledged transfer lost"
+
+# lotus ycsb runs through a failover too.
+cluster_restart 0 || fail "server 0 did not restart: $(tail -n 3 "$T/ms0.err")"
+wait_role 0 backup 10 || fail "server 0 is not a backup: $(status)"
+for i in $(seq 100); do
+  [ "$(field 1 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  sleep 0.1
+done
+"$L" ycsb --config "$CLUSTER_INI" --records 5000 --threads 2 --no-run --quiet >/dev/null 2>"$T/ycsb0.err" \
+  || fail "ycsb load: $(tail -n 3 "$T/ycsb0.err")"
+"$L" ycsb --config "$CLUSTER_INI" --records 5000 --threads 2 --no-load --workload A --seconds 4 \
+    --warmup 0 --json --quiet >"$T/ycsb.out" 2>"$T/ycsb.err" &
+ypid=$!
+sleep 1.5
+cluster_kill 1
+wait_role 0 primary 20 || fail "server 0 did not take over during ycsb: $(tail -n 5 "$T/ms0.err")"
+wait "$ypid" || fail "ycsb through the failover exited $?: $(tail -n 5 "$T/ycsb.err")"
+echo "ycsb through a failover: $(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["txns_committed"], "committed,", d["txns_aborted"], "aborted,", d["txn_per_s"], "txn/s")' "$T/ycsb.out")"
+echo "PASS: failover during bank and ycsb runs, catch-up, a paused primary fenced, no acknowledged transfer lost"
