@@ -638,3 +638,92 @@ int cmd_restore(int argc, char **argv)
 	}
 	return rc ? 1 : 0;
 }
+
+/* `lotus memserver --join` (docs/replication.md, "Replacing a server"): fill
+ * the empty data directory dir of server id, a member of partition
+ * id / replicas, with a copy of the partition's primary: the same cut and
+ * copy as `lotus backup` takes of that one server, its log cut there (as
+ * `lotus restore` cuts it), and no IDENTITY (the server stamps its own at
+ * its first start).  The server then starts on it as a backup, and the
+ * primary sends it the log from the cut on.  0 or an error (logged). */
+int backup_join(const char *config, const char *secret, unsigned id, unsigned replicas,
+		const char *dir)
+{
+	int empty = dir_is_empty(dir);
+	if (empty <= 0) {
+		log_error("--join: the data directory %s %s", dir, empty < 0 ? strerror(-empty)
+			  : "is not empty: --join copies the partition's data from its primary into "
+			    "an empty one (a server with its own data rejoins without --join)");
+		return empty < 0 ? empty : LOTUS_ECONFIG;
+	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path + 1; *p; p++)   /* its parents, as --init makes them */
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(path, 0700) && errno != EEXIST)
+				break;
+			*p = '/';
+		}
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		log_error("--join: cannot create %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	struct lotus_options o;
+	lotus_options_init(&o);
+	o.config_path = config;
+	o.secret_file = secret;
+	o.compute_id = 4002;
+	lotus_cluster_t *cl = NULL;
+	lotus_session_t *s = NULL;
+	struct bk_server sv[LOTUS_MAX_SERVERS] = { 0 };
+	unsigned p = id / (replicas ? replicas : 1);
+	uint64_t t0 = clock_now_ns();
+	int rc = lotus_connect(&o, &cl);
+	if (rc == 0)
+		rc = lotus_session_open(cl, &s);
+	if (rc == 0 && p >= lotus_cluster_servers(cl))
+		rc = LOTUS_ECONFIG;
+	if (rc) {
+		log_error("--join: cannot reach partition %u's primary: %s", p, lotus_strerror(rc));
+		goto out;
+	}
+	/* the cut: one server, so any moment is consistent; the hold only
+	 * pins its checkpoint files, as for a backup */
+	struct wire_req h = { .op = OP_BACKUP_HOLD, .arg = 50 };
+	rc = session_admin(s, p, &h, NULL, NULL, 10000);
+	sv[p].hold_id = session_admin_arg(s, p);
+	if (rc == 0) {
+		struct wire_req m = { .op = OP_BACKUP_MARK, .arg = sv[p].hold_id };
+		rc = session_admin(s, p, &m, NULL, NULL, 10050);
+		sv[p].cut = session_admin_arg(s, p);
+	}
+	if (rc == 0)
+		rc = begin_server(s, p, &sv[p]);
+	if (rc == 0)
+		rc = copy_server(s, p, sv, lotus_cluster_servers(cl), dir, false);
+	else if (sv[p].hold_id) {
+		struct wire_req e = { .op = OP_BACKUP_END, .arg = sv[p].hold_id };
+		session_admin(s, p, &e, NULL, NULL, 2000);
+	}
+	if (rc == 0)   /* the log ends exactly at the cut */
+		rc = redo_restore_tail(dir, sv[p].cut);
+	snprintf(path, sizeof(path), "%s/IDENTITY", dir);
+	if (rc == 0 && unlink(path) && errno != ENOENT)
+		rc = -errno;
+	if (rc == 0)
+		rc = fsync_dir(dir);
+	if (rc)
+		log_error("--join: copying partition %u's data from its primary failed: %s", p,
+			  lotus_strerror(rc));
+	else
+		log_info("--join: partition %u's primary copied into %s: %u files, %.1f MB, log up "
+			 "to LSN %" PRIu64 ", in %.1f s; it follows the primary from there", p, dir,
+			 sv[p].files, (double)sv[p].bytes / 1e6, sv[p].cut,
+			 (double)(clock_now_ns() - t0) / 1e9);
+out:
+	free(sv[p].list);
+	lotus_session_close(s);
+	lotus_disconnect(cl);
+	return rc;
+}

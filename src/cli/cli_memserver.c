@@ -153,7 +153,7 @@ int cmd_memserver(int argc, char **argv)
 	uint64_t id = 0, threads = 0, memory = CONFIG_DEFAULT_MEMORY, capacity = 0, pwriters = 0;
 	uint64_t miss_depth = 0;
 	const char *data_dir = NULL, *cluster_id = NULL, *log_file = NULL;
-	bool init = false;
+	bool init = false, join = false;
 	uint64_t ckpt_log = 256ULL << 20, ckpt_ms = 0, lease_ms = 0;
 	uint64_t max_parked = MS_DEFAULT_MAX_PARKED, max_conn_bytes = MS_DEFAULT_MAX_CONN_BYTES;
 	int transport = 0, durability = 0, si = -1, recovery_mode = 0;
@@ -176,6 +176,7 @@ int cmd_memserver(int argc, char **argv)
 		{ "ready-json", OPT_FLAG, &ready_json, NULL, "print {\"ready\":true,\"port\":P} on stdout once listening" },
 		{ "data-dir", OPT_STR, &data_dir, "DIR", "keep the data durable in DIR: redo log and checkpoints, recovered at start (a new database needs --init; relative to the working directory, while a config's data_dir is relative to the config file)" },
 		{ "init", OPT_FLAG, &init, NULL, "create a new database if the data directory is missing or empty (without it such a directory is refused); on this server's own database a no-op, so scripts may always give it" },
+		{ "join", OPT_FLAG, &join, NULL, "replicas > 1: replace a server whose data was lost: copy its partition's data from the primary into the empty data directory, then follow the primary as a backup (unlike --init, which makes a new database)" },
 		{ "cluster-id", OPT_STR, &cluster_id, "ID", "without --config: the cluster this server belongs to, 16 hex digits or a name (with --config: cluster_id in [cluster]); default: the data directory's, or a new random one at --init" },
 		{ "durability", OPT_CHOICE, &durability, "D", "none, async or sync (default: sync with a data dir, else none)", durabilities },
 		{ "checkpoint-log", OPT_SIZE, &ckpt_log, "SIZE", "log growth that triggers a checkpoint (default 256M)" },
@@ -273,6 +274,11 @@ int cmd_memserver(int argc, char **argv)
 	if (init && !o.data_dir)
 		log_warn("--init: no effect without a data directory (the server keeps "
 			 "everything in memory)");
+	if (join && (init || !config || o.replicas < 2 || !o.data_dir))
+		return cli_fail("memserver", "--join %s", init ? "and --init exclude each other (--join "
+				"takes the partition's data, --init makes a new database)"
+				: "needs --config of a cluster with replicas > 1 and a data directory: "
+				  "it copies the partition's data from its primary");
 	/* Before any bind: off loopback, the port must not be open to anyone. */
 	struct in_addr la;
 	int loopback = strcmp(host, "localhost") == 0 ||
@@ -289,5 +295,10 @@ int cmd_memserver(int argc, char **argv)
 	char tag[32];
 	snprintf(tag, sizeof(tag), "memserver %u", o.id);
 	log_set_tag(tag);
+	if (join) {
+		if (backup_join(config, o.secret_file, o.id, o.replicas, o.data_dir) != 0)
+			return 1;
+		o.init = 1;   /* the copy has no IDENTITY: the server stamps its own */
+	}
 	return memserver_run(&o) == 0 ? 0 : 1;
 }
