@@ -385,8 +385,8 @@ int coord_register_server(coord_t *co, unsigned replicas, uint64_t cluster_id,
 	for (;;) {
 		zrc = zoo_create(co->zh, path, data, n, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL,
 				 NULL, 0);
-		if (zrc == ZOK)
-			return 0;
+		if (zrc == ZOK)   /* read again: a takeover may have come while we waited */
+			return coord_get_partition(co, cluster_id, p, part);
 		if (zrc != ZNODEEXISTS)
 			return zk_fail("create", path, zrc);
 		if (clock_now_ns() >= deadline) {

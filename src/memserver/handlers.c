@@ -81,13 +81,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/clock.h"
 #include "common/common.h"
+#include "common/config.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "memserver/ms_int.h"
 #include "memserver/conn.h"
 #include "memserver/handlers.h"
-#include "common/clock.h"
 #include "memserver/misses.h"
 #include "onesided/os_region.h"
 #include "onesided/dex.h"
@@ -984,7 +985,8 @@ static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	/* a prepared txn: log the abort (durable servers), drop its writes -
 	 * unless this server answered PREPARED for it already: then it stays
 	 * prepared, with its locks, for the resolver (LOTUS_ESTATE) */
-	if (wk->srv->hooks.prepared_decide(wk->srv, r->txn_id, 0, &rc) && rc == LOTUS_ESTATE) {
+	int decided = wk->srv->hooks.prepared_decide(wk->srv, r->txn_id, 0, &rc);
+	if (decided && rc == LOTUS_ESTATE) {
 		if (txn)
 			lock_txn_put(wk->srv->locks, txn);
 		rep_status(wk, &wk->rep, r, rc, 0);
@@ -992,6 +994,13 @@ static void h_abort(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, ui
 	}
 	if (txn)
 		lock_txn_release(wk->srv->locks, txn);
+	/* replicated: the abort of a prepared txn is answered once its DECIDE
+	 * is in the backups' logs, or a successor could still commit it from
+	 * the PREPARE it copied (docs/replication.md) */
+	if (decided && wk->srv->repl && wk->srv->durability == LOTUS_DUR_SYNC) {
+		wk->srv->hooks.reply_durable(wk, seq, r, 0, 0, redo_next_lsn(wk->srv->log));
+		return;
+	}
 	rep_status(wk, &wk->rep, r, 0, 0);
 }
 

@@ -32,7 +32,7 @@ done
   echo "[cluster]"
   echo "cluster_id = $cid"
   echo "cc = no_wait"
-  echo "lease_ms = 1000"
+  echo "lease_ms = 2000"
   echo "durability = sync"
   echo "replicas = 2"
   echo "coordinator = 127.0.0.1:1"   # set once ZooKeeper runs
@@ -82,7 +82,7 @@ on_bg c0 "$L" bank --config "$INI" --seconds 6 --threads 2 --inflight 2 --ledger
 bank=$BG_PID
 sleep 1
 nc partition ms0 ms1
-sleep 3
+for i in $(seq 100); do grep -q "backup 1 left the in-sync set" "$BED/ms0.err" && break; sleep 0.1; done
 grep -q "backup 1 left the in-sync set" "$BED/ms0.err" || fail "ms0 did not drop its cut-off backup: $(tail -n 5 "$BED/ms0.err")"
 [ "$(field 1 role)" = backup ] || fail "the cut-off backup took over: $(status)"
 nc heal

@@ -28,7 +28,7 @@ cleanup() {
 at_exit cleanup
 
 zk_start "$T" || fail "ZooKeeper did not start"
-export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=1000
+export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=2000
 export CLUSTER_DATA=$T/data CLUSTER_DURABILITY=sync
 cluster_start "$T" 4 --threads 1 --memory 64M || fail "servers did not start: $(tail -n 3 "$T"/ms*.err)"
 
@@ -77,7 +77,7 @@ sleep 1.5
 cluster_kill 0
 t0=$(date +%s%N)
 wait_role 1 primary 20 || fail "server 1 did not take over: $(tail -n 5 "$T/ms1.err")"
-echo "server 1 took over $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill -9 (session 1000 ms)"
+echo "server 1 took over $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill -9 (session 2000 ms)"
 wait "$bpid" || fail "the bank run through the failover exited $?: $(tail -n 5 "$T/bank2.err")"
 grep -q "reconnected to its primary" "$T/bank2.err" || fail "the bank run did not reconnect: $(tail -n 5 "$T/bank2.err")"
 echo "the bank run went on through the failover and exited 0:"; cat "$T/bank2.out"; grep -v " info: " "$T/bank2.err" | head -n 8

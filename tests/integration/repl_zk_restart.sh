@@ -21,7 +21,7 @@ cleanup() {
 at_exit cleanup
 
 zk_start "$T" || fail "ZooKeeper did not start"
-export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=1000
+export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=2000
 export CLUSTER_DATA=$T/data CLUSTER_DURABILITY=sync
 cluster_start "$T" 4 --threads 1 --memory 64M || fail "servers did not start: $(tail -n 3 "$T"/ms*.err)"
 status() { "$L" status --config "$CLUSTER_INI" --json --timeout-ms 3000 2>/dev/null; }
