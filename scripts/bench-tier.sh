@@ -86,7 +86,7 @@ for w in ${WRITERS//,/ }; do [[ $w =~ ^[1-9][0-9]*$ ]] || die "--writers: bad co
 [ -x "$L" ] || die "build first (make): no $L"
 SRV_STATS=$(dirname "$L")/srv-stats
 [ -x "$SRV_STATS" ] || die "build first (make): no $SRV_STATS"
-"$L" memserver --help 2>&1 | grep -q -- --capacity || die "this lotus has no --capacity (no tiered memory servers)"
+grep -q -- --capacity <<<"$("$L" memserver --help 2>&1)" || die "this lotus has no --capacity (no tiered memory servers)"
 CAP=$(( (MEM * 4 + RECORDS * 1168 / 1048576 * 2 + 64) ))   # MiB of logical space, ample
 
 . scripts/lib-cluster.sh

@@ -68,7 +68,7 @@ _cluster_ready() {
 _cluster_id() {
   local f=${CLUSTER_DATA:+$CLUSTER_DATA/cluster-id}
   _CLUSTER_ID=   # a binary older than identity files runs without
-  "$L" memserver --help 2>&1 | grep -q -- --cluster-id || return 0
+  grep -q -- --cluster-id <<<"$("$L" memserver --help 2>&1)" || return 0
   if [ -n "$f" ] && [ -s "$f" ]; then
     _CLUSTER_ID=$(cat "$f")
   else
@@ -86,7 +86,7 @@ cluster_start() {
   [ -z "${CLUSTER_DATA:-}" ] || mkdir -p "$CLUSTER_DATA"
   _cluster_id
   local peers=()   # a binary older than --peers runs without it
-  ! "$L" memserver --help 2>&1 | grep -q -- --peers || peers=(--peers "$dir/cluster.ini")
+  ! grep -q -- --peers <<<"$("$L" memserver --help 2>&1)" || peers=(--peers "$dir/cluster.ini")
   for ((id = 0; id < n; id++)); do
     : >"$dir/ms$id.err"
     _cluster_spawn "$id" 127.0.0.1:0 "${peers[@]}"

@@ -55,6 +55,6 @@ print(" ".join("%s=%d" % kv for kv in out.items()))
 }
 
 tier_need() {
-  "$L" memserver --help 2>&1 | grep -q -- --capacity \
+  grep -q -- --capacity <<<"$("$L" memserver --help 2>&1)" \
     || { echo "FAIL: lotus memserver has no --capacity: this build has no tiered memory servers (issue 16)"; exit 1; }
 }

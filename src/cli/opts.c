@@ -30,6 +30,11 @@ struct cli_opt *cli_find(struct cli_opt *opts, const char *name)
 
 static void cli_help(const char *cmd, const char *usage, const struct cli_opt *opts)
 {
+	/* One write: `lotus X --help | grep -q` under pipefail must not see a
+	 * SIGPIPE because grep left after the first of several writes (the
+	 * help is the first output, so the buffer may still be set). */
+	static char buf[1 << 16];
+	setvbuf(stdout, buf, _IOFBF, sizeof(buf));
 	printf("usage: lotus %s [options]\n%s\n\noptions:\n", cmd, usage);
 	for (const struct cli_opt *o = opts; o->name; o++) {
 		char left[64];
@@ -45,6 +50,7 @@ static void cli_help(const char *cmd, const char *usage, const struct cli_opt *o
 		printf("\n");
 	}
 	printf("  %-26s %s\n", "--help", "show this help");
+	fflush(stdout);
 }
 
 static int cli_set(const char *cmd, struct cli_opt *o, const char *val)

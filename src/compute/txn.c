@@ -542,8 +542,6 @@ static int ts_execute(lotus_txn_t *pt, lotus_txn_cb cb, void *arg)
 	return rc;
 }
 
-/* The step ended: its callback runs from the poll once the group lock is
- * released (ts_poll). */
 /* replicas > 1: a step that failed because a server's connection was lost
  * (nothing applied: these errors say so) is one the partition's backup
  * takes over from; the application retries it (LOTUS_EFAILOVER), and the
@@ -556,6 +554,8 @@ static int txn_failover_err(const ts_txn_t *t, int result)
 	       ? LOTUS_EFAILOVER : result;
 }
 
+/* The step ended: its callback runs from the poll once the group lock is
+ * released (ts_poll). */
 static void txn_finish(ts_txn_t *t, int result)
 {
 	struct ts_sess *ss = ts_sess(t->s);
