@@ -215,6 +215,7 @@ static int load_range(struct ycsb_thread *th, uint64_t from, uint64_t to)
 /* ---- transactions ---------------------------------------------------------- */
 
 static void slot_start(struct slot *sl);
+static void slot_fail(struct slot *sl, int rc);
 static void on_exec(lotus_txn_t *t, int rc, void *arg);
 static int txns_done(struct ycsb_thread *th);
 
@@ -325,6 +326,10 @@ static void slot_retry(struct slot *sl, int why)
 		rc = slot_stage(sl);
 	if (rc == 0)
 		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
+	if (rc && lotus_err_retryable(rc)) {   /* refused at once (a failover): abort, retry */
+		slot_fail(sl, rc);
+		return;
+	}
 	if (rc) {
 		log_error("cannot retry: %s", lotus_strerror(rc));
 		th->error = rc;
@@ -438,13 +443,15 @@ static void slot_start(struct slot *sl)
 		rc = slot_stage(sl);
 	if (rc == 0)
 		rc = lotus_txn_execute_async(sl->t, on_exec, sl);
-	if (rc) {
+	if (rc && !lotus_err_retryable(rc)) {
 		log_error("cannot start a transaction: %s", lotus_strerror(rc));
 		th->error = rc;
 		return;
 	}
 	sl->busy = 1;
 	th->active++;
+	if (rc)   /* refused at once (a failover): abort, retry */
+		slot_fail(sl, rc);
 }
 
 /* a -= b, or a += b (sign -1 / 1) */
