@@ -76,3 +76,24 @@ zk_get() {
     -server "127.0.0.1:$ZK_PORT" get "$1" 2>/dev/null | grep -v '^WATCHER::\|^WatchedEvent\|^$' |
     tail -n 1
 }
+
+# For a replicated cluster started with lib-cluster.sh (CLUSTER_INI, L):
+#   repl_status             `lotus status --json` of the cluster
+#   repl_field ID NAME      a server's field there (its role, epoch, lag, lsn, ...)
+#   repl_wait_role ID ROLE S   wait up to S seconds for server ID to have ROLE
+repl_status() { "$L" status --config "$CLUSTER_INI" --json --timeout-ms 3000 2>/dev/null; }
+repl_field() {
+  repl_status | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s = [x for x in d["servers"] if x["id"] == int(sys.argv[1])][0]
+print(s.get(sys.argv[2]))' "$1" "$2"
+}
+repl_wait_role() {
+  local i
+  for i in $(seq $(($3 * 10))); do
+    [ "$(repl_field "$1" role 2>/dev/null)" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}

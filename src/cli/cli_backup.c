@@ -484,18 +484,25 @@ static int lotus_file(const char *n)
 	       !strncmp(n, "MANIFEST", 8) || !strncmp(n, "IDENTITY", 8);
 }
 
-static int restore_one(const char *from, unsigned id, uint64_t cut, const char *dir, bool force)
+/* dir's parents, as --init makes them (the caller makes dir itself). */
+static void mkdir_parents(const char *dir)
 {
-	char src[4200], path[4600], dst[4600];
-	snprintf(src, sizeof(src), "%s/ms%u", from, id);
+	char path[4200];
 	snprintf(path, sizeof(path), "%s", dir);
-	for (char *p = path + 1; *p; p++)   /* its parents, as --init makes them */
+	for (char *p = path + 1; *p; p++)
 		if (*p == '/') {
 			*p = 0;
 			if (mkdir(path, 0700) && errno != EEXIST)
 				break;
 			*p = '/';
 		}
+}
+
+static int restore_one(const char *from, unsigned id, uint64_t cut, const char *dir, bool force)
+{
+	char src[4200], path[4600], dst[4600];
+	snprintf(src, sizeof(src), "%s/ms%u", from, id);
+	mkdir_parents(dir);
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		log_error("restore: cannot create %s: %s", dir, strerror(errno));
 		return -errno;
@@ -657,14 +664,7 @@ int backup_join(const char *config, const char *secret, unsigned id, unsigned re
 		return empty < 0 ? empty : LOTUS_ECONFIG;
 	}
 	char path[4200];
-	snprintf(path, sizeof(path), "%s", dir);
-	for (char *p = path + 1; *p; p++)   /* its parents, as --init makes them */
-		if (*p == '/') {
-			*p = 0;
-			if (mkdir(path, 0700) && errno != EEXIST)
-				break;
-			*p = '/';
-		}
+	mkdir_parents(dir);
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		log_error("--join: cannot create %s: %s", dir, strerror(errno));
 		return -errno;

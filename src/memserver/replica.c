@@ -286,20 +286,17 @@ static int insync_change(struct ms_repl *rp, unsigned id, int add)
 				np.insync[np.ninsync++] = part.insync[i];
 		if (add)
 			np.insync[np.ninsync++] = id;
-		if (np.ninsync == part.ninsync && coord_partition_insync(&part, id) == add) {
-			rp->insync = 0;
-			for (unsigned i = 0; i < np.ninsync; i++)
-				rp->insync |= 1ull << np.insync[i];
-			return 0;
+		if (np.ninsync != part.ninsync || coord_partition_insync(&part, id) != add) {
+			rc = coord_set_partition(rp->co, rp->cid, rp->part, &np, v);
+			if (rc == -ESTALE)
+				continue;
+			if (rc)
+				return rc;
 		}
-		rc = coord_set_partition(rp->co, rp->cid, rp->part, &np, v);
-		if (rc == -ESTALE)
-			continue;
-		if (rc)
-			return rc;
-		rp->insync = 0;
+		uint64_t mask = 0;
 		for (unsigned i = 0; i < np.ninsync; i++)
-			rp->insync |= 1ull << np.insync[i];
+			mask |= 1ull << np.insync[i];
+		rp->insync = mask;
 		return 0;
 	}
 	return -EAGAIN;
@@ -809,9 +806,7 @@ static int rp_stats_json(struct ms_server *srv, char *buf, size_t len)
 	int role = atomic_load(&srv->role);
 	const char *name = role == MS_ROLE_PRIMARY ? "primary" : role == MS_ROLE_BACKUP ? "backup"
 			   : "deposed";
-	uint64_t lag = 0;
-	if (role == MS_ROLE_BACKUP && srv->log)
-		lag = 0;   /* a backup knows only what it has: the primary reports lag */
+	uint64_t lag = 0;   /* a backup knows only what it has: the primary reports lag */
 	char peers[512] = "";
 	size_t off = 0;
 	if (role == MS_ROLE_PRIMARY)

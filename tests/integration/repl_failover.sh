@@ -32,43 +32,25 @@ export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=2000
 export CLUSTER_DATA=$T/data CLUSTER_DURABILITY=sync
 cluster_start "$T" 4 --threads 1 --memory 64M || fail "servers did not start: $(tail -n 3 "$T"/ms*.err)"
 
-status() { "$L" status --config "$CLUSTER_INI" --json --timeout-ms 3000 2>/dev/null; }
-# field ID NAME: a server's field in `lotus status --json`
-field() {
-  status | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-s = [x for x in d["servers"] if x["id"] == int(sys.argv[1])][0]
-print(s.get(sys.argv[2]))' "$1" "$2"
-}
-# wait_role ID ROLE SECONDS
-wait_role() {
-  local i
-  for i in $(seq $(($3 * 10))); do
-    [ "$(field "$1" role 2>/dev/null)" = "$2" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 bank() { "$L" bank --config "$CLUSTER_INI" --accounts 40 --threads 2 --inflight 4 --ledger "$T/led" "$@"; }
 verify() {
   "$L" bank --config "$CLUSTER_INI" --ledger "$T/led" --verify >"$T/verify.out" 2>&1 \
     && grep -q "verify: OK" "$T/verify.out"
 }
 
-[ "$(field 0 role)" = primary ] && [ "$(field 1 role)" = backup ] \
-  || fail "roles at start: $(status)"
+[ "$(repl_field 0 role)" = primary ] && [ "$(repl_field 1 role)" = backup ] \
+  || fail "roles at start: $(repl_status)"
 
 # Traffic; the backups follow.
 bank --seconds 2 --quiet >"$T/bank1.out" 2>"$T/bank1.err" || fail "bank: $(tail -n 5 "$T/bank1.err")"
 verify || fail "verify: $(tail -n 5 "$T/verify.out")"
 for id in 1 3; do
-  recs=$(field "$id" records)
-  [ "${recs:-0}" -gt 0 ] || fail "backup $id holds no records: $(status)"
+  recs=$(repl_field "$id" records)
+  [ "${recs:-0}" -gt 0 ] || fail "backup $id holds no records: $(repl_status)"
 done
-lsn0=$(field 0 lsn); lsn1=$(field 1 lsn)
+lsn0=$(repl_field 0 lsn); lsn1=$(repl_field 1 lsn)
 [ "$lsn0" = "$lsn1" ] || fail "backup 1's log is at $lsn1, its primary's at $lsn0"
-echo "backups follow: server 1 holds $(field 1 records) records, log at LSN $lsn1 as its primary's"
+echo "backups follow: server 1 holds $(repl_field 1 records) records, log at LSN $lsn1 as its primary's"
 
 # kill -9 of partition 0's primary during a bank run.
 bank --seconds 4 --quiet >"$T/bank2.out" 2>"$T/bank2.err" &
@@ -76,49 +58,49 @@ bpid=$!
 sleep 1.5
 cluster_kill 0
 t0=$(date +%s%N)
-wait_role 1 primary 20 || fail "server 1 did not take over: $(tail -n 5 "$T/ms1.err")"
+repl_wait_role 1 primary 20 || fail "server 1 did not take over: $(tail -n 5 "$T/ms1.err")"
 echo "server 1 took over $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill -9 (session 2000 ms)"
 wait "$bpid" || fail "the bank run through the failover exited $?: $(tail -n 5 "$T/bank2.err")"
 grep -q "reconnected to its primary" "$T/bank2.err" || fail "the bank run did not reconnect: $(tail -n 5 "$T/bank2.err")"
 echo "the bank run went on through the failover and exited 0:"; cat "$T/bank2.out"; grep -v " info: " "$T/bank2.err" | head -n 8
-[ "$(field 1 epoch)" = 2 ] || fail "epoch after the takeover: $(field 1 epoch)"
+[ "$(repl_field 1 epoch)" = 2 ] || fail "epoch after the takeover: $(repl_field 1 epoch)"
 verify || fail "verify after the takeover: $(tail -n 5 "$T/verify.out")"
 echo "verify OK against the new primary"
 
 # The killed server restarts as a backup and catches up.
 cluster_restart 0 || fail "server 0 did not restart: $(tail -n 3 "$T/ms0.err")"
-wait_role 0 backup 10 || fail "server 0 is not a backup: $(status)"
+repl_wait_role 0 backup 10 || fail "server 0 is not a backup: $(repl_status)"
 bank --seconds 2 --quiet >"$T/bank3.out" 2>"$T/bank3.err" || fail "bank after the takeover: $(tail -n 5 "$T/bank3.err")"
 for i in $(seq 100); do
-  [ "$(field 1 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  [ "$(repl_field 1 lag)" = 0 ] && [ "$(repl_field 0 lsn)" = "$(repl_field 1 lsn)" ] && break
   sleep 0.1
 done
-[ "$(field 0 lsn)" = "$(field 1 lsn)" ] || fail "server 0 did not catch up: $(status)"
+[ "$(repl_field 0 lsn)" = "$(repl_field 1 lsn)" ] || fail "server 0 did not catch up: $(repl_status)"
 grep -q "backup 0 caught up at LSN\|backup 0 follows from LSN" "$T/ms1.err" \
   || fail "no catch-up in server 1's log: $(tail -n 5 "$T/ms1.err")"
-echo "server 0 caught up: log at LSN $(field 0 lsn), as its primary's"
+echo "server 0 caught up: log at LSN $(repl_field 0 lsn), as its primary's"
 
 # kill -9 of the new primary during a bank run: the caught-up server takes over.
 bank --seconds 3 --quiet >"$T/bank4.out" 2>"$T/bank4.err" &
 bpid=$!
 sleep 1
 cluster_kill 1
-wait_role 0 primary 20 || fail "server 0 did not take over again: $(tail -n 5 "$T/ms0.err")"
+repl_wait_role 0 primary 20 || fail "server 0 did not take over again: $(tail -n 5 "$T/ms0.err")"
 wait "$bpid" || fail "the bank run through the second failover exited $?: $(tail -n 5 "$T/bank4.err")"
-[ "$(field 0 epoch)" = 3 ] || fail "epoch after the second takeover: $(field 0 epoch)"
+[ "$(repl_field 0 epoch)" = 3 ] || fail "epoch after the second takeover: $(repl_field 0 epoch)"
 verify || fail "verify after the second takeover: $(tail -n 5 "$T/verify.out")"
 echo "second failover: server 0 primary at epoch 3, the bank run exited 0, verify OK"
 
 # A primary paused past its session (SIGSTOP) is deposed: its backup takes
 # over, and once it runs again it applies nothing and stops.
 cluster_restart 1 || fail "server 1 did not restart: $(tail -n 3 "$T/ms1.err")"
-wait_role 1 backup 10 || fail "server 1 is not a backup: $(status)"
+repl_wait_role 1 backup 10 || fail "server 1 is not a backup: $(repl_status)"
 for i in $(seq 100); do
-  [ "$(field 0 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  [ "$(repl_field 0 lag)" = 0 ] && [ "$(repl_field 0 lsn)" = "$(repl_field 1 lsn)" ] && break
   sleep 0.1
 done
 kill -STOP "${CLUSTER_PIDS[0]}"
-wait_role 1 primary 20 || { kill -CONT "${CLUSTER_PIDS[0]}"; fail "server 1 did not take over from the paused server 0"; }
+repl_wait_role 1 primary 20 || { kill -CONT "${CLUSTER_PIDS[0]}"; fail "server 1 did not take over from the paused server 0"; }
 kill -CONT "${CLUSTER_PIDS[0]}"
 for i in $(seq 100); do kill -0 "${CLUSTER_PIDS[0]}" 2>/dev/null || break; sleep 0.1; done
 kill -0 "${CLUSTER_PIDS[0]}" 2>/dev/null && fail "the paused primary still runs after its successor took over: $(tail -n 8 "$T/ms0.err")"
@@ -129,9 +111,9 @@ echo "a paused primary was deposed: $(grep -o "memory server 0: [^;]*; it stops 
 
 # lotus ycsb runs through a failover too.
 cluster_restart 0 || fail "server 0 did not restart: $(tail -n 3 "$T/ms0.err")"
-wait_role 0 backup 10 || fail "server 0 is not a backup: $(status)"
+repl_wait_role 0 backup 10 || fail "server 0 is not a backup: $(repl_status)"
 for i in $(seq 100); do
-  [ "$(field 1 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  [ "$(repl_field 1 lag)" = 0 ] && [ "$(repl_field 0 lsn)" = "$(repl_field 1 lsn)" ] && break
   sleep 0.1
 done
 "$L" ycsb --config "$CLUSTER_INI" --records 5000 --threads 2 --no-run --quiet >/dev/null 2>"$T/ycsb0.err" \
@@ -141,7 +123,7 @@ done
 ypid=$!
 sleep 1.5
 cluster_kill 1
-wait_role 0 primary 20 || fail "server 0 did not take over during ycsb: $(tail -n 5 "$T/ms0.err")"
+repl_wait_role 0 primary 20 || fail "server 0 did not take over during ycsb: $(tail -n 5 "$T/ms0.err")"
 wait "$ypid" || fail "ycsb through the failover exited $?: $(tail -n 5 "$T/ycsb.err")"
 echo "ycsb through a failover: $(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["txns_committed"], "committed,", d["txns_aborted"], "aborted,", d["txn_per_s"], "txn/s")' "$T/ycsb.out")"
 echo "PASS: failover during bank and ycsb runs, catch-up, a paused primary fenced, no acknowledged transfer lost"

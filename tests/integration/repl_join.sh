@@ -28,22 +28,6 @@ export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=2000
 export CLUSTER_DATA=$T/data CLUSTER_DURABILITY=sync
 cluster_start "$T" 4 --threads 1 --memory 64M || fail "servers did not start: $(tail -n 3 "$T"/ms*.err)"
 
-status() { "$L" status --config "$CLUSTER_INI" --json --timeout-ms 3000 2>/dev/null; }
-field() {
-  status | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-s = [x for x in d["servers"] if x["id"] == int(sys.argv[1])][0]
-print(s.get(sys.argv[2]))' "$1" "$2"
-}
-wait_role() {
-  local i
-  for i in $(seq $(($3 * 10))); do
-    [ "$(field "$1" role 2>/dev/null)" = "$2" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 bank() { "$L" bank --config "$CLUSTER_INI" --accounts 40 --threads 2 --inflight 4 --ledger "$T/led" "$@"; }
 verify() {
   "$L" bank --config "$CLUSTER_INI" --ledger "$T/led" --verify >"$T/verify.out" 2>&1 \
@@ -67,18 +51,18 @@ _cluster_spawn 1 "127.0.0.1:${CLUSTER_PORTS[1]}" --config "$CLUSTER_INI" --join
 _cluster_ready 1 || fail "the replacement did not start: $(tail -n 5 "$T/ms1.err")"
 grep -q "join: partition 0's primary copied into" "$T/ms1.err" || fail "no copy reported: $(tail -n 5 "$T/ms1.err")"
 wait "$bpid" || fail "bank during the join: $(tail -n 5 "$T/bank2.err")"
-wait_role 1 backup 10 || fail "the replacement is not a backup: $(status)"
+repl_wait_role 1 backup 10 || fail "the replacement is not a backup: $(repl_status)"
 for i in $(seq 100); do
-  [ "$(field 0 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  [ "$(repl_field 0 lag)" = 0 ] && [ "$(repl_field 0 lsn)" = "$(repl_field 1 lsn)" ] && break
   sleep 0.1
 done
-[ "$(field 0 lsn)" = "$(field 1 lsn)" ] || fail "the replacement did not catch up: $(status)"
+[ "$(repl_field 0 lsn)" = "$(repl_field 1 lsn)" ] || fail "the replacement did not catch up: $(repl_status)"
 grep -o "join: partition 0's primary copied into [^;]*" "$T/ms1.err" | head -n 1
-echo "the replacement caught up: log at LSN $(field 1 lsn), as its primary's, $(field 1 records) records"
+echo "the replacement caught up: log at LSN $(repl_field 1 lsn), as its primary's, $(repl_field 1 records) records"
 
 # It holds the data: the primary dies, the replacement takes over.
 cluster_kill 0
-wait_role 1 primary 20 || fail "the replacement did not take over: $(tail -n 5 "$T/ms1.err")"
+repl_wait_role 1 primary 20 || fail "the replacement did not take over: $(tail -n 5 "$T/ms1.err")"
 verify || fail "verify after the takeover: $(tail -n 5 "$T/verify.out")"
 echo "the replacement took over; verify OK"
 

@@ -24,7 +24,6 @@ zk_start "$T" || fail "ZooKeeper did not start"
 export CLUSTER_REPLICAS=2 CLUSTER_COORDINATOR=$ZK_HOSTS CLUSTER_LEASE_MS=2000
 export CLUSTER_DATA=$T/data CLUSTER_DURABILITY=sync
 cluster_start "$T" 4 --threads 1 --memory 64M || fail "servers did not start: $(tail -n 3 "$T"/ms*.err)"
-status() { "$L" status --config "$CLUSTER_INI" --json --timeout-ms 3000 2>/dev/null; }
 
 "$L" bank --config "$CLUSTER_INI" --accounts 40 --threads 2 --inflight 4 --ledger "$T/led" \
     --seconds 7 --quiet >"$T/bank.out" 2>"$T/bank.err" &
@@ -44,7 +43,7 @@ wait "$bpid"; rc=$?; bpid=
 cat "$T/bank.out"
 "$L" bank --config "$CLUSTER_INI" --ledger "$T/led" --verify >"$T/verify.out" 2>&1 \
   && grep -q "verify: OK" "$T/verify.out" || fail "verify: $(tail -n 5 "$T/verify.out")"
-s=$(status)
+s=$(repl_status)
 echo "$s" | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)
