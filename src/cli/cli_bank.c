@@ -43,8 +43,8 @@ static int report(const struct bank_opts *o, int rc, unsigned logged, const stru
 	}
 	if (run->error == LOTUS_EUNAVAIL) {
 		fflush(stdout);
-		fprintf(stderr, "lotus bank: memory server lost: %llu committed, %llu recorded as "
-			"maybe, ledger %s flushed\n", (unsigned long long)run->committed,
+		fprintf(stderr, "lotus bank: %s: %llu committed, %llu recorded as "
+			"maybe, ledger %s flushed\n", run->message, (unsigned long long)run->committed,
 			(unsigned long long)run->maybe, o->ledger);
 		return 3;
 	}

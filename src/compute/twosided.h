@@ -164,6 +164,8 @@ struct ts_txn {
 					their late replies are dropped, ABORT is not awaited */
 	/* the outcome of a commit: what each server did with this step */
 	uint64_t noanswer;           /* its requests got no answer (lost, past the deadline) */
+	uint64_t lostconn;           /* ...because its connection was lost (the session
+					may have reached a successor since) */
 	uint64_t refused;            /* it answered with an error */
 	uint64_t unsent;             /* commit round: its request was never sent */
 	uint64_t round_writes;       /* commit round: its request carried writes */

@@ -656,7 +656,7 @@ static void step_reset(ts_txn_t *t)
 	t->err = 0;
 	t->outstanding = 0;
 	memset(t->due, 0, sizeof(t->due));
-	t->noanswer = t->refused = t->unsent = t->acked = 0;
+	t->noanswer = t->lostconn = t->refused = t->unsent = t->acked = 0;
 }
 
 /* The transaction ends without an abort round: committed (err 0) or in
@@ -835,7 +835,7 @@ static void txn_prepare_done(ts_txn_t *t, int err)
 	}
 	if ((t->refused | t->unsent) & t->writers)
 		txn_abort_with(t, err, 0);   /* a writer never prepares it */
-	else if (t->noanswer & t->writers & ~connected_of(t, t->writers))
+	else if (t->noanswer & t->writers & t->lostconn)
 		txn_resolve_start(t, err);   /* a vote lost with its connection */
 	else
 		txn_abort_with(t, err, 1);   /* a reader failed, or a writer is late */
@@ -848,9 +848,11 @@ static void txn_commit_done(ts_txn_t *t, int err)
 		uint64_t landed = w & ~(t->noanswer | t->refused | t->unsent);
 		/* replicas > 1, one writer whose answer was lost with its
 		 * primary: the successor knows whether the COMMIT reached the
-		 * log it copied (what it answers UNKNOWN for, it refuses) */
+		 * log it copied (what it answers UNKNOWN for, it refuses).
+		 * Lost, not "not connected now": by the time this step ends
+		 * another transaction's retry may have reached the successor */
 		if (t->s->cl->repl.replicas > 1 && (t->noanswer & w) && !landed &&
-		    !(t->noanswer & w & connected_of(t, w))) {
+		    !(t->noanswer & w & ~t->lostconn)) {
 			t->writers = t->noanswer & w;
 			txn_resolve_start(t, err);
 			return;
@@ -1022,6 +1024,7 @@ static void ts_on_lost(struct sess_slot *sl, unsigned sv, int reason)
 	t->outstanding -= t->due[sv];
 	t->due[sv] = 0;
 	t->noanswer |= 1ULL << sv;
+	t->lostconn |= 1ULL << sv;
 	if (!t->err)
 		t->err = reason;
 	if (t->outstanding == 0)

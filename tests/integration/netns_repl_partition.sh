@@ -104,7 +104,7 @@ t0=$(date +%s%N)
 for i in $(seq 200); do [ "$(field 1 role)" = primary ] && break; sleep 0.1; done
 [ "$(field 1 role)" = primary ] || fail "ms1 did not take over from the cut-off primary: $(tail -n 5 "$BED/ms1.err")"
 echo "ms1 seen primary $(ms_since "$t0") s after ms0 was cut off (each status call waits up to 2 s for the cut-off ms0)"
-wait "$bank" || fail "bank through the takeover: $(tail -n 5 "$WORK/bank2.err")"
+wait "$bank" || fail "bank through the takeover: $(tail -n 12 "$WORK/bank2.err")"
 nc heal
 for i in $(seq 100); do grep -q "it stops serving partition 0" "$BED/ms0.err" && break; sleep 0.1; done
 grep -q "it stops serving partition 0" "$BED/ms0.err" || fail "ms0 did not learn it was deposed: $(tail -n 5 "$BED/ms0.err")"
