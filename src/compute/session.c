@@ -15,9 +15,17 @@
 #include <string.h>
 #include <time.h>
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/common.h"
 #include "common/log.h"
 #include "compute/session.h"
+
+/* Which address a connection went to, as one word (replicas > 1: is the
+ * partition's primary still there?). */
+static uint64_t addr_tag(const char *host, uint16_t port)
+{
+	return lotus_key_hash(host, (unsigned)strlen(host)) ^ port;
+}
 
 static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len);
 static void sess_on_close(void *arg, net_conn_t *nc, int reason);
@@ -139,6 +147,7 @@ static int group_create(lotus_cluster_t *c, int shared, struct sgroup **out)
 			break;
 		}
 		net_conn_set_user(g->conns[sv], (void *)(uintptr_t)sv);
+		g->conn_at[sv] = addr_tag(c->servers[sv].host, c->servers[sv].port);
 		rc = group_send_hello(c, g, sv);
 	}
 	if (rc) {
@@ -353,6 +362,8 @@ int session_failover(lotus_session_t *s, unsigned sv)
 		return late ? reason : LOTUS_EFAILOVER;
 	net_conn_set_user(nc, (void *)(uintptr_t)sv);
 	g->conns[sv] = nc;
+	g->conn_at[sv] = addr_tag(host, port);
+	g->recheck[sv] = 0;
 	g->lost_reason[sv] = 0;
 	g->failover_said[sv] = 0;
 	g->dirty &= ~(1ULL << sv);   /* what was queued for the lost one is gone */
@@ -367,6 +378,34 @@ int session_failover(lotus_session_t *s, unsigned sv)
 	}
 	log_info("partition %u: reconnected to its primary at %s:%u", sv, host, port);
 	return 0;
+}
+
+/* replicas > 1: sv answered LOTUS_EFAILOVER, i.e. it is a primary that has
+ * not heard from ZooKeeper for half a session and serves nobody meanwhile.
+ * It may never hear again (cut from ZooKeeper alone, while its clients still
+ * reach it): so look at the coordinator (at most every 50 ms, as
+ * session_failover does), and once it names another primary, leave this one
+ * as if its connection were lost, so that the next request goes there. */
+static void session_recheck(lotus_session_t *s, unsigned sv)
+{
+	struct sgroup *g = s->g;
+	lotus_cluster_t *c = s->cl;
+	uint64_t now = clock_now_ns();
+	char host[256];
+	uint16_t port;
+	if (c->repl.replicas < 2 || now < g->failover_next_ns[sv])
+		return;
+	g->recheck[sv] = 0;
+	g->failover_next_ns[sv] = now + 50 * 1000000ULL;
+	if (cluster_primary_of(c, sv, host, sizeof(host), &port, 0) != 0 ||
+	    addr_tag(host, port) == g->conn_at[sv])
+		return;   /* no answer, or still that one: it pauses */
+	net_conn_t *nc = g->conns[sv];
+	log_info("partition %u: its primary moved to %s:%u; leaving the paused one", sv, host,
+		 port);
+	sess_on_close(g, nc, LOTUS_EFAILOVER);
+	net_conn_close(nc);
+	g->failover_next_ns[sv] = 0;   /* reach the new one at once */
 }
 
 int session_queue(lotus_session_t *s, unsigned sv, const struct wire_req *r, const void *key,
@@ -465,6 +504,10 @@ static void sess_on_msg(void *arg, net_conn_t *nc, const void *data, size_t len)
 	wire_iter_init(&it, data, len);
 	while (wire_next_rep(&it, &r, &k, &v) == 1) {
 		size_t item = wire_pad8(sizeof(*r) + r->key_len + r->value_len);
+		if (r->status == LOTUS_EFAILOVER) {   /* a paused primary (session_recheck) */
+			g->recheck[sv] = 1;
+			g->rechecks = 1;
+		}
 		sess_on_reply(g, sv, r, k, v, item + hdr);
 		hdr = 0;
 	}
@@ -512,6 +555,14 @@ int session_progress(lotus_session_t *s, int timeout_ms, int busy)
 	int n;
 	session_flush(s);
 	n = net_progress(g->net);
+	if (g->rechecks) {   /* from the poll, as a loss comes: not mid-step */
+		g->rechecks = 0;
+		for (unsigned sv = 0; sv < s->cl->nservers; sv++)
+			if (g->recheck[sv] && g->conns[sv]) {
+				session_recheck(s, sv);
+				g->rechecks |= g->recheck[sv];   /* not yet: the 50 ms pace */
+			}
+	}
 	/* a member of a shared group waits at most 1 ms holding the lock, so
 	 * the others get their turn at sending and draining */
 	if (n == 0 && timeout_ms != 0 && !busy)

@@ -97,6 +97,9 @@ struct sgroup {
 	uint64_t failover_next_ns[LOTUS_MAX_SERVERS];   /* next look at the coordinator */
 	unsigned failover_said[LOTUS_MAX_SERVERS];
 	int lost_reason[LOTUS_MAX_SERVERS]; /* why conns[sv] is gone (requests fail so) */
+	uint64_t conn_at[LOTUS_MAX_SERVERS];  /* replicas > 1: the address conns[sv] went to */
+	uint8_t recheck[LOTUS_MAX_SERVERS];   /* it answered LOTUS_EFAILOVER: look again */
+	uint8_t rechecks;                /* some recheck[] is set */
 	struct keeper_item kept;         /* on the cluster's lease keeper */
 	uint64_t next_expiry_ns;         /* when the poll next looks for expired slots */
 	/* a synchronous administrative call in flight */

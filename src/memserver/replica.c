@@ -577,8 +577,22 @@ static int sh_job_step(struct ms_repl *rp)
 					 lotus_strerror(rc));
 				return -ESTALE;
 			}
+			/* no coordinator: the batch waits; but not past a whole
+			 * session without an answer (serve_until is half of one
+			 * after the last): ZooKeeper counts this server gone by
+			 * then, and a backup that took over refuses the stream,
+			 * so the batch would wait for ever with its clients.  It
+			 * is not written; they lose their connections and ask
+			 * the successor (sh_job_step's deposed branch) */
+			if (rc && now_ns() > atomic_load(&rp->srv->serve_until_ns) + lease / 2) {
+				char why[160];
+				snprintf(why, sizeof(why), "no answer from ZooKeeper for a whole session "
+					 "(%u ms) while backup %u does not follow", rp->session_ms, p->id);
+				rp_depose(rp, why);
+				return -ESTALE;
+			}
 			if (rc) {
-				waiting = 1;   /* no coordinator: the batch waits */
+				waiting = 1;
 				struct timespec ts = { 0, 50 * 1000000L };
 				nanosleep(&ts, NULL);
 			} else {

@@ -11,7 +11,11 @@
 #  - the cut heals: ms1 catches up (the same log end as ms0, lag 0);
 #  - then ms0 loses its link altogether: its session ends, ms1 takes over at
 #    epoch 2, the bank run goes on and exits 0; once the link is back, ms0
-#    learns it was deposed and stops; the whole ledger verifies.
+#    learns it was deposed and stops; the whole ledger verifies;
+#  - ms0 restarts as ms1's backup; then ms1 is cut from ZooKeeper's host
+#    alone (clients and ms0 still reach it): it stops serving within half a
+#    session, ms0 takes over at epoch 3, a bank run moves to ms0 and exits 0,
+#    ms1 stops once the cut heals, and the ledger verifies.
 . "$(dirname "$0")/lib.sh"
 lib_use zk
 zk_need
@@ -109,4 +113,34 @@ nc heal
 for i in $(seq 100); do grep -q "it stops serving partition 0" "$BED/ms0.err" && break; sleep 0.1; done
 grep -q "it stops serving partition 0" "$BED/ms0.err" || fail "ms0 did not learn it was deposed: $(tail -n 5 "$BED/ms0.err")"
 verify c0 "$led" no_wait
-echo "PASS: a primary-backup cut and a cut-off primary: no acknowledged transfer lost"
+echo "a cut-off primary: ms1 took over at epoch $(field 1 epoch), ms0 stopped once its link was back"
+
+# The primary cut from ZooKeeper alone: clients and its backup still reach
+# it, but once half a session has passed without an answer from ZooKeeper
+# it refuses every request (LOTUS_EFAILOVER), and its backup takes over when
+# its session ends.  No write it took after that may be acknowledged: the
+# ledger shows it.  ms0, restarted on its data, is ms1's backup first.
+for i in $(seq 100); do nc pid ms0 >/dev/null 2>&1 || break; sleep 0.1; done
+nc pid ms0 >/dev/null 2>&1 && fail "the deposed ms0 still runs: $(tail -n 3 "$BED/ms0.err")"
+nc start ms0 >/dev/null || fail "ms0 did not restart: $(tail -n 3 "$BED/ms0.err")"
+for i in $(seq 150); do
+  [ "$(field 0 role)" = backup ] && [ "$(field 1 lag)" = 0 ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] && break
+  sleep 0.1
+done
+[ "$(field 0 role)" = backup ] && [ "$(field 0 lsn)" = "$(field 1 lsn)" ] || fail "ms0 did not rejoin as a caught-up backup: $(status)"
+on_bg c0 "$L" bank --config "$INI" --seconds 6 --threads 2 --inflight 2 --ledger "$led" --quiet \
+  >/dev/null 2>"$WORK/bank3.err"
+bank=$BG_PID
+sleep 1
+nc partition ms1 c1
+t0=$(date +%s%N)
+for i in $(seq 200); do [ "$(field 0 role)" = primary ] && break; sleep 0.1; done
+[ "$(field 0 role)" = primary ] || fail "ms0 did not take over from ms1 cut from ZooKeeper: $(tail -n 5 "$BED/ms0.err")"
+echo "ms1 cut from ZooKeeper only: ms0 seen primary at epoch $(field 0 epoch) $(ms_since "$t0") s later"
+wait "$bank" || fail "bank through the ZooKeeper cut: $(tail -n 12 "$WORK/bank3.err")"
+grep -q "reconnected to its primary" "$WORK/bank3.err" || fail "the bank run never moved to ms0: $(tail -n 5 "$WORK/bank3.err")"
+nc heal
+for i in $(seq 150); do grep -q "it stops serving partition 0" "$BED/ms1.err" && break; sleep 0.1; done
+grep -q "it stops serving partition 0" "$BED/ms1.err" || fail "ms1 did not learn it was deposed: $(tail -n 5 "$BED/ms1.err")"
+verify c0 "$led" no_wait
+echo "PASS: a primary-backup cut, a cut-off primary, and a primary cut from ZooKeeper alone: no acknowledged transfer lost"
