@@ -286,7 +286,7 @@ int tpcc_main(const struct tpcc_opts *o, struct tpcc_result *r)
 			goto out;   /* a lost server: no check (exit 3) */
 	}
 	if (o->check) {
-		rc = tpcc_check(s, &tb, r->warehouses, &r->check);
+		rc = tpcc_check(s, lotus_cluster_servers(c), &tb, r->warehouses, &r->check);
 		if (rc)
 			snprintf(r->message, sizeof(r->message), "check: %s", lotus_strerror(rc));
 	}

@@ -254,7 +254,7 @@ struct tpcc_term {               /* one driver thread: its own session and input
 int tpcc_txn_run(struct tpcc_term *tm, lotus_txn_t *t, enum tpcc_type type, uint64_t *aborts);
 
 /* ---- the consistency conditions (tpcc_check.c) ---- */
-int tpcc_check(lotus_session_t *s, const struct tpcc_tables *tb, unsigned warehouses,
-	       struct tpcc_check_result *r);
+int tpcc_check(lotus_session_t *s, unsigned nservers, const struct tpcc_tables *tb,
+	       unsigned warehouses, struct tpcc_check_result *r);
 
 #endif
