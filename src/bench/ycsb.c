@@ -19,7 +19,9 @@
  *    +------------------------ committed <-- COMMIT (--fail--> retry)
  *
  * A retried transaction re-runs the same operations on the same keys, with
- * the priority of its first attempt.  Latency runs from the first attempt to
+ * the same values and the priority of its first attempt: a thread's sequence
+ * of transactions, and so (with one in flight and keys of its own) the table
+ * it leaves, do not depend on which attempts aborted.  Latency runs from the first attempt to
  * the commit.  Only transactions that finish after the warm-up count.
  */
 #include <errno.h>
@@ -68,6 +70,9 @@ struct gop {
 	uint8_t type;
 	uint16_t scan_len;
 	uint64_t key;
+	uint64_t vseed;           /* update, insert: the value's seed, drawn with the
+				     op, so a retry writes what the first attempt did
+				     and the thread's draws do not follow its aborts */
 	int idx;                  /* op index in the txn */
 };
 
@@ -263,6 +268,7 @@ static void slot_generate(struct slot *sl)
 			  : p < sh->mix[2] ? G_INSERT : p < sh->mix[3] ? G_SCAN : G_RMW;
 		if (g->type == G_INSERT) {
 			g->key = atomic_fetch_add(&sh->insert_count, 1);
+			g->vseed = rng_next(&th->rng);
 			continue;
 		}
 		g->scan_len = (uint16_t)(1 + rng_below(&th->rng, sh->o->max_scan));
@@ -270,6 +276,8 @@ static void slot_generate(struct slot *sl)
 		do
 			g->key = next_key(th);
 		while (g->type != G_SCAN && key_taken(sl, i, g->key) && ++tries < 1000);
+		if (g->type == G_UPDATE)
+			g->vseed = rng_next(&th->rng);
 	}
 	sl->nops = n;
 }
@@ -296,7 +304,7 @@ static int slot_stage(struct slot *sl)
 			break;
 		case G_UPDATE:
 		case G_INSERT:
-			fill_value(th->value, o->record_size, g->key, rng_next(&th->rng));
+			fill_value(th->value, o->record_size, g->key, g->vseed);
 			rc = g->type == G_UPDATE
 			     ? lotus_txn_write(sl->t, tb, key, 8, th->value, o->record_size)
 			     : lotus_txn_insert(sl->t, tb, key, 8, th->value, o->record_size);

@@ -9,7 +9,11 @@
 #    same time, against standalone memory servers): each commits its
 #    transactions on its own key ranges, and the table the dex engine then
 #    reads equals the one two two-sided clients make with the same keys
-#    (--owned-keys);
+#    (--owned-keys): each engine's clients write their own copy of the
+#    table (the one-sided region is built from the records when first
+#    attached), with the same transactions, the same values even where an
+#    attempt aborted and was retried (under load it failed 1 run in 6 when a
+#    retry drew new values);
 #  - no cache (--cache 0) still runs, every lookup then offloaded or read.
 . "$(dirname "$0")/lib.sh"
 digest() { echo "$1" | sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p'; }
