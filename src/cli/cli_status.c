@@ -365,18 +365,21 @@ static const char *human_bytes(uint64_t v, char *buf, size_t len)
 
 static void print_table(const struct st_row *rows, unsigned n)
 {
-	printf("%-3s %-4s %-8s %-21s %-5s %9s %9s %6s %10s %7s %9s %12s %8s %4s %6s %7s  %s\n",
-	       "ID", "UP", "PID", "ADDRESS", "DUR", "POOL-USED", "POOL-FREE", "TABLES", "RECORDS",
+	printf("%-3s %-4s %-7s %-8s %-21s %-5s %9s %9s %6s %10s %7s %9s %12s %8s %4s %6s %7s  %s\n",
+	       "ID", "UP", "ROLE", "PID", "ADDRESS", "DUR", "POOL-USED", "POOL-FREE", "TABLES", "RECORDS",
 	       "CLIENTS", "LOG", "LSN", "CKPT-AGE", "PREP", "LEASES", "REFUSED", "DATA-DIR");
 	uint64_t now_ms = clock_wall_ns() / 1000000;
 	for (unsigned i = 0; i < n; i++) {
 		const struct st_row *r = &rows[i];
 		const char *js = r->stats;
 		if (!r->up) {
-			printf("%-3u %-4s %-8s %-21s %s\n", r->id, "down", "-", r->address, r->reason);
+			printf("%-3u %-4s %-7s %-8s %-21s %s\n", r->id, "down", "-", "-", r->address,
+			       r->reason);
 			continue;
 		}
-		char dur[32], dir[4096], used[16], fr[16], lg[16], age[24], lsn[24];
+		char dur[32], dir[4096], used[16], fr[16], lg[16], age[24], lsn[24], role[16];
+		if (!j_str(js, "replication.role", role, sizeof(role)))
+			snprintf(role, sizeof(role), "-");   /* not replicated */
 		int durable = j_path(js, "durability") != NULL;
 		uint64_t ck = j_u64_or0(js, "durability.checkpoint.unix_ms");
 		if (!durable || !j_u64_or0(js, "durability.checkpoint.seq"))
@@ -389,9 +392,10 @@ static void print_table(const struct st_row *rows, unsigned n)
 			snprintf(lsn, sizeof(lsn), "%" PRIu64, j_u64_or0(js, "durability.next_lsn"));
 		else
 			snprintf(lsn, sizeof(lsn), "-");
-		printf("%-3u %-4s %-8" PRIu64 " %-21s %-5s %9s %9s %6" PRIu64 " %10" PRIu64 " %7" PRIu64
-		       " %9s %12s %8s %4" PRIu64 " %6" PRIu64 " %7" PRIu64 "  %s\n",
-		       r->id, "up", j_u64_or0(js, "pid"), r->address, row_durability(r, dur, sizeof(dur)),
+		printf("%-3u %-4s %-7s %-8" PRIu64 " %-21s %-5s %9s %9s %6" PRIu64 " %10" PRIu64
+		       " %7" PRIu64 " %9s %12s %8s %4" PRIu64 " %6" PRIu64 " %7" PRIu64 "  %s\n",
+		       r->id, "up", role, j_u64_or0(js, "pid"), r->address,
+		       row_durability(r, dur, sizeof(dur)),
 		       human_bytes(j_u64_or0(js, "pool_used_bytes"), used, sizeof(used)),
 		       human_bytes(j_u64_or0(js, "pool_free_bytes"), fr, sizeof(fr)),
 		       j_u64_or0(js, "tables"), j_u64_or0(js, "records"), row_clients(js),
