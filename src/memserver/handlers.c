@@ -306,38 +306,6 @@ static void lockop_complete(struct ms_worker *wk, struct wire_buf *b, lock_txn_t
 	ms_rep_add(wk, b, &rep, NULL);
 }
 
-/* A NO_WAIT read whose lock is held, of a record the lookup phases found
- * (their guess checks out, as a hint is checked): its reply is built here,
- * the value copied once into the reply.  0 (nothing done) for anything else
- * (no guess, a stale one, a durable server's read dependency), which
- * lockop_complete does in full. */
-static int read_guessed(struct ms_worker *wk, const struct wire_req *r, const unsigned char *key)
-{
-	const struct ms_amac *a = wk->amac_cur;
-	store_t *st = wk->srv->store;
-	struct store_rec *rec;
-	if (r->op != OP_READ || r->hint || wk->srv->log || !a || !a->guess || a->r != r ||
-	    store_rec_get(st, a->guess, r->table, key, r->key_len, &rec) != 0)
-		return 0;
-	wk->guess_hits++;
-	struct wire_rep rep = {
-		.op = OP_READ, .tag = r->tag, .txn_id = r->txn_id, .loc = a->guess,
-		.flags = WIRE_REP_F_VERSION, .value_len = rec->value_len,
-		.arg = store_rec_version(st, rec),   /* under the lock */
-	};
-	void *dst = rep_put(wk, &wk->rep, &rep, NULL, NULL, 1);
-	if (dst)
-		memcpy(dst, store_rec_value(rec), rec->value_len);
-	store_rec_put(st, a->guess);
-	if (!dst) {
-		rep.value_len = 0;       /* no memory for the value: say so */
-		rep.status = -ENOMEM;
-		rep.flags = 0;
-		ms_rep_add(wk, &wk->rep, &rep, NULL);
-	}
-	return 1;
-}
-
 /* A pending request with what the lock manager's notify needs (its waiter,
  * state, connection, txn); the request itself is filled in by pending_fill,
  * only once it parks (notify posts it to this thread, which handles the post
@@ -570,8 +538,7 @@ static void h_lockop(struct ms_worker *wk, struct ms_conn *c, uint32_t sender, u
 			ms_pending_free(p);      /* and with it that reference */
 			return;
 		}
-		if (!read_guessed(wk, r, key))
-			lockop_complete(wk, &wk->rep, txn, r, key);
+		lockop_complete(wk, &wk->rep, txn, r, key);
 		return;
 	}
 	p = pending_get(wk, c, txn);
