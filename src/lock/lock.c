@@ -825,6 +825,11 @@ void lock_table_set_fast_reads(lock_table_t *lt, bool on)
 	lt->fast_reads = on;
 }
 
+void lock_prefetch(const lock_table_t *lt, uint16_t table, uint64_t khash)
+{
+	__builtin_prefetch(&lt->buckets[lock_hash(table, khash) & lt->mask], 1, 3);
+}
+
 int lock_read_fast(lock_table_t *lt, lock_txn_t *txn, uint16_t table, uint64_t khash)
 {
 	if (!lt->fast_reads)

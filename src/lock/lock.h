@@ -106,6 +106,10 @@ int lock_acquire_hashed(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const
  * parking.)  khash as for lock_acquire_hashed. */
 int lock_read_fast(lock_table_t *lt, lock_txn_t *txn, uint16_t table, uint64_t khash);
 
+/* Prefetch, for writing, the bucket a lock request on (table, khash) will
+ * take: the lookup phases' hint, so that its miss overlaps the others. */
+void lock_prefetch(const lock_table_t *lt, uint16_t table, uint64_t khash);
+
 /* True if txn holds (table,key) in at least mode. */
 bool lock_held(lock_table_t *lt, lock_txn_t *txn, uint16_t table, const void *key,
 	       uint16_t klen, enum lock_mode mode);

@@ -1272,6 +1272,9 @@ static int op_limited(unsigned op)
  * through them MS_AMAC_MAX requests at a time (amac_window): a window is
  * about as many misses as a core keeps in flight, and what it prefetches is
  * still in the cache when its requests are handled. */
+#ifndef MS_VALUE_AHEAD
+#define MS_VALUE_AHEAD 2
+#endif
 static void amac_window(struct ms_worker *wk)
 {
 	store_t *st = wk->srv->store;
@@ -1292,6 +1295,8 @@ static void amac_window(struct ms_worker *wk)
 			continue;
 		a->token = store_lookup_prefetch(st, r->table, k, r->key_len);
 		a->stage = AMAC_HASHED;
+		if (a->token && r->op == OP_READ)
+			lock_prefetch(wk->srv->locks, r->table, a->token);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		struct ms_amac *a = &wk->amac[i];
@@ -1317,6 +1322,11 @@ static int ms_next_req(struct ms_worker *wk, const struct wire_req **r, const un
 			return 0;
 	}
 	const struct ms_amac *a = &wk->amac[wk->amac_i];
+	if (wk->amac_i + MS_VALUE_AHEAD < wk->amac_n) {
+		const struct ms_amac *b = a + MS_VALUE_AHEAD;
+		if (b->guess && b->r->op == OP_READ)
+			store_prefetch_value(wk->srv->store, b->guess);
+	}
 	*r = a->r;
 	*k = a->k;
 	*v = a->v;

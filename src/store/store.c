@@ -853,6 +853,17 @@ store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t hash)
 	return l;
 }
 
+void store_prefetch_value(store_t *st, store_loc_t l)
+{
+	struct table *t = l ? loc_table(st, l) : NULL;
+	if (!t)
+		return;
+	const char *r = (const char *)slot_rec(t, loc_page(l), loc_slot(l));
+	size_t n = t->slot_size < 4096 ? t->slot_size : 4096;
+	for (size_t off = 2 * CACHELINE; off < n; off += CACHELINE)
+		__builtin_prefetch(r + off, 0, 3);
+}
+
 struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,
 			       const void *key, uint16_t klen)
 {

@@ -233,6 +233,9 @@ int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
  * Any thread; both change nothing. */
 uint64_t store_lookup_prefetch(store_t *st, uint16_t table, const void *key, uint16_t klen);
 store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t token);
+/* Prefetch the rest of a guessed record's slot (its value), a few requests
+ * before the value is copied out: a 1 KiB value is 16 lines from DRAM. */
+void store_prefetch_value(store_t *st, store_loc_t guess);
 /* Overwrite the value in place (vlen <= max_value).  Location unchanged. */
 int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen);
 int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen);

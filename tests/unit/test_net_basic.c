@@ -82,8 +82,8 @@ static void run(const char *transport)
 	CHECK(wait_got(w, &cl, n, 10000));
 	CHECK(cl.bad == 0);
 
-	/* Large messages (rendezvous): 64 KiB + headers and 1 MiB, interleaved with small. */
-	size_t sizes[] = { (64u << 10) + 32 + 48 + 128, 32, 1u << 20, 100, 1u << 20 };
+	/* Large messages: 64 KiB + headers and 1 MiB (eager), 2 MiB (rendezvous), interleaved with small. */
+	size_t sizes[] = { (64u << 10) + 32 + 48 + 128, 32, 1u << 20, 100, 2u << 20 };
 	for (unsigned i = 0; i < ARRAY_SIZE(sizes); i++)
 		CHECK(net_send(conns[1], test_msg(sizes[i], n + i), sizes[i]) == 0);
 	CHECK(wait_got(w, &cl, n + ARRAY_SIZE(sizes), 10000));
