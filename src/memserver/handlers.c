@@ -1272,9 +1272,6 @@ static int op_limited(unsigned op)
  * through them MS_AMAC_MAX requests at a time (amac_window): a window is
  * about as many misses as a core keeps in flight, and what it prefetches is
  * still in the cache when its requests are handled. */
-#ifndef MS_VALUE_AHEAD
-#define MS_VALUE_AHEAD 2
-#endif
 static void amac_window(struct ms_worker *wk)
 {
 	store_t *st = wk->srv->store;
@@ -1289,6 +1286,7 @@ static void amac_window(struct ms_worker *wk)
 		a->v = v;
 		a->guess = 0;
 		a->token = 0;
+		a->pf.n = 0;
 		a->stage = AMAC_NONE;
 		if (r->hint || (r->op != OP_READ && r->op != OP_READ_X && r->op != OP_LOCK_X &&
 				r->op != OP_INSERT && r->op != OP_DELETE))
@@ -1302,7 +1300,8 @@ static void amac_window(struct ms_worker *wk)
 		struct ms_amac *a = &wk->amac[i];
 		if (a->stage != AMAC_HASHED)
 			continue;
-		a->guess = store_lookup_guess(st, a->r->table, a->token);
+		a->guess = store_lookup_guess(st, a->r->table, a->token,
+					      a->r->op == OP_READ ? &a->pf : NULL);
 		a->stage = AMAC_GUESSED;
 	}
 	wk->amac_n = n;
@@ -1322,11 +1321,8 @@ static int ms_next_req(struct ms_worker *wk, const struct wire_req **r, const un
 			return 0;
 	}
 	const struct ms_amac *a = &wk->amac[wk->amac_i];
-	if (wk->amac_i + MS_VALUE_AHEAD < wk->amac_n) {
-		const struct ms_amac *b = a + MS_VALUE_AHEAD;
-		if (b->guess && b->r->op == OP_READ)
-			store_prefetch_value(wk->srv->store, b->guess);
-	}
+	if (wk->amac_i + MS_VALUE_AHEAD < wk->amac_n)
+		store_pf_issue(&a[MS_VALUE_AHEAD].pf);
 	*r = a->r;
 	*k = a->k;
 	*v = a->v;

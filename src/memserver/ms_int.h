@@ -77,8 +77,11 @@ struct ms_amac {
 	const unsigned char *k, *v;   /* r's key and value in the message */
 	uint64_t token;            /* store_lookup_prefetch's */
 	store_loc_t guess;         /* 0: none */
+	struct store_pf pf;        /* a READ's value lines, prefetched MS_VALUE_AHEAD
+				    * requests before it is handled */
 	uint8_t stage;
 };
+#define MS_VALUE_AHEAD 2
 #define MS_AMAC_MAX 64
 
 struct ms_worker {

@@ -839,9 +839,12 @@ uint64_t store_lookup_prefetch(store_t *st, uint16_t table, const void *key, uin
 	return h;          /* 0 (one hash in 2^64) only costs the guess */
 }
 
-store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t hash)
+store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t hash,
+			       struct store_pf *pf)
 {
 	struct table *t = table_get(st, table);
+	if (pf)
+		pf->n = 0;
 	if (!hash || !t || !LOAD(&t->hx_on))
 		return 0;
 	store_loc_t l = hidx_peek(t->hx, hash);
@@ -849,19 +852,12 @@ store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t hash)
 		const char *r = (const char *)slot_rec(t, loc_page(l), loc_slot(l));
 		__builtin_prefetch(r, 0, 3);
 		__builtin_prefetch(r + CACHELINE, 0, 3);
+		if (pf && t->slot_size > 2 * CACHELINE) {
+			pf->p = r + 2 * CACHELINE;
+			pf->n = (t->slot_size < 4096 ? t->slot_size : 4096) - 2 * CACHELINE;
+		}
 	}
 	return l;
-}
-
-void store_prefetch_value(store_t *st, store_loc_t l)
-{
-	struct table *t = l ? loc_table(st, l) : NULL;
-	if (!t)
-		return;
-	const char *r = (const char *)slot_rec(t, loc_page(l), loc_slot(l));
-	size_t n = t->slot_size < 4096 ? t->slot_size : 4096;
-	for (size_t off = 2 * CACHELINE; off < n; off += CACHELINE)
-		__builtin_prefetch(r + off, 0, 3);
 }
 
 struct store_rec *store_rec_at(store_t *st, store_loc_t loc, uint16_t table,

@@ -232,10 +232,20 @@ int store_insert(store_t *st, uint16_t table, const void *key, uint16_t klen,
  * against the key: validate it as a hint (store_rec_get with the key).
  * Any thread; both change nothing. */
 uint64_t store_lookup_prefetch(store_t *st, uint16_t table, const void *key, uint16_t klen);
-store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t token);
-/* Prefetch the rest of a guessed record's slot (its value), a few requests
- * before the value is copied out: a 1 KiB value is 16 lines from DRAM. */
-void store_prefetch_value(store_t *st, store_loc_t guess);
+/* pf (may be NULL): the guessed record's lines after the first two (its
+ * value, up to 4 KiB), for store_pf_issue a few requests before the value
+ * is copied out: a 1 KiB value is 16 lines from DRAM. */
+struct store_pf {
+	const char *p;
+	uint32_t n;                /* bytes; 0: nothing to prefetch */
+};
+store_loc_t store_lookup_guess(store_t *st, uint16_t table, uint64_t token,
+			       struct store_pf *pf);
+static inline void store_pf_issue(const struct store_pf *pf)
+{
+	for (uint32_t off = 0; off < pf->n; off += 64)
+		__builtin_prefetch(pf->p + off, 0, 3);
+}
 /* Overwrite the value in place (vlen <= max_value).  Location unchanged. */
 int store_update(store_t *st, store_loc_t loc, const void *val, uint32_t vlen);
 int store_delete(store_t *st, uint16_t table, const void *key, uint16_t klen);
