@@ -638,7 +638,7 @@ static int durable_start(struct ms_server *srv, const struct memserver_opts *o)
 	rc = ms_recover(srv);
 	if (rc)
 		return rc;
-	struct redo_opts ro = { .dir = o->data_dir };
+	struct redo_opts ro = { .dir = o->data_dir, .prealloc = 1 };
 	rc = redo_open(&ro, srv->rec.next_lsn, &srv->log);
 	if (rc) {
 		log_error("cannot open the redo log in %s: %s", o->data_dir, lotus_strerror(rc));

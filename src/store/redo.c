@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 #include "common/clock.h"
@@ -77,6 +78,19 @@ struct redo {
 	uint32_t max_write;
 	int use_odsync;
 	enum io_backend backend;
+
+	/* Preallocation (redo_opts.prealloc): a spare segment file, zero-filled
+	 * to segment_bytes and durable, that the writer renames into place at
+	 * the next roll; the spare thread makes the next one.  Under spare_mu. */
+	int prealloc;
+	pthread_mutex_t spare_mu;
+	pthread_cond_t spare_cv;
+	int spare_ready, spare_stop, spare_off;   /* spare_off: gave up (no room, an error) */
+	int spare_want;           /* the writer asked for the next spare */
+	int spare_asked;          /* writer only: asked during this segment */
+	pthread_t spare_thread;
+	int spare_started;
+	int seg_zeroed;           /* set by seg_open: the segment it created was a spare */
 
 	unsigned char *ring;
 	size_t ring_bytes;
@@ -467,21 +481,146 @@ static void seg_list_add(struct redo *r, uint64_t first)
 	pthread_mutex_unlock(&r->seg_mu);
 }
 
+/* ---- preallocated segments ----
+ *
+ * An O_DIRECT+O_DSYNC write that extends its file also has the file system
+ * log the new size and blocks: on this project's test VM (ext4 on virtio)
+ * a 4 KiB write then took 162-168 us and 100 us of system CPU, against
+ * 95-103 us and 37 us when it overwrites zeros already on disk.  So the
+ * writer does not extend: each new segment is a spare made ahead of time
+ * (DIR/redo-spare, zero-filled and fdatasync'ed by the spare thread,
+ * renamed into place at the roll, header flag SEG_F_PREALLOC), and the
+ * writer overwrites its zeros.  Without a spare ready (the thread is
+ * behind, or gave up: less than 4 segments plus 256 MiB free on the file
+ * system, or an error), a segment is created empty as before. */
+#define SPARE_NAME "redo-spare"
+#define SPARE_TMP  "redo-spare.tmp"
+#define SPARE_CHUNK (1u << 20)
+
+static int spare_room(const struct redo *r)
+{
+	struct statvfs v;
+	return statvfs(r->dir, &v) == 0 &&
+	       (uint64_t)v.f_bavail * v.f_frsize >= 4 * r->segment_bytes + (256ull << 20);
+}
+
+/* Make DIR/redo-spare: 0, or an error (the spare thread then stops). */
+static int spare_make(struct redo *r)
+{
+	char tmp[4200], path[4200];
+	snprintf(tmp, sizeof(tmp), "%s/" SPARE_TMP, r->dir);
+	snprintf(path, sizeof(path), "%s/" SPARE_NAME, r->dir);
+	struct stat st;
+	if (stat(path, &st) == 0 && (uint64_t)st.st_size == r->segment_bytes)
+		return 0;      /* left by an earlier run: complete, it was renamed */
+	if (!spare_room(r))
+		return -ENOSPC;
+	unlink(tmp);
+	int fd = io_open_direct(tmp, O_RDWR | O_CREAT | O_EXCL, 0644);
+	if (fd < 0)
+		return fd;
+	unsigned char *z = NULL;
+	int rc = posix_memalign((void **)&z, REDO_BLOCK, SPARE_CHUNK) ? -ENOMEM : 0;
+	if (!rc)
+		memset(z, 0, SPARE_CHUNK);
+	for (uint64_t off = 0; !rc && off < r->segment_bytes; off += SPARE_CHUNK) {
+		size_t n = (size_t)MIN((uint64_t)SPARE_CHUNK, r->segment_bytes - off);
+		ssize_t w = pwrite(fd, z, n, (off_t)off);
+		if (w != (ssize_t)n)
+			rc = w < 0 ? -errno : -ENOSPC;
+		pthread_mutex_lock(&r->spare_mu);
+		if (r->spare_stop)
+			rc = rc ? rc : -ECANCELED;
+		pthread_mutex_unlock(&r->spare_mu);
+	}
+	free(z);
+	if (!rc && fdatasync(fd))
+		rc = -errno;
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (!rc)
+		rc = fsync_dir(r->dir);
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+static void *spare_main(void *arg)
+{
+	struct redo *r = arg;
+	pthread_mutex_lock(&r->spare_mu);
+	while (!r->spare_stop) {
+		if (r->spare_ready || r->spare_off || !r->spare_want) {
+			pthread_cond_wait(&r->spare_cv, &r->spare_mu);
+			continue;
+		}
+		pthread_mutex_unlock(&r->spare_mu);
+		int rc = spare_make(r);
+		pthread_mutex_lock(&r->spare_mu);
+		if (rc == 0) {
+			r->spare_ready = 1;
+			r->spare_want = 0;
+		}
+		else if (rc != -ECANCELED) {
+			r->spare_off = 1;
+			log_warn("redo: no preallocated segment in %s (%s): new segments grow as "
+				 "they are written", r->dir, rc == -ENOSPC ? "too little free space"
+				 : strerror(-rc));
+		}
+	}
+	pthread_mutex_unlock(&r->spare_mu);
+	return NULL;
+}
+
+/* The writer, half way through a segment: make the spare for the next
+ * one now (not earlier: its 64 MiB of zeros compete with the log's own
+ * writes for the disk). */
+static void spare_ask(struct redo *r)
+{
+	r->spare_asked = 1;
+	pthread_mutex_lock(&r->spare_mu);
+	r->spare_want = 1;
+	pthread_cond_signal(&r->spare_cv);
+	pthread_mutex_unlock(&r->spare_mu);
+}
+
+/* Rename the spare to path (which must not exist): 1 if done. */
+static int spare_take(struct redo *r, const char *path)
+{
+	char sp[4200];
+	int took = 0;
+	snprintf(sp, sizeof(sp), "%s/" SPARE_NAME, r->dir);
+	pthread_mutex_lock(&r->spare_mu);
+	if (r->spare_ready) {
+		took = renameat2(AT_FDCWD, sp, AT_FDCWD, path, RENAME_NOREPLACE) == 0;
+		r->spare_ready = 0;   /* taken, or unusable: the next when asked */
+	}
+	pthread_mutex_unlock(&r->spare_mu);
+	return took;
+}
+
 /* Open the segment starting at first; create: a new one, its header (mark)
- * durable before its name is. */
+ * durable before its name is (a spare's rename is made durable with it). */
 static int seg_open(struct redo *r, uint64_t first, int create, uint64_t mark)
 {
 	char path[4200];
 	seg_path(path, sizeof(path), r->dir, first);
-	int flags = O_RDWR | (create ? O_CREAT | O_EXCL : 0) | (r->use_odsync ? O_DSYNC : 0);
+	int zeroed = create && r->prealloc && spare_take(r, path);
+	r->seg_zeroed = zeroed;
+	int flags = O_RDWR | (create && !zeroed ? O_CREAT | O_EXCL : 0) |
+		    (r->use_odsync ? O_DSYNC : 0);
 	int fd = io_open_direct(path, flags, 0644);
-	if (fd < 0)
+	if (fd < 0) {
+		if (zeroed)
+			unlink(path);
 		return fd;
+	}
 	if (create) {
 		unsigned char *blk = NULL;
 		int rc = posix_memalign((void **)&blk, REDO_BLOCK, SEG_HDR) ? -ENOMEM : 0;
 		if (!rc) {
-			seghdr_init(blk, first, mark);
+			seghdr_init_flags(blk, first, mark, zeroed ? SEG_F_PREALLOC : 0);
 			rc = seghdr_write(fd, blk, r->use_odsync);
 			if (rc)
 				log_error("redo: writing the header of %s: %s", path, strerror(-rc));
@@ -565,11 +704,12 @@ static int writer_next_segment(struct redo *r, uint64_t first, uint64_t old_end)
 	r->cur_fd = fd;
 	r->cur_file = idx;
 	r->cur_first = first;
-	seghdr_init(r->hblk, first, old_end);
+	r->hflags = r->seg_zeroed ? SEG_F_PREALLOC : 0;
+	r->spare_asked = 0;
+	seghdr_init_flags(r->hblk, first, old_end, r->hflags);
 	r->cur_v1 = 1;
 	r->hseq = 1;
 	r->hmark = old_end;
-	r->hflags = 0;
 	return 0;
 }
 
@@ -658,6 +798,8 @@ static int write_range(struct redo *r, uint64_t start, uint64_t data_end,
 		if (err)
 			return err;
 		ADD(&r->st_writes, n);
+		if (r->prealloc && !r->spare_asked && pos - r->cur_first >= r->segment_bytes / 2)
+			spare_ask(r);
 	}
 	/* A write that ends exactly at a boundary still moves to the next file:
 	 * the next write starts there. */
@@ -927,13 +1069,20 @@ static int open_tail(struct redo *r, uint64_t next_lsn)
 	}
 	if (n == 0) {
 		uint64_t first = ALIGN_UP(next_lsn, (uint64_t)REDO_BLOCK);
+		if (r->prealloc) {   /* the first segment too: make a spare now */
+			int src = spare_make(r);
+			pthread_mutex_lock(&r->spare_mu);
+			r->spare_ready = src == 0;
+			pthread_mutex_unlock(&r->spare_mu);
+		}
 		int fd = seg_open(r, first, 1, next_lsn);
 		if (fd < 0)
 			return fd;
 		r->cur_fd = fd;
 		r->cur_first = r->seg_first = first;
 		r->tail = r->durable = r->floor = first + SEG_HDR;
-		seghdr_init(r->hblk, first, next_lsn);
+		r->hflags = r->seg_zeroed ? SEG_F_PREALLOC : 0;
+		seghdr_init_flags(r->hblk, first, next_lsn, r->hflags);
 		r->cur_v1 = 1;
 		r->hseq = 1;
 		r->hmark = next_lsn;
@@ -993,6 +1142,8 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 	r->segment_bytes = MAX(r->segment_bytes, (uint64_t)REDO_BLOCK);
 	r->use_odsync = o->use_odsync;
 	r->backend = o->backend;
+	const char *pa = getenv("LOTUS_REDO_PREALLOC");
+	r->prealloc = pa && *pa ? strcmp(pa, "0") != 0 : o->prealloc;
 	/* tests: LOTUS_REDO_DELAY_MS=N holds every log write back N ms, so that
 	 * records stay in the buffer (not durable) for a while */
 	const char *dl = getenv("LOTUS_REDO_DELAY_MS");
@@ -1007,6 +1158,8 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 	const char *lz = getenv("LOTUS_REDO_LAZY_MS");
 	r->lazy_wait_ns = (lz ? strtoull(lz, NULL, 10) : REDO_LAZY_MS) * 1000000ull;
 	r->cur_fd = -1;
+	pthread_mutex_init(&r->spare_mu, NULL);
+	pthread_cond_init(&r->spare_cv, NULL);
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_mutex_init(&r->nmu, NULL);
 	pthread_mutex_init(&r->seg_mu, NULL);
@@ -1040,6 +1193,12 @@ int redo_open(const struct redo_opts *o, uint64_t next_lsn, redo_t **out)
 	rc = open_tail(r, next_lsn);
 	if (rc)
 		goto out;
+	if (r->prealloc) {
+		if (pthread_create(&r->spare_thread, NULL, spare_main, r) == 0)
+			r->spare_started = 1;
+		else
+			log_warn("redo: no spare thread: new segments grow as they are written");
+	}
 	rc = -pthread_create(&r->thread, NULL, writer_main, r);
 	if (rc)
 		goto out;
@@ -1069,6 +1228,13 @@ void redo_close(redo_t *r)
 		pthread_mutex_unlock(&r->mu);
 		pthread_join(r->thread, NULL);
 	}
+	if (r->spare_started) {
+		pthread_mutex_lock(&r->spare_mu);
+		r->spare_stop = 1;
+		pthread_cond_signal(&r->spare_cv);
+		pthread_mutex_unlock(&r->spare_mu);
+		pthread_join(r->spare_thread, NULL);
+	}
 	notify_run(r, 0, LOTUS_EDURABLE); /* only if the writer could not start */
 	if (r->ctx)
 		io_ctx_destroy(r->ctx);
@@ -1079,6 +1245,8 @@ void redo_close(redo_t *r)
 	pthread_mutex_destroy(&r->mu);
 	pthread_mutex_destroy(&r->nmu);
 	pthread_mutex_destroy(&r->seg_mu);
+	pthread_mutex_destroy(&r->spare_mu);
+	pthread_cond_destroy(&r->spare_cv);
 	pthread_cond_destroy(&r->work_cv);
 	pthread_cond_destroy(&r->space_cv);
 	pthread_cond_destroy(&r->durable_cv);

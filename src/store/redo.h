@@ -50,6 +50,10 @@ struct redo_opts {
 	uint32_t max_write;       /* largest single log write, default 1 MiB */
 	enum io_backend backend;  /* AUTO: io_uring, else libaio */
 	int use_odsync;           /* 1: open with O_DSYNC instead of RWF_DSYNC per write */
+	int prealloc;             /* 1: new segments come zero-filled to segment_bytes
+				   * (a spare made ahead by a helper thread), so
+				   * that log writes overwrite instead of extending
+				   * the file; LOTUS_REDO_PREALLOC=0 turns it off */
 };
 
 typedef struct redo redo_t;

@@ -52,6 +52,8 @@
 #define SEG_HDR           REDO_BLOCK   /* LSNs [first, first + SEG_HDR): the header block */
 #define SEG_SLOT          512u         /* two header copies, one per sector */
 #define SEG_F_NEXT        1u           /* the next segment was created */
+#define SEG_F_PREALLOC    2u           /* the file was zero-filled to its segment size before
+					* its first record: zeros past the tail are not damage */
 
 struct redo_hdr {
 	uint32_t len;
@@ -112,8 +114,9 @@ int seg_list(const char *dir, uint64_t **out, size_t *n);
 /* Fill copy slot (0 or 1) of the header block blk. */
 void seghdr_put(unsigned char *blk, unsigned slot, uint64_t first, uint64_t seq, uint64_t mark,
 		uint32_t flags);
-/* A new segment's header block: both copies alike. */
+/* A new segment's header block: both copies alike (flags SEG_F_*). */
 void seghdr_init(unsigned char *blk, uint64_t first, uint64_t mark);
+void seghdr_init_flags(unsigned char *blk, uint64_t first, uint64_t mark, uint32_t flags);
 
 enum { SEG_V1 = 1, SEG_V0 = 0, SEG_BAD = -1, SEG_NEWER = -2 };
 

@@ -162,6 +162,12 @@ static int all_zero(const unsigned char *p, size_t n)
 	return 1;
 }
 
+/* Was sg zero-filled to its segment size when created (redo.c)? */
+static int seg_zeroed(const struct replay_seg *sg)
+{
+	return sg->format == SEG_V1 && (sg->hdr.flags & SEG_F_PREALLOC);
+}
+
 /* The log ends at pos inside sg: cut the garbage after it and set aside any
  * later segment (it can only hold records that were never acknowledged). */
 static int replay_cut(const char *dir, struct replay_seg *sg, uint64_t pos, const uint64_t *segs,
@@ -178,9 +184,31 @@ static int replay_cut(const char *dir, struct replay_seg *sg, uint64_t pos, cons
 			 rest, pos);
 		*cut_bytes += rest;
 	}
-	/* Cut at the end of the block holding pos, zero past pos: the file
-	 * keeps the shape the writer gives it (whole 4 KiB blocks). */
-	if (dirty || sg->size % REDO_BLOCK) {
+	if (seg_zeroed(sg)) {
+		/* a preallocated segment keeps its size; whatever lies past pos
+		 * (what a torn last batch left) becomes zeros again, or the
+		 * writer's next records could line up with stale ones */
+		if (dirty) {
+			static const unsigned char zero[64 * 1024];
+			for (uint64_t o = off; o < sg->size; o += sizeof(zero)) {
+				size_t n = (size_t)MIN((uint64_t)sizeof(zero), sg->size - o);
+				if (pwrite(sg->fd, zero, n, (off_t)o) != (ssize_t)n) {
+					int err = errno ? -errno : -EIO;
+					log_error("redo: cannot cut %s at %" PRIu64 ": %s", path,
+						  off, strerror(-err));
+					return err;
+				}
+			}
+			if (fsync(sg->fd)) {
+				int err = -errno;
+				log_error("redo: cannot cut %s at %" PRIu64 ": %s", path, off,
+					  strerror(-err));
+				return err;
+			}
+		}
+	} else if (dirty || sg->size % REDO_BLOCK) {
+		/* Cut at the end of the block holding pos, zero past pos: the file
+		 * keeps the shape the writer gives it (whole 4 KiB blocks). */
 		static const unsigned char zero[REDO_BLOCK];
 		if ((keep > off && pwrite(sg->fd, zero, keep - off, (off_t)off) != (ssize_t)(keep - off)) ||
 		    ftruncate(sg->fd, (off_t)keep) || fsync(sg->fd)) {
@@ -292,7 +320,9 @@ static const char *tail_damage(const struct replay_seg *sg, uint64_t pos, const 
 	if (size % REDO_BLOCK)
 		return "its size is not a multiple of the 4 KiB write unit, which no crash of "
 		       "this writer leaves (the file was cut)";
-	if (off + REDO_BLOCK <= size)
+	/* a preallocated segment holds zeros to its end: only non-zero bytes
+	 * past pos count (below) */
+	if (!seg_zeroed(sg) && off + REDO_BLOCK <= size)
 		return "the file holds written 4 KiB blocks past its last valid record";
 	for (size_t j = idx + 1; j < n; j++) {
 		char path[4200];
@@ -402,6 +432,17 @@ static int replay_damage(const char *dir, struct replay_seg *sg, uint64_t *pos, 
 			log_warn("redo: --recovery-mode %s: the end of the log is damaged in %s at "
 				 "file offset %" PRIu64 " (LSN %" PRIu64 "): %s; cut there as requested",
 				 mode_name(mode), path, off, *pos, why);
+		return replay_cut(dir, sg, *pos, segs, n, idx, &s->cut_bytes) ?: 0;
+	}
+	if (seg_zeroed(sg) && hseg == idx && *pos >= from_lsn && *pos >= mark) {
+		/* A preallocated segment is overwritten in place, so a batch the
+		 * crash tore can leave later blocks written and an earlier one not
+		 * (an extending write cannot: the size moves when it completed).
+		 * Above the header's mark and in this segment, the records past
+		 * the gap are that batch's: never acknowledged.  Cut, zeroing. */
+		log_warn("redo: torn last write in %s at LSN %" PRIu64 " (file offset %" PRIu64
+			 "): records up to LSN %" PRIu64 " past the gap were never acknowledged; "
+			 "cut", path, *pos, off, hi);
 		return replay_cut(dir, sg, *pos, segs, n, idx, &s->cut_bytes) ?: 0;
 	}
 	s->damaged_lsn = *pos;

@@ -86,11 +86,16 @@ void seghdr_put(unsigned char *blk, unsigned slot, uint64_t first, uint64_t seq,
 }
 
 /* A new segment's header block: both copies alike. */
-void seghdr_init(unsigned char *blk, uint64_t first, uint64_t mark)
+void seghdr_init_flags(unsigned char *blk, uint64_t first, uint64_t mark, uint32_t flags)
 {
 	memset(blk, 0, SEG_HDR);
-	seghdr_put(blk, 0, first, 1, mark, 0);
-	seghdr_put(blk, 1, first, 1, mark, 0);
+	seghdr_put(blk, 0, first, 1, mark, flags);
+	seghdr_put(blk, 1, first, 1, mark, flags);
+}
+
+void seghdr_init(unsigned char *blk, uint64_t first, uint64_t mark)
+{
+	seghdr_init_flags(blk, first, mark, 0);
 }
 
 /* What the first size bytes p of the segment starting at first hold: SEG_V1

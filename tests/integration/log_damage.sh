@@ -17,20 +17,60 @@ CLUSTER_DATA=$top/data CLUSTER_DURABILITY=sync
 cluster_start "$top" 2 --threads 1 --memory 64M --checkpoint-log 1G \
   || fail "servers did not start"
 led=$top/bank.ledger
+# Where a segment's records end (a segment may be preallocated: zeros follow).
+rec_end() {
+  /usr/bin/python3 - "$1" <<'PY'
+import struct, sys
+d = open(sys.argv[1], 'rb').read()
+pos = 4096 if d[:4] == b'LRSG' else 0
+while pos + 32 <= len(d):
+    ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
+    size = (32 + ln + 7) & ~7
+    if struct.unpack_from('<I', d, pos + 28)[0] != 0x4f44524c or lsn != pos + size:
+        break
+    pos += size
+print(pos)
+PY
+}
 # A loaded machine commits few transfers in 2 s: run more rounds (appending to
 # the same ledger) until server 1's log is big enough to have a middle, at most 6.
 for round in 1 2 3 4 5 6; do
   "$L" bank --config "$CLUSTER_INI" --accounts 50 --seconds 2 --threads 2 --inflight 2 \
       --ledger "$led" --quiet >/dev/null 2>"$top/bank.err" || fail "bank failed: $(tail -n 3 "$top/bank.err")"
   seg=$(ls "$top"/data/ms1/redo-*.log | tail -n1)
-  [ "$(stat -c %s "$seg")" -gt 100000 ] && break
+  [ "$(rec_end "$seg")" -gt 100000 ] && break
 done
+# The damage must lie below the log writer's watermark (written within 100 ms
+# of going idle): above it, in a preallocated segment, records past a gap
+# are what a torn last write leaves.  Wait until the header's mark reaches
+# the last record.
+for i in $(seq 100); do
+  caught=$(/usr/bin/python3 - "$seg" <<'PY'
+import struct, sys
+d = open(sys.argv[1], 'rb').read()
+if d[:4] != b'LRSG':
+    print("no header"); sys.exit()
+mark = max(struct.unpack_from('<QQ', d, s + 16) for s in (0, 512) if d[s:s + 4] == b'LRSG')[1]
+pos = 4096
+while pos + 32 <= len(d):
+    ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
+    if struct.unpack_from('<I', d, pos + 28)[0] != 0x4f44524c or lsn != pos + ((32 + ln + 7) & ~7):
+        break
+    pos = lsn
+print("yes" if mark >= pos else "mark %d, records end at %d" % (mark, pos))
+PY
+)
+  case $caught in yes|"no header") break;; esac
+  sleep 0.2
+done
+[ "$caught" = yes ] || echo "the watermark did not catch up: $caught"
 cluster_kill 1
 seg=$(ls "$top"/data/ms1/redo-*.log | tail -n1)
 size=$(stat -c %s "$seg")
-[ "$size" -gt 100000 ] || fail "the log is too small to damage its middle ($size bytes)"
+end=$(rec_end "$seg")
+[ "$end" -gt 100000 ] || fail "the log is too small to damage its middle ($end bytes of records)"
 cp "$seg" "$top/seg.orig"
-"$root/scripts/damage-file" flip "$seg" --offset $((size / 2)) || fail "cannot damage $seg"
+"$root/scripts/damage-file" flip "$seg" --offset $((end / 2)) || fail "cannot damage $seg"
 if cluster_restart 1 2>/dev/null; then
   "$L" bank --config "$CLUSTER_INI" --ledger "$led" --verify --json 2>&1 | tail -n1
   fail "server 1 started on a log damaged in the middle"
