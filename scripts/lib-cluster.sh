@@ -51,12 +51,13 @@ _cluster_spawn() {
 # _cluster_ready ID: wait for server ID's ready line.
 _cluster_ready() {
   local id=$1 i
+  # the whole ready line, with its port (not a part of it still being written)
   for i in $(seq 600); do
-    grep -q ready "$CLUSTER_DIR/ms$id.out" 2>/dev/null && break
+    grep -q '"ready":true.*"port":[0-9]' "$CLUSTER_DIR/ms$id.out" 2>/dev/null && break
     kill -0 "${CLUSTER_PIDS[$id]}" 2>/dev/null || break   # it exited: it will not be ready
     sleep 0.05
   done
-  if ! grep -q ready "$CLUSTER_DIR/ms$id.out"; then
+  if ! grep -q '"ready":true.*"port":[0-9]' "$CLUSTER_DIR/ms$id.out"; then
     local rc=running
     kill -0 "${CLUSTER_PIDS[$id]}" 2>/dev/null || { wait "${CLUSTER_PIDS[$id]}" 2>/dev/null; rc=$?; }
     echo "memory server $id did not start (exit $rc): $(tail -n 3 "$CLUSTER_DIR/ms$id.err")" >&2
