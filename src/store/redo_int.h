@@ -48,7 +48,11 @@
 #define REDO_MAGIC        0x4f44524cu  /* "LRDO" */
 #define REDO_SEGEND       0xfe         /* internal: the segment ends here */
 #define SEG_MAGIC         0x4753524cu  /* "LRSG" */
-#define SEG_VERSION       1
+#define SEG_VERSION       2            /* the newest segment format read and written */
+#define SEG_VERSION_PLAIN 1            /* a segment created empty; 2: preallocated
+					* (SEG_F_PREALLOC), so that an older lotus
+					* refuses it as newer instead of taking its
+					* zeros for damage */
 #define SEG_HDR           REDO_BLOCK   /* LSNs [first, first + SEG_HDR): the header block */
 #define SEG_SLOT          512u         /* two header copies, one per sector */
 #define SEG_F_NEXT        1u           /* the next segment was created */

@@ -78,7 +78,9 @@ int seg_list(const char *dir, uint64_t **out, size_t *n)
 void seghdr_put(unsigned char *blk, unsigned slot, uint64_t first, uint64_t seq, uint64_t mark,
 		uint32_t flags)
 {
-	struct seg_hdr h = { .magic = SEG_MAGIC, .version = SEG_VERSION, .hdr_bytes = SEG_HDR,
+	struct seg_hdr h = { .magic = SEG_MAGIC,
+			     .version = (flags & SEG_F_PREALLOC) ? SEG_VERSION : SEG_VERSION_PLAIN,
+			     .hdr_bytes = SEG_HDR,
 			     .first = first, .seq = seq, .mark = mark, .flags = flags };
 	h.crc = crc32c(0, &h, sizeof(h));
 	memset(blk + slot * SEG_SLOT, 0, SEG_SLOT);
@@ -112,7 +114,7 @@ int seghdr_get(const unsigned char *p, size_t size, uint64_t first, struct seg_h
 		if (h.magic != SEG_MAGIC || crc32c(0, &h, sizeof(h)) != want)
 			continue;
 		h.crc = want;
-		if (h.version != SEG_VERSION) {
+		if (h.version < SEG_VERSION_PLAIN || h.version > SEG_VERSION) {
 			newer = MAX(newer, h.version > SEG_VERSION ? (int)h.version : 0);
 			continue;
 		}

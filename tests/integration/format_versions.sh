@@ -38,13 +38,15 @@ start() {
   pid=
   out=$(cat "$top/s.err")
 }
-# refused DIR WHAT: the start fails with a line naming the file and versions 2 and 1
+# refused DIR WHAT FILE [V [READS]]: the start fails with a line naming the
+# file, version V (2) and the newest this lotus reads (READS, 1)
 refused() {
+  local v=${4:-2} reads=${5:-1}
   start "$1"
-  [ $rc -ne 0 ] || fail "$2 of version 2: the server started"
-  echo "$out" | grep -q "$3.*written by a newer lotus: $2 format version 2, and this lotus reads versions.* 1" \
-    || fail "$2 of version 2: no clear line: $out"
-  echo "$out" | grep -q "recovering from the previous checkpoint" && fail "$2 of version 2 taken for damage: $out"
+  [ $rc -ne 0 ] || fail "$2 of version $v: the server started"
+  echo "$out" | grep -q "$3.*written by a newer lotus: $2 format version $v, and this lotus reads versions.* $reads" \
+    || fail "$2 of version $v: no clear line: $out"
+  echo "$out" | grep -q "recovering from the previous checkpoint" && fail "$2 of version $v taken for damage: $out"
   echo "ok: $2: $(echo "$out" | grep 'newer lotus')"
 }
 fresh() { rm -rf "$top/$1"; cp -a "$top/db" "$top/$1"; }
@@ -83,13 +85,13 @@ b = bytearray(open(p, 'rb').read())
 for off in (0, 512):
     h = bytearray(b[off:off + 40])
     assert h[0:4] == b'LRSG', h[0:4]
-    h[4:6] = struct.pack('<H', 2)
+    h[4:6] = struct.pack('<H', 3)   # 2: a preallocated segment (this lotus reads it)
     h[36:40] = b'\0\0\0\0'
     h[36:40] = struct.pack('<I', crc32c(bytes(h)))
     b[off:off + 40] = h
 open(p, 'wb').write(b)
 EOF
-refused "$top/r" "segment" "$seg"
+refused "$top/r" "segment" "$seg" 3 2
 
 # older formats still load: a CRC file of version 0 (before the field), and the original
 fresh o

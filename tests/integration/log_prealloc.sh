@@ -20,7 +20,7 @@ root=$ROOT
 top=$T
 at_exit 'cluster_stop'
 
-# seginfo FILE: "<size> <flags of the newest header copy> <records end> <mark>"
+# seginfo FILE: "<size> <flags of the newest header copy> <records end> <mark> <version>"
 seginfo() {
   /usr/bin/python3 - "$1" <<'PY'
 import os, struct, sys
@@ -30,6 +30,7 @@ best = max(((struct.unpack_from('<Q', d, s + 16)[0], s) for s in (0, 512)
             if d[s:s + 4] == b'LRSG'), default=None)
 flags = struct.unpack_from('<I', d, best[1] + 32)[0] if best else -1
 mark = struct.unpack_from('<Q', d, best[1] + 24)[0] if best else 0
+version = struct.unpack_from('<H', d, best[1] + 4)[0] if best else 0
 pos = 4096 if d[:4] == b'LRSG' else 0
 while pos + 32 <= len(d):
     ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
@@ -37,7 +38,7 @@ while pos + 32 <= len(d):
     if struct.unpack_from('<I', d, pos + 28)[0] != 0x4f44524c or lsn != pos + size:
         break
     pos += size
-print(os.path.getsize(p), flags, pos, mark)
+print(os.path.getsize(p), flags, pos, mark, version)
 PY
 }
 bank() {
@@ -57,10 +58,11 @@ cluster_start "$top" 2 --threads 1 --memory 64M --checkpoint-log 1G || fail "ser
 led=$top/bank.ledger
 bank 2
 seg=$(ls "$top"/data/ms1/redo-*.log | tail -n1)
-read -r size flags end mark <<<"$(seginfo "$seg")"
-echo "segment: $size bytes, flags $flags, records end at $end, mark $mark"
+read -r size flags end mark version <<<"$(seginfo "$seg")"
+echo "segment: $size bytes, version $version, flags $flags, records end at $end, mark $mark"
 [ "$size" = $((64 << 20)) ] || fail "the segment is $size bytes, not preallocated to 64 MiB"
 [ $((flags & 2)) = 2 ] || fail "the segment header does not say preallocated (flags $flags)"
+[ "$version" = 2 ] || fail "a preallocated segment's header is version $version, not 2"
 [ "$end" -gt 8192 ] || fail "too few records ($end)"
 
 # 2. kill -9 and restart.
@@ -171,9 +173,10 @@ cluster_start "$top/c3" 1 --threads 1 --memory 64M --checkpoint-log 1G || fail "
 led=$top/off.ledger
 bank 1
 seg=$(ls "$top"/off/ms0/redo-*.log | tail -n1)
-read -r size flags end mark <<<"$(seginfo "$seg")"
-echo "off: $size bytes, flags $flags, records end at $end"
-[ "$size" -lt $((64 << 20)) ] && [ $((flags & 2)) = 0 ] || fail "LOTUS_REDO_PREALLOC=0 still preallocated"
+read -r size flags end mark version <<<"$(seginfo "$seg")"
+echo "off: $size bytes, version $version, flags $flags, records end at $end"
+[ "$size" -lt $((64 << 20)) ] && [ $((flags & 2)) = 0 ] && [ "$version" = 1 ] \
+  || fail "LOTUS_REDO_PREALLOC=0 still preallocated (version $version)"
 [ ! -e "$top/off/ms0/redo-spare" ] || fail "LOTUS_REDO_PREALLOC=0 made a spare"
 cluster_kill 0
 cluster_restart 0 || fail "off: restart: $(tail -n 3 "$top/c3/ms0.err")"
