@@ -510,12 +510,11 @@ static int spare_make(struct redo *r)
 	char tmp[4200], path[4200];
 	snprintf(tmp, sizeof(tmp), "%s/" SPARE_TMP, r->dir);
 	snprintf(path, sizeof(path), "%s/" SPARE_NAME, r->dir);
-	struct stat st;
-	if (stat(path, &st) == 0 && (uint64_t)st.st_size == r->segment_bytes)
-		return 0;      /* left by an earlier run: complete, it was renamed */
+	/* one left by an earlier run is not trusted to be zeros: made anew */
+	unlink(path);
+	unlink(tmp);
 	if (!spare_room(r))
 		return -ENOSPC;
-	unlink(tmp);
 	int fd = io_open_direct(tmp, O_RDWR | O_CREAT | O_EXCL, 0644);
 	if (fd < 0)
 		return fd;
