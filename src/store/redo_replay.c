@@ -434,12 +434,14 @@ static int replay_damage(const char *dir, struct replay_seg *sg, uint64_t *pos, 
 				 mode_name(mode), path, off, *pos, why);
 		return replay_cut(dir, sg, *pos, segs, n, idx, &s->cut_bytes) ?: 0;
 	}
-	if (seg_zeroed(sg) && hseg == idx && *pos >= from_lsn && *pos >= mark) {
+	if (seg_zeroed(sg) && idx + 1 == n && hseg == idx && *pos >= from_lsn && *pos >= mark) {
 		/* A preallocated segment is overwritten in place, so a batch the
 		 * crash tore can leave later blocks written and an earlier one not
 		 * (an extending write cannot: the size moves when it completed).
-		 * Above the header's mark and in this segment, the records past
-		 * the gap are that batch's: never acknowledged.  Cut, zeroing. */
+		 * Above the header's mark and in the last segment (the writer
+		 * creates the next one only after this one's writes completed),
+		 * the records past the gap are that batch's: never acknowledged.
+		 * Cut, zeroing. */
 		log_warn("redo: torn last write in %s at LSN %" PRIu64 " (file offset %" PRIu64
 			 "): records up to LSN %" PRIu64 " past the gap were never acknowledged; "
 			 "cut", path, *pos, off, hi);
