@@ -30,20 +30,7 @@ cluster_start "$top" 2 --threads 1 --memory 64M --checkpoint-log 1G \
   || fail "servers did not start"
 led=$top/bank.ledger
 # Where a segment's records end (a segment may be preallocated: zeros follow).
-rec_end() {
-  /usr/bin/python3 - "$1" <<'PY'
-import struct, sys
-d = open(sys.argv[1], 'rb').read()
-pos = 4096 if d[:4] == b'LRSG' else 0
-while pos + 32 <= len(d):
-    ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
-    size = (32 + ln + 7) & ~7
-    if struct.unpack_from('<I', d, pos + 28)[0] != 0x4f44524c or lsn != pos + size:
-        break
-    pos += size
-print(pos)
-PY
-}
+rec_end() { "$root/scripts/redo-seg" "$1" | cut -d' ' -f3; }
 t0=$SECONDS
 for i in $(seq 30); do   # until server 1's log holds 32 KB (or 30 s: a busy machine)
   "$L" bank --config "$CLUSTER_INI" --accounts 50 --seconds 1 --threads 2 --inflight 2 \
@@ -54,22 +41,10 @@ done
 # The log writer writes its watermark within 100 ms of going idle: wait until
 # the header's mark (the newer of its two copies) reaches the last record.
 for i in $(seq 100); do
-  caught=$(/usr/bin/python3 - "$seg" <<'PY'
-import struct, sys
-d = open(sys.argv[1], 'rb').read()
-if d[:4] != b'LRSG':
-    print("no header"); sys.exit()
-mark = max(struct.unpack_from('<QQ', d, s + 16) for s in (0, 512) if d[s:s + 4] == b'LRSG')[1]
-pos = 4096
-while pos + 32 <= len(d):
-    ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
-    if struct.unpack_from('<I', d, pos + 28)[0] != 0x4f44524c or lsn != pos + ((32 + ln + 7) & ~7):
-        break
-    pos = lsn
-print("yes" if mark >= pos else "mark %d, records end at %d" % (mark, pos))
-PY
-)
-  case $caught in yes|"no header") break;; esac
+  read -r _ _ recs mark version <<<"$("$root/scripts/redo-seg" "$seg")"
+  [ "$version" = 0 ] && { caught="no header"; break; }
+  [ "$mark" -ge "$recs" ] && { caught=yes; break; }
+  caught="mark $mark, records end at $recs"
   sleep 0.2
 done
 [ "$caught" = yes ] || echo "the watermark did not catch up: $caught (on a binary without it, the cuts below are not refused)"

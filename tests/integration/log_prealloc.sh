@@ -21,26 +21,8 @@ top=$T
 at_exit 'cluster_stop'
 
 # seginfo FILE: "<size> <flags of the newest header copy> <records end> <mark> <version>"
-seginfo() {
-  /usr/bin/python3 - "$1" <<'PY'
-import os, struct, sys
-p = sys.argv[1]
-d = open(p, 'rb').read()
-best = max(((struct.unpack_from('<Q', d, s + 16)[0], s) for s in (0, 512)
-            if d[s:s + 4] == b'LRSG'), default=None)
-flags = struct.unpack_from('<I', d, best[1] + 32)[0] if best else -1
-mark = struct.unpack_from('<Q', d, best[1] + 24)[0] if best else 0
-version = struct.unpack_from('<H', d, best[1] + 4)[0] if best else 0
-pos = 4096 if d[:4] == b'LRSG' else 0
-while pos + 32 <= len(d):
-    ln, _, lsn = struct.unpack_from('<IIQ', d, pos)
-    size = (32 + ln + 7) & ~7
-    if struct.unpack_from('<I', d, pos + 28)[0] != 0x4f44524c or lsn != pos + size:
-        break
-    pos += size
-print(os.path.getsize(p), flags, pos, mark, version)
-PY
-}
+# (scripts/redo-seg)
+seginfo() { "$root/scripts/redo-seg" "$1"; }
 bank() {
   "$L" bank --config "$CLUSTER_INI" --accounts 50 --seconds "$1" --threads 2 --inflight 2 \
       --ledger "$led" --quiet >/dev/null 2>"$top/bank.err" || fail "bank failed: $(tail -n 3 "$top/bank.err")"
